@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Runs redis-benchmark against Shale and Debian's redis-server in the same run and writes
+docs/benchmarks.md: requests/s per command, the Shale/Redis ratio, and each server's CPU time
+per operation (user+system from /proc/PID/stat around each run, divided by requests).
+
+Usage: bench/redis-benchmark.py [--requests N] [--quick]
+"""
+
+import argparse
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/shale-target"))
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(port, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            out = subprocess.run(["redis-cli", "-p", str(port), "PING"], capture_output=True, text=True, timeout=5)
+            if out.stdout.strip() == "PONG":
+                return
+        except subprocess.TimeoutExpired:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"server on {port} did not start")
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def ensure_tools():
+    if shutil.which("redis-server") and shutil.which("redis-benchmark"):
+        return
+    subprocess.run(["apt-get", "update", "-qq"], check=True)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "redis-server", "redis-tools"], check=True)
+
+
+class Server:
+    def __init__(self, name, argv, port):
+        self.name, self.port = name, port
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_ready(port)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=60)
+
+
+def start_shale(data_dir, port):
+    binary = os.path.join(TARGET, "release", "shale-server")
+    return Server("shale", [binary, "--port", str(port), "--dir", data_dir, "--loglevel", "warning"], port)
+
+
+def start_redis(data_dir, port):
+    return Server("redis", ["redis-server", "--port", str(port), "--dir", data_dir, "--appendonly", "yes",
+                            "--appendfsync", "everysec", "--save", "", "--daemonize", "no"], port)
+
+
+def bench(server, command, requests, pipeline):
+    argv = ["redis-benchmark", "-p", str(server.port), "-t", command, "-n", str(requests), "-c", "50",
+            "-d", "128", "-r", "1000000", "--csv"]
+    if pipeline > 1:
+        argv += ["-P", str(pipeline)]
+    before = cpu_seconds(server.proc.pid)
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    cpu = cpu_seconds(server.proc.pid) - before
+    rps = None
+    for line in out.splitlines():
+        cells = [c.strip('"') for c in line.split('","')]
+        if len(cells) >= 2 and cells[0].lower().startswith(command.split("_")[0]):
+            rps = float(cells[1])
+    if rps is None:
+        raise RuntimeError(f"no result for {command}: {out}")
+    return rps, cpu * 1e6 / requests
+
+
+def restart_time(port, keys):
+    """Loads `keys` keys into a fresh Shale, restarts it and times until PING answers."""
+    data = tempfile.mkdtemp(prefix="shale-restart-")
+    try:
+        server = start_shale(data, port)
+        proto = bytearray()
+        for i in range(keys):
+            k, v = f"key:{i:08d}".encode(), b"v" * 100
+            proto += b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(k), k, len(v), v)
+        subprocess.run(["redis-cli", "-p", str(port), "--pipe"], input=bytes(proto), capture_output=True, check=True)
+        server.stop()
+        started = time.time()
+        server = start_shale(data, port)
+        elapsed = time.time() - started
+        size = subprocess.run(["redis-cli", "-p", str(port), "DBSIZE"], capture_output=True, text=True).stdout.strip()
+        server.stop()
+        return elapsed, size
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def machine():
+    mem = "?"
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) // 1024 // 1024} GiB"
+    cpu = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    redis = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.strip()
+    return f"{os.cpu_count()} cores ({cpu}), {mem} RAM, {platform.system()} {platform.release()}; {redis}"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=200000)
+    parser.add_argument("--restart-keys", type=int, default=1000000)
+    parser.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    args = parser.parse_args()
+
+    ensure_tools()
+    subprocess.run(["cargo", "build", "--release", "--bin", "shale-server"], cwd=ROOT, check=True)
+    commands = ["set", "get", "incr", "mset"]
+    rows = []
+    with tempfile.TemporaryDirectory() as shale_dir, tempfile.TemporaryDirectory() as redis_dir:
+        shale = start_shale(shale_dir, free_port())
+        redis = start_redis(redis_dir, free_port())
+        try:
+            for pipeline in (1, 16):
+                for command in commands:
+                    # Alternate the servers so neither always runs on a warmer machine.
+                    s = bench(shale, command, args.requests, pipeline)
+                    r = bench(redis, command, args.requests, pipeline)
+                    rows.append((command.upper(), pipeline, s, r))
+                    print(f"{command:6} P={pipeline:2}  shale {s[0]:>10.0f}/s {s[1]:6.1f}us  "
+                          f"redis {r[0]:>10.0f}/s {r[1]:6.1f}us  ratio {s[0] / r[0]:.2f}", file=sys.stderr)
+        finally:
+            shale.stop()
+            redis.stop()
+    restart_s, restart_keys = restart_time(free_port(), args.restart_keys)
+
+    lines = [
+        "# Benchmarks",
+        "",
+        "Produced by `bench/redis-benchmark.py`, which starts `shale-server` and Debian's `redis-server`",
+        "(`appendonly yes`, `appendfsync everysec`) on free ports with fresh data directories and runs",
+        f"`redis-benchmark -t <cmd> -n {args.requests} -c 50 -d 128 -r 1000000 [-P 16]` against each, alternating.",
+        "CPU/op is the server's user+system time from `/proc/PID/stat` around the run divided by requests:",
+        "on a 2-core machine the benchmark client takes a core, so CPU per operation is the steadier figure.",
+        "",
+        f"Machine: {machine()}.",
+        "",
+        "| command | pipeline | Shale req/s | Redis req/s | Shale/Redis | Shale CPU µs/op | Redis CPU µs/op | CPU ratio |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, pipeline, s, r in rows:
+        lines.append(f"| {name} | {pipeline} | {s[0]:,.0f} | {r[0]:,.0f} | {s[0] / r[0]:.2f} | {s[1]:.1f} | {r[1]:.1f} | {s[1] / r[1]:.2f} |")
+    lines += [
+        "",
+        f"Restart of a database holding {restart_keys} keys (SIGTERM, start, first PONG): {restart_s:.2f} s.",
+        "",
+    ]
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines))
+    print(f"wrote {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+//! Replies and their RESP2/RESP3 encodings.
+
+use std::borrow::Cow;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+/// One reply, in RESP3 terms; [`Reply::encode`] lowers it to RESP2 where the client asked for it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Status(Cow<'static, str>),
+    /// The whole error line without the leading `-`, prefix included (`ERR ...`, `WRONGTYPE ...`).
+    Error(Cow<'static, str>),
+    Integer(i64),
+    Bulk(Bytes),
+    /// A missing value: `$-1` in RESP2, `_` in RESP3.
+    Null,
+    /// A missing aggregate: `*-1` in RESP2, `_` in RESP3.
+    NullArray,
+    Array(Vec<Reply>),
+    /// Key-value pairs; a flat array in RESP2.
+    Map(Vec<(Reply, Reply)>),
+    /// An unordered collection; an array in RESP2.
+    Set(Vec<Reply>),
+    /// A double; a bulk string with 17 significant digits in RESP2, as Redis 7.0 prints it.
+    Double(f64),
+    /// A boolean; the integer 1 or 0 in RESP2.
+    Bool(bool),
+    /// Text meant for humans (INFO, CLIENT LIST); a plain bulk string in RESP2.
+    Verbatim(Bytes),
+    /// An out-of-band message (pub/sub); an array in RESP2.
+    Push(Vec<Reply>),
+}
+
+impl Reply {
+    pub const OK: Reply = Reply::Status(Cow::Borrowed("OK"));
+
+    pub fn status(text: &'static str) -> Reply {
+        Reply::Status(Cow::Borrowed(text))
+    }
+
+    pub fn bulk(value: impl Into<Bytes>) -> Reply {
+        Reply::Bulk(value.into())
+    }
+
+    pub fn bulk_or_null(value: Option<impl Into<Bytes>>) -> Reply {
+        value.map_or(Reply::Null, |v| Reply::Bulk(v.into()))
+    }
+
+    pub fn is_error(&self) -> bool {
+        matches!(self, Reply::Error(_))
+    }
+
+    /// Appends the encoding of this reply to `out`.
+    pub fn encode(&self, out: &mut BytesMut, resp3: bool) {
+        match self {
+            Reply::Status(text) => line(out, b'+', text.as_bytes()),
+            Reply::Error(text) => line(out, b'-', text.as_bytes()),
+            Reply::Integer(n) => int_line(out, b':', *n),
+            Reply::Bulk(data) => bulk(out, b'$', data),
+            Reply::Null if resp3 => out.put_slice(b"_\r\n"),
+            Reply::Null => out.put_slice(b"$-1\r\n"),
+            Reply::NullArray if resp3 => out.put_slice(b"_\r\n"),
+            Reply::NullArray => out.put_slice(b"*-1\r\n"),
+            Reply::Array(items) => aggregate(out, b'*', items, resp3),
+            Reply::Set(items) => aggregate(out, if resp3 { b'~' } else { b'*' }, items, resp3),
+            Reply::Push(items) => aggregate(out, if resp3 { b'>' } else { b'*' }, items, resp3),
+            Reply::Map(pairs) => {
+                if resp3 {
+                    int_line(out, b'%', pairs.len() as i64);
+                } else {
+                    int_line(out, b'*', 2 * pairs.len() as i64);
+                }
+                for (k, v) in pairs {
+                    k.encode(out, resp3);
+                    v.encode(out, resp3);
+                }
+            }
+            Reply::Double(d) if resp3 => line(out, b',', format_double(*d).as_bytes()),
+            Reply::Double(d) => bulk(out, b'$', format_double(*d).as_bytes()),
+            Reply::Bool(b) if resp3 => out.put_slice(if *b { b"#t\r\n" } else { b"#f\r\n" }),
+            Reply::Bool(b) => int_line(out, b':', *b as i64),
+            Reply::Verbatim(text) if resp3 => {
+                int_line(out, b'=', text.len() as i64 + 4);
+                out.put_slice(b"txt:");
+                out.put_slice(text);
+                out.put_slice(b"\r\n");
+            }
+            Reply::Verbatim(text) => bulk(out, b'$', text),
+        }
+    }
+}
+
+impl From<i64> for Reply {
+    fn from(n: i64) -> Self {
+        Reply::Integer(n)
+    }
+}
+
+fn line(out: &mut BytesMut, prefix: u8, text: &[u8]) {
+    out.reserve(text.len() + 3);
+    out.put_u8(prefix);
+    out.put_slice(text);
+    out.put_slice(b"\r\n");
+}
+
+fn int_line(out: &mut BytesMut, prefix: u8, n: i64) {
+    let mut digits = itoa::Buffer::new();
+    line(out, prefix, digits.format(n).as_bytes());
+}
+
+fn bulk(out: &mut BytesMut, prefix: u8, data: &[u8]) {
+    int_line(out, prefix, data.len() as i64);
+    out.reserve(data.len() + 2);
+    out.put_slice(data);
+    out.put_slice(b"\r\n");
+}
+
+fn aggregate(out: &mut BytesMut, prefix: u8, items: &[Reply], resp3: bool) {
+    int_line(out, prefix, items.len() as i64);
+    for item in items {
+        item.encode(out, resp3);
+    }
+}
+
+/// Formats a double like C's `%.17g`, which Redis 7.0 uses for scores and RESP3 doubles.
+pub fn format_double(d: f64) -> String {
+    if d.is_nan() {
+        return "nan".into();
+    }
+    if d.is_infinite() {
+        return if d > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if d == 0.0 {
+        return if d.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
+    }
+    let sci = format!("{:.16e}", d);
+    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    if !(-4..17).contains(&exponent) {
+        let mantissa = trim_fraction_zeros(mantissa);
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exponent.abs())
+    } else {
+        let decimals = (16 - exponent).max(0) as usize;
+        trim_fraction_zeros(&format!("{:.*}", decimals, d)).to_string()
+    }
+}
+
+fn trim_fraction_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encode(reply: &Reply, resp3: bool) -> String {
+        let mut out = BytesMut::new();
+        reply.encode(&mut out, resp3);
+        String::from_utf8(out.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn resp2_and_resp3_encodings() {
+        assert_eq!(encode(&Reply::OK, false), "+OK\r\n");
+        assert_eq!(encode(&Reply::Integer(-12), false), ":-12\r\n");
+        assert_eq!(encode(&Reply::bulk("ab"), false), "$2\r\nab\r\n");
+        assert_eq!(encode(&Reply::Null, false), "$-1\r\n");
+        assert_eq!(encode(&Reply::Null, true), "_\r\n");
+        assert_eq!(encode(&Reply::NullArray, false), "*-1\r\n");
+        let map = Reply::Map(vec![(Reply::bulk("a"), Reply::Integer(1))]);
+        assert_eq!(encode(&map, false), "*2\r\n$1\r\na\r\n:1\r\n");
+        assert_eq!(encode(&map, true), "%1\r\n$1\r\na\r\n:1\r\n");
+        assert_eq!(encode(&Reply::Double(1.5), false), "$3\r\n1.5\r\n");
+        assert_eq!(encode(&Reply::Double(1.5), true), ",1.5\r\n");
+        assert_eq!(encode(&Reply::Bool(true), true), "#t\r\n");
+        assert_eq!(
+            encode(&Reply::Verbatim(Bytes::from("x")), true),
+            "=5\r\ntxt:x\r\n"
+        );
+        assert_eq!(
+            encode(&Reply::Set(vec![Reply::Integer(1)]), true),
+            "~1\r\n:1\r\n"
+        );
+        assert_eq!(encode(&Reply::Error("ERR x".into()), false), "-ERR x\r\n");
+    }
+
+    #[test]
+    fn doubles_print_like_percent_17g() {
+        assert_eq!(format_double(1.0), "1");
+        assert_eq!(format_double(0.1), "0.10000000000000001");
+        assert_eq!(format_double(-3.14243905e8), "-314243905");
+        assert_eq!(format_double(1e17), "1e+17");
+        assert_eq!(format_double(1.5e-5), "1.5e-05");
+        assert_eq!(
+            format_double(2.0f64.sqrt() * 1e-7),
+            "1.4142135623730952e-07"
+        );
+        assert_eq!(format_double(123456.5), "123456.5");
+        assert_eq!(format_double(f64::INFINITY), "inf");
+        assert_eq!(format_double(f64::NEG_INFINITY), "-inf");
+    }
+}

@@ -1,0 +1,324 @@
+//! Connection commands: PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET and CLIENT.
+
+use bytes::Bytes;
+use shale_protocol::Reply;
+
+use super::args::{db_index, int, is, text};
+use super::Context;
+use crate::error::Error;
+use crate::server::{Closing, REDIS_VERSION};
+
+pub fn ping(_ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    match args.len() {
+        1 => Ok(Reply::status("PONG")),
+        2 => Ok(Reply::Bulk(args[1].clone())),
+        _ => Err(Error::WrongArity("ping".into())),
+    }
+}
+
+pub fn echo(_ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Bulk(args[1].clone()))
+}
+
+fn wrong_pass() -> Error {
+    Error::Prefixed("WRONGPASS invalid username-password pair or user is disabled.".into())
+}
+
+/// Checks a username (only `default` exists) and password against `requirepass`.
+fn check_password(ctx: &Context<'_>, user: &[u8], password: &[u8]) -> Result<(), Error> {
+    let required = ctx.services.config.read().requirepass.clone();
+    let ok = is(user, "default") && required.is_none_or(|p| p.as_bytes() == password);
+    if ok {
+        Ok(())
+    } else {
+        Err(wrong_pass())
+    }
+}
+
+/// AUTH [username] password
+pub fn auth(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let (user, password) = match args.len() {
+        2 => {
+            if ctx.services.config.read().requirepass.is_none() {
+                return Err(Error::msg("AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"));
+            }
+            (&b"default"[..], &args[1])
+        }
+        3 => (&args[1][..], &args[2]),
+        _ => return Err(Error::Syntax),
+    };
+    check_password(ctx, user, password)?;
+    ctx.client.authenticated = true;
+    Ok(Reply::OK)
+}
+
+/// HELLO [protover [AUTH username password] [SETNAME clientname]]
+pub fn hello(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let mut resp = if ctx.client.resp3 { 3 } else { 2 };
+    if let Some(version) = args.get(1) {
+        let version = int(version)
+            .map_err(|_| Error::msg("Protocol version is not an integer or out of range"))?;
+        if version != 2 && version != 3 {
+            return Err(Error::Prefixed(
+                "NOPROTO unsupported protocol version".into(),
+            ));
+        }
+        resp = version as u8;
+    }
+    let mut name = None;
+    let mut i = 2;
+    while i < args.len() {
+        if is(&args[i], "auth") && i + 2 < args.len() {
+            check_password(ctx, &args[i + 1], &args[i + 2])?;
+            ctx.client.authenticated = true;
+            i += 3;
+        } else if is(&args[i], "setname") && i + 1 < args.len() {
+            validate_name(&args[i + 1])?;
+            name = Some(args[i + 1].clone());
+            i += 2;
+        } else {
+            return Err(Error::msg(format!(
+                "Syntax error in HELLO option '{}'",
+                text(&args[i])
+            )));
+        }
+    }
+    if !ctx.client.authenticated {
+        return Err(Error::Prefixed("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time".into()));
+    }
+    ctx.client.resp3 = resp == 3;
+    {
+        let mut info = ctx.client.handle.info.lock();
+        info.resp = resp;
+        if name.is_some() {
+            info.name = name;
+        }
+    }
+    let field = |k: &'static str, v: Reply| (Reply::bulk(k), v);
+    Ok(Reply::Map(vec![
+        field("server", Reply::bulk("redis")),
+        field("version", Reply::bulk(REDIS_VERSION)),
+        field("proto", Reply::Integer(resp as i64)),
+        field("id", Reply::Integer(ctx.client.handle.id as i64)),
+        field("mode", Reply::bulk("standalone")),
+        field("role", Reply::bulk("master")),
+        field("modules", Reply::Array(vec![])),
+    ]))
+}
+
+pub fn select(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    ctx.client.db = db_index(&args[1], ctx.keyspace.databases())?;
+    Ok(Reply::OK)
+}
+
+pub fn quit(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    ctx.client.closing = Some(Closing::AfterReply);
+    Ok(Reply::OK)
+}
+
+pub fn reset(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    ctx.client.db = 0;
+    ctx.client.resp3 = false;
+    ctx.client.authenticated = ctx.services.config.read().requirepass.is_none();
+    let mut info = ctx.client.handle.info.lock();
+    info.name = None;
+    info.resp = 2;
+    Ok(Reply::status("RESET"))
+}
+
+fn validate_name(name: &[u8]) -> Result<(), Error> {
+    if name.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
+        return Err(Error::msg(
+            "Client names cannot contain spaces, newlines or special characters.",
+        ));
+    }
+    Ok(())
+}
+
+/// CLIENT ID | SETNAME | GETNAME | LIST | INFO | KILL | SETINFO | HELP
+pub fn client(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let sub = &args[1];
+    let arity = |n: usize, name: &str| {
+        if args.len() == n {
+            Ok(())
+        } else {
+            Err(Error::WrongArity(format!("client|{name}")))
+        }
+    };
+    if is(sub, "id") {
+        arity(2, "id")?;
+        Ok(Reply::Integer(ctx.client.handle.id as i64))
+    } else if is(sub, "setname") {
+        arity(3, "setname")?;
+        validate_name(&args[2])?;
+        ctx.client.handle.info.lock().name = Some(args[2].clone()).filter(|n| !n.is_empty());
+        Ok(Reply::OK)
+    } else if is(sub, "getname") {
+        arity(2, "getname")?;
+        Ok(Reply::bulk_or_null(
+            ctx.client.handle.info.lock().name.clone(),
+        ))
+    } else if is(sub, "info") {
+        arity(2, "info")?;
+        Ok(Reply::Verbatim(Bytes::from(
+            ctx.client.handle.describe() + "\n",
+        )))
+    } else if is(sub, "list") {
+        client_list(ctx, args)
+    } else if is(sub, "kill") {
+        client_kill(ctx, args)
+    } else if is(sub, "setinfo") {
+        arity(4, "setinfo")?;
+        validate_name(&args[3])?;
+        let mut info = ctx.client.handle.info.lock();
+        if is(&args[2], "lib-name") {
+            info.lib_name = Some(args[3].clone());
+        } else if is(&args[2], "lib-ver") {
+            info.lib_ver = Some(args[3].clone());
+        } else {
+            return Err(Error::msg(format!(
+                "Unrecognized option '{}'",
+                text(&args[2])
+            )));
+        }
+        Ok(Reply::OK)
+    } else if is(sub, "help") {
+        Ok(Reply::Array(
+            ["CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "ID", "GETNAME", "SETNAME <name>", "SETINFO <LIB-NAME|LIB-VER> <value>", "INFO", "LIST [TYPE normal] [ID <id> ...]", "KILL <ip:port> | KILL [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [USER <name>] [SKIPME yes|no]", "HELP"]
+                .into_iter()
+                .map(|l| Reply::Status(l.into()))
+                .collect(),
+        ))
+    } else {
+        Err(Error::UnknownSubcommand {
+            sub: text(sub),
+            command: "CLIENT",
+        })
+    }
+}
+
+/// CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id ...]
+fn client_list(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let mut ids: Option<Vec<u64>> = None;
+    let mut only_normal = true;
+    let mut i = 2;
+    while i < args.len() {
+        if is(&args[i], "type") && i + 1 < args.len() {
+            let kind = &args[i + 1];
+            only_normal = if is(kind, "normal") {
+                true
+            } else if is(kind, "master")
+                || is(kind, "replica")
+                || is(kind, "slave")
+                || is(kind, "pubsub")
+            {
+                false
+            } else {
+                return Err(Error::msg(format!("Unknown client type '{}'", text(kind))));
+            };
+            i += 2;
+        } else if is(&args[i], "id") && i + 1 < args.len() {
+            let mut list = Vec::new();
+            for arg in &args[i + 1..] {
+                let id = int(arg)
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| Error::msg("Invalid client ID"))?;
+                list.push(id as u64);
+            }
+            ids = Some(list);
+            i = args.len();
+        } else {
+            return Err(Error::Syntax);
+        }
+    }
+    let mut text = String::new();
+    for client in ctx.services.clients.all() {
+        if !only_normal || ids.as_ref().is_some_and(|ids| !ids.contains(&client.id)) {
+            continue;
+        }
+        text.push_str(&client.describe());
+        text.push('\n');
+    }
+    Ok(Reply::Verbatim(Bytes::from(text)))
+}
+
+/// CLIENT KILL ip:port, or CLIENT KILL with filters (ID, ADDR, LADDR, USER, SKIPME).
+fn client_kill(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    if args.len() == 3 {
+        let addr = text(&args[2]);
+        let target = ctx
+            .services
+            .clients
+            .all()
+            .into_iter()
+            .find(|c| c.addr.to_string() == addr);
+        return match target {
+            Some(client) => {
+                kill(ctx, &client);
+                Ok(Reply::OK)
+            }
+            None => Err(Error::msg("No such client")),
+        };
+    }
+    if args.len() < 4 || !args.len().is_multiple_of(2) {
+        return Err(Error::Syntax);
+    }
+    let (mut id, mut addr, mut laddr, mut user, mut skip_me) = (None, None, None, None, true);
+    for pair in args[2..].chunks_exact(2) {
+        let (name, value) = (&pair[0], &pair[1]);
+        if is(name, "id") {
+            id = Some(
+                int(value)
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| Error::msg("client-id should be greater than 0"))?
+                    as u64,
+            );
+        } else if is(name, "addr") {
+            addr = Some(text(value));
+        } else if is(name, "laddr") {
+            laddr = Some(text(value));
+        } else if is(name, "user") {
+            user = Some(text(value));
+        } else if is(name, "skipme") {
+            skip_me = if is(value, "yes") {
+                true
+            } else if is(value, "no") {
+                false
+            } else {
+                return Err(Error::Syntax);
+            };
+        } else if is(name, "type") {
+            if !is(value, "normal") {
+                return Ok(Reply::Integer(0));
+            }
+        } else {
+            return Err(Error::Syntax);
+        }
+    }
+    let mut killed = 0;
+    for client in ctx.services.clients.all() {
+        let matches = id.is_none_or(|id| client.id == id)
+            && addr.as_ref().is_none_or(|a| client.addr.to_string() == *a)
+            && laddr
+                .as_ref()
+                .is_none_or(|a| client.local_addr.to_string() == *a)
+            && user.as_ref().is_none_or(|u| u == "default")
+            && !(skip_me && client.id == ctx.client.handle.id);
+        if matches {
+            kill(ctx, &client);
+            killed += 1;
+        }
+    }
+    Ok(Reply::Integer(killed))
+}
+
+/// Kills a client; killing oneself closes after the reply, as in Redis.
+fn kill(ctx: &mut Context<'_>, client: &crate::server::ClientHandle) {
+    if client.id == ctx.client.handle.id {
+        ctx.client.closing = Some(Closing::AfterReply);
+    } else {
+        client.kill();
+    }
+}

@@ -1,0 +1,260 @@
+//! Generic key commands.
+
+use bytes::Bytes;
+use shale_protocol::Reply;
+use shale_storage::metadata::KeyKind;
+
+use super::args::{count, db_index, int, is, text};
+use super::Context;
+use crate::error::Error;
+use crate::types::{now_ms, ExpireCondition};
+
+pub fn del(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.db().delete(&args[1..])?))
+}
+
+pub fn exists(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.db().exists(&args[1..])?))
+}
+
+pub fn touch(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.db().touch(&args[1..])?))
+}
+
+pub fn key_type(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let name = ctx
+        .db()
+        .key_type(&args[1])?
+        .map_or("none", KeyKind::type_name);
+    Ok(Reply::status(name))
+}
+
+/// EXPIRE key seconds [NX | XX | GT | LT], and its three siblings.
+fn expire_generic(
+    ctx: &mut Context<'_>,
+    args: &[Bytes],
+    unit_ms: i64,
+    absolute: bool,
+    command: &'static str,
+) -> Result<Reply, Error> {
+    let value = int(&args[2])?;
+    let mut condition = ExpireCondition::default();
+    for arg in &args[3..] {
+        if is(arg, "nx") {
+            condition.nx = true;
+        } else if is(arg, "xx") {
+            condition.xx = true;
+        } else if is(arg, "gt") {
+            condition.gt = true;
+        } else if is(arg, "lt") {
+            condition.lt = true;
+        } else {
+            return Err(Error::msg(format!("Unsupported option {}", text(arg))));
+        }
+    }
+    if condition.nx && (condition.xx || condition.gt || condition.lt) {
+        return Err(Error::msg(
+            "NX and XX, GT or LT options at the same time are not compatible",
+        ));
+    }
+    if condition.gt && condition.lt {
+        return Err(Error::msg(
+            "GT and LT options at the same time are not compatible",
+        ));
+    }
+    let invalid = || Error::InvalidExpire(command);
+    let mut at = value.checked_mul(unit_ms).ok_or_else(invalid)?;
+    if !absolute {
+        at = at.checked_add(now_ms() as i64).ok_or_else(invalid)?;
+    }
+    Ok(Reply::Integer(
+        ctx.db().set_expiry(&args[1], at, condition)? as i64,
+    ))
+}
+
+pub fn expire(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    expire_generic(ctx, args, 1000, false, "expire")
+}
+
+pub fn pexpire(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    expire_generic(ctx, args, 1, false, "pexpire")
+}
+
+pub fn expireat(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    expire_generic(ctx, args, 1000, true, "expireat")
+}
+
+pub fn pexpireat(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    expire_generic(ctx, args, 1, true, "pexpireat")
+}
+
+/// The reply of TTL-style commands: -2 missing, -1 no expiry, else `shape(expire_at_ms)`.
+fn ttl_generic(
+    ctx: &mut Context<'_>,
+    key: &[u8],
+    shape: impl Fn(u64) -> i64,
+) -> Result<Reply, Error> {
+    Ok(Reply::Integer(match ctx.db().expire_at(key)? {
+        None => -2,
+        Some(0) => -1,
+        Some(at) => shape(at),
+    }))
+}
+
+pub fn ttl(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    ttl_generic(ctx, &args[1], |at| {
+        ((at.saturating_sub(now_ms()) + 500) / 1000) as i64
+    })
+}
+
+pub fn pttl(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    ttl_generic(ctx, &args[1], |at| at.saturating_sub(now_ms()) as i64)
+}
+
+pub fn expiretime(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    ttl_generic(ctx, &args[1], |at| (at / 1000) as i64)
+}
+
+pub fn pexpiretime(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    ttl_generic(ctx, &args[1], |at| at as i64)
+}
+
+pub fn persist(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.db().persist(&args[1])? as i64))
+}
+
+pub fn rename(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    ctx.db().rename(&args[1], &args[2], false)?;
+    Ok(Reply::OK)
+}
+
+pub fn renamenx(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(
+        ctx.db().rename(&args[1], &args[2], true)? as i64
+    ))
+}
+
+/// COPY source destination [DB destination-db] [REPLACE]
+pub fn copy(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let mut target = ctx.client.db;
+    let mut replace = false;
+    let mut i = 3;
+    while i < args.len() {
+        if is(&args[i], "replace") {
+            replace = true;
+        } else if is(&args[i], "db") && i + 1 < args.len() {
+            target = db_index(&args[i + 1], ctx.keyspace.databases())?;
+            i += 1;
+        } else {
+            return Err(Error::Syntax);
+        }
+        i += 1;
+    }
+    if target == ctx.client.db && args[1] == args[2] {
+        return Err(Error::msg("source and destination objects are the same"));
+    }
+    let copied = ctx
+        .db()
+        .copy_to(&args[1], ctx.keyspace.db(target), &args[2], replace)?;
+    Ok(Reply::Integer(copied as i64))
+}
+
+pub fn move_key(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let target = db_index(&args[2], ctx.keyspace.databases())?;
+    if target == ctx.client.db {
+        return Err(Error::msg("source and destination objects are the same"));
+    }
+    Ok(Reply::Integer(
+        ctx.db().move_to(&args[1], ctx.keyspace.db(target))? as i64,
+    ))
+}
+
+pub fn keys(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let keys = ctx.db().keys(&args[1])?;
+    Ok(Reply::Array(keys.into_iter().map(Reply::Bulk).collect()))
+}
+
+fn kind_by_name(name: &[u8]) -> Option<KeyKind> {
+    [
+        KeyKind::String,
+        KeyKind::Hash,
+        KeyKind::List,
+        KeyKind::Set,
+        KeyKind::ZSet,
+        KeyKind::Roaring,
+    ]
+    .into_iter()
+    .find(|kind| is(name, kind.type_name()))
+}
+
+/// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]
+pub fn scan(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let cursor: u64 = std::str::from_utf8(&args[1])
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| Error::msg("invalid cursor"))?;
+    let mut pattern = None;
+    let mut page_size = 10;
+    let mut kind = None;
+    let mut unknown_type = false;
+    let mut i = 2;
+    while i < args.len() {
+        let value = args.get(i + 1).ok_or(Error::Syntax)?;
+        if is(&args[i], "match") {
+            pattern = Some(value.as_ref()).filter(|p| *p != b"*");
+        } else if is(&args[i], "count") {
+            page_size = count(value)?;
+            if page_size < 1 {
+                return Err(Error::Syntax);
+            }
+        } else if is(&args[i], "type") {
+            kind = kind_by_name(value);
+            unknown_type = kind.is_none();
+        } else {
+            return Err(Error::Syntax);
+        }
+        i += 2;
+    }
+    let mut page = ctx.db().scan(cursor, pattern, page_size, kind)?;
+    if unknown_type {
+        page.keys.clear();
+    }
+    Ok(Reply::Array(vec![
+        Reply::bulk(page.cursor.to_string()),
+        Reply::Array(page.keys.into_iter().map(Reply::Bulk).collect()),
+    ]))
+}
+
+pub fn randomkey(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::bulk_or_null(ctx.db().random_key()?))
+}
+
+/// OBJECT ENCODING key | OBJECT HELP
+pub fn object(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let sub = &args[1];
+    if is(sub, "help") && args.len() == 2 {
+        return Ok(Reply::Array(
+            [
+                "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "ENCODING <key>",
+                "    Return the kind of internal representation used in order to store the value",
+                "    associated with a <key>.",
+                "HELP",
+                "    Print this help.",
+            ]
+            .into_iter()
+            .map(|l| Reply::Status(l.into()))
+            .collect(),
+        ));
+    }
+    if !is(sub, "encoding") {
+        return Err(Error::UnknownSubcommand {
+            sub: text(sub),
+            command: "OBJECT",
+        });
+    }
+    if args.len() != 3 {
+        return Err(Error::WrongArity("object|encoding".into()));
+    }
+    Ok(Reply::bulk_or_null(ctx.db().encoding(&args[2])?))
+}

@@ -1,0 +1,219 @@
+//! String commands.
+
+use bytes::Bytes;
+use shale_protocol::Reply;
+
+use super::args::{int, is};
+use super::Context;
+use crate::error::Error;
+use crate::types::now_ms;
+use crate::types::string::{ExpiryChange, SetCondition, SetOptions};
+
+/// Turns an EX/PX/EXAT/PXAT argument into an absolute Unix time in ms. SET-like commands
+/// reject values below 1 and anything whose ms form overflows, with Redis's message.
+pub(super) fn absolute_expiry(
+    value: &[u8],
+    unit_ms: i64,
+    absolute: bool,
+    command: &'static str,
+) -> Result<i64, Error> {
+    let n = int(value)?;
+    let invalid = || Error::InvalidExpire(command);
+    if n <= 0 {
+        return Err(invalid());
+    }
+    let ms = n.checked_mul(unit_ms).ok_or_else(invalid)?;
+    if absolute {
+        Ok(ms)
+    } else {
+        ms.checked_add(now_ms() as i64).ok_or_else(invalid)
+    }
+}
+
+/// Parses one of EX/PX/EXAT/PXAT at `args[i]` if present.
+fn expiry_option(args: &[Bytes], i: usize, command: &'static str) -> Result<Option<i64>, Error> {
+    let (unit, absolute) = match &args[i] {
+        a if is(a, "ex") => (1000, false),
+        a if is(a, "px") => (1, false),
+        a if is(a, "exat") => (1000, true),
+        a if is(a, "pxat") => (1, true),
+        _ => return Ok(None),
+    };
+    let value = args.get(i + 1).ok_or(Error::Syntax)?;
+    absolute_expiry(value, unit, absolute, command).map(Some)
+}
+
+/// SET key value [NX | XX] [GET] [EX s | PX ms | EXAT ts | PXAT ts | KEEPTTL]
+pub fn set(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let mut options = SetOptions::default();
+    let mut expiry_given = false;
+    let mut i = 3;
+    while i < args.len() {
+        let arg = &args[i];
+        if is(arg, "nx") && options.condition != SetCondition::IfPresent {
+            options.condition = SetCondition::IfAbsent;
+        } else if is(arg, "xx") && options.condition != SetCondition::IfAbsent {
+            options.condition = SetCondition::IfPresent;
+        } else if is(arg, "get") {
+            options.get = true;
+        } else if is(arg, "keepttl") && !expiry_given {
+            options.expiry = ExpiryChange::Keep;
+            expiry_given = true;
+        } else if !expiry_given && args.get(i + 1).is_some() {
+            match expiry_option(args, i, "set")? {
+                Some(at) => {
+                    options.expiry = ExpiryChange::At(at);
+                    expiry_given = true;
+                    i += 1;
+                }
+                None => return Err(Error::Syntax),
+            }
+        } else {
+            return Err(Error::Syntax);
+        }
+        i += 1;
+    }
+    let outcome = ctx.db().set(&args[1], args[2].clone(), options)?;
+    Ok(if options.get {
+        Reply::bulk_or_null(outcome.previous)
+    } else if outcome.written {
+        Reply::OK
+    } else {
+        Reply::Null
+    })
+}
+
+pub fn setnx(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let options = SetOptions {
+        condition: SetCondition::IfAbsent,
+        ..SetOptions::default()
+    };
+    Ok(Reply::Integer(
+        ctx.db().set(&args[1], args[2].clone(), options)?.written as i64,
+    ))
+}
+
+pub fn setex(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    set_with_expiry(ctx, args, 1000, "setex")
+}
+
+pub fn psetex(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    set_with_expiry(ctx, args, 1, "psetex")
+}
+
+fn set_with_expiry(
+    ctx: &mut Context<'_>,
+    args: &[Bytes],
+    unit_ms: i64,
+    command: &'static str,
+) -> Result<Reply, Error> {
+    let at = absolute_expiry(&args[2], unit_ms, false, command)?;
+    let options = SetOptions {
+        expiry: ExpiryChange::At(at),
+        ..SetOptions::default()
+    };
+    ctx.db().set(&args[1], args[3].clone(), options)?;
+    Ok(Reply::OK)
+}
+
+pub fn getset(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let options = SetOptions {
+        get: true,
+        ..SetOptions::default()
+    };
+    Ok(Reply::bulk_or_null(
+        ctx.db().set(&args[1], args[2].clone(), options)?.previous,
+    ))
+}
+
+pub fn get(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::bulk_or_null(ctx.db().get(&args[1])?))
+}
+
+pub fn getdel(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::bulk_or_null(ctx.db().getdel(&args[1])?))
+}
+
+/// GETEX key [EX s | PX ms | EXAT ts | PXAT ts | PERSIST]
+pub fn getex(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let change = match args.len() {
+        2 => ExpiryChange::Keep,
+        3 if is(&args[2], "persist") => ExpiryChange::Clear,
+        4 => ExpiryChange::At(expiry_option(args, 2, "getex")?.ok_or(Error::Syntax)?),
+        _ => return Err(Error::Syntax),
+    };
+    Ok(Reply::bulk_or_null(ctx.db().getex(&args[1], change)?))
+}
+
+pub fn mget(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let values = ctx.db().mget(&args[1..])?;
+    Ok(Reply::Array(
+        values.into_iter().map(Reply::bulk_or_null).collect(),
+    ))
+}
+
+fn pairs(args: &[Bytes], command: &str) -> Result<Vec<(Bytes, Bytes)>, Error> {
+    if args.len().is_multiple_of(2) {
+        return Err(Error::WrongArity(command.into()));
+    }
+    Ok(args[1..]
+        .chunks_exact(2)
+        .map(|p| (p[0].clone(), p[1].clone()))
+        .collect())
+}
+
+pub fn mset(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    ctx.db().mset(&pairs(args, "mset")?, false)?;
+    Ok(Reply::OK)
+}
+
+pub fn msetnx(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(
+        ctx.db().mset(&pairs(args, "msetnx")?, true)? as i64,
+    ))
+}
+
+pub fn incr(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.db().incr_by(&args[1], 1)?))
+}
+
+pub fn decr(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.db().incr_by(&args[1], -1)?))
+}
+
+pub fn incrby(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.db().incr_by(&args[1], int(&args[2])?)?))
+}
+
+pub fn decrby(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let delta = int(&args[2])?.checked_neg().ok_or(Error::Overflow)?;
+    Ok(Reply::Integer(ctx.db().incr_by(&args[1], delta)?))
+}
+
+pub fn incrbyfloat(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let delta = super::args::float(&args[2])?;
+    Ok(Reply::Bulk(ctx.db().incr_by_float(&args[1], delta)?))
+}
+
+pub fn append(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let max = ctx.services.max_string_len();
+    Ok(Reply::Integer(ctx.db().append(&args[1], &args[2], max)?))
+}
+
+pub fn strlen(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.db().strlen(&args[1])?))
+}
+
+pub fn getrange(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let (start, end) = (int(&args[2])?, int(&args[3])?);
+    Ok(Reply::Bulk(ctx.db().getrange(&args[1], start, end)?))
+}
+
+pub fn setrange(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let offset = int(&args[2])?;
+    let offset = usize::try_from(offset).map_err(|_| Error::msg("offset is out of range"))?;
+    let max = ctx.services.max_string_len();
+    Ok(Reply::Integer(
+        ctx.db().setrange(&args[1], offset, &args[3], max)?,
+    ))
+}

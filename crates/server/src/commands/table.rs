@@ -1,0 +1,704 @@
+//! The static command table: one declarative line per command.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use super::{connection, keys, server, string, Handler};
+
+/// Command flags, named as COMMAND INFO reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flags(u32);
+
+impl Flags {
+    pub const WRITE: Flags = Flags(1);
+    pub const READONLY: Flags = Flags(1 << 1);
+    pub const DENYOOM: Flags = Flags(1 << 2);
+    pub const ADMIN: Flags = Flags(1 << 3);
+    pub const NOSCRIPT: Flags = Flags(1 << 4);
+    pub const LOADING: Flags = Flags(1 << 5);
+    pub const STALE: Flags = Flags(1 << 6);
+    pub const FAST: Flags = Flags(1 << 7);
+    pub const NO_AUTH: Flags = Flags(1 << 8);
+    pub const NONE: Flags = Flags(0);
+
+    const NAMES: [(Flags, &'static str); 9] = [
+        (Flags::WRITE, "write"),
+        (Flags::READONLY, "readonly"),
+        (Flags::DENYOOM, "denyoom"),
+        (Flags::ADMIN, "admin"),
+        (Flags::NOSCRIPT, "noscript"),
+        (Flags::LOADING, "loading"),
+        (Flags::STALE, "stale"),
+        (Flags::FAST, "fast"),
+        (Flags::NO_AUTH, "no_auth"),
+    ];
+
+    pub const fn with(self, other: Flags) -> Flags {
+        Flags(self.0 | other.0)
+    }
+
+    pub fn contains(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    pub fn names(self) -> Vec<&'static str> {
+        Flags::NAMES
+            .iter()
+            .filter(|(f, _)| self.contains(*f))
+            .map(|(_, n)| *n)
+            .collect()
+    }
+}
+
+/// One command: name, arity (negative: at least that many), flags, key positions (first,
+/// last, step; last -1 means "to the end") and its group for COMMAND DOCS.
+pub struct CommandSpec {
+    pub name: &'static str,
+    pub arity: i32,
+    pub flags: Flags,
+    pub first_key: i32,
+    pub last_key: i32,
+    pub step: i32,
+    pub group: &'static str,
+    pub summary: &'static str,
+    pub handler: Handler,
+}
+
+const W: Flags = Flags::WRITE.with(Flags::DENYOOM);
+const WF: Flags = W.with(Flags::FAST);
+const D: Flags = Flags::WRITE;
+const DF: Flags = Flags::WRITE.with(Flags::FAST);
+const R: Flags = Flags::READONLY;
+const RF: Flags = Flags::READONLY.with(Flags::FAST);
+const CONN: Flags = Flags::NOSCRIPT
+    .with(Flags::LOADING)
+    .with(Flags::STALE)
+    .with(Flags::FAST);
+const ADMIN: Flags = Flags::ADMIN
+    .with(Flags::NOSCRIPT)
+    .with(Flags::LOADING)
+    .with(Flags::STALE);
+
+macro_rules! spec {
+    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $group:literal, $summary:literal, $handler:path) => {
+        CommandSpec {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            first_key: $keys.0,
+            last_key: $keys.1,
+            step: $keys.2,
+            group: $group,
+            summary: $summary,
+            handler: $handler,
+        }
+    };
+}
+
+const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
+const KEY1: (i32, i32, i32) = (1, 1, 1);
+const KEY12: (i32, i32, i32) = (1, 2, 1);
+const ALL_KEYS: (i32, i32, i32) = (1, -1, 1);
+const PAIRS: (i32, i32, i32) = (1, -1, 2);
+
+pub static COMMANDS: &[CommandSpec] = &[
+    // connection
+    spec!(
+        "ping",
+        -1,
+        CONN,
+        NO_KEYS,
+        "connection",
+        "Returns the server's liveliness response.",
+        connection::ping
+    ),
+    spec!(
+        "echo",
+        2,
+        CONN,
+        NO_KEYS,
+        "connection",
+        "Returns the given string.",
+        connection::echo
+    ),
+    spec!(
+        "hello",
+        -1,
+        CONN.with(Flags::NO_AUTH),
+        NO_KEYS,
+        "connection",
+        "Handshakes with the server.",
+        connection::hello
+    ),
+    spec!(
+        "auth",
+        -2,
+        CONN.with(Flags::NO_AUTH),
+        NO_KEYS,
+        "connection",
+        "Authenticates the connection.",
+        connection::auth
+    ),
+    spec!(
+        "select",
+        2,
+        CONN,
+        NO_KEYS,
+        "connection",
+        "Changes the selected database.",
+        connection::select
+    ),
+    spec!(
+        "quit",
+        -1,
+        CONN.with(Flags::NO_AUTH),
+        NO_KEYS,
+        "connection",
+        "Closes the connection.",
+        connection::quit
+    ),
+    spec!(
+        "reset",
+        1,
+        CONN.with(Flags::NO_AUTH),
+        NO_KEYS,
+        "connection",
+        "Resets the connection.",
+        connection::reset
+    ),
+    spec!(
+        "client",
+        -2,
+        Flags::ADMIN
+            .with(Flags::NOSCRIPT)
+            .with(Flags::LOADING)
+            .with(Flags::STALE),
+        NO_KEYS,
+        "connection",
+        "A container for client connection commands.",
+        connection::client
+    ),
+    // server
+    spec!(
+        "command",
+        -1,
+        Flags::LOADING.with(Flags::STALE),
+        NO_KEYS,
+        "server",
+        "Returns detailed information about commands.",
+        server::command
+    ),
+    spec!(
+        "info",
+        -1,
+        Flags::LOADING.with(Flags::STALE),
+        NO_KEYS,
+        "server",
+        "Returns information and statistics about the server.",
+        server::info
+    ),
+    spec!(
+        "config",
+        -2,
+        ADMIN,
+        NO_KEYS,
+        "server",
+        "A container for server configuration commands.",
+        server::config
+    ),
+    spec!(
+        "dbsize",
+        1,
+        RF,
+        NO_KEYS,
+        "server",
+        "Returns the number of keys in the database.",
+        server::dbsize
+    ),
+    spec!(
+        "flushdb",
+        -1,
+        D,
+        NO_KEYS,
+        "server",
+        "Removes all keys from the current database.",
+        server::flushdb
+    ),
+    spec!(
+        "flushall",
+        -1,
+        D,
+        NO_KEYS,
+        "server",
+        "Removes all keys from all databases.",
+        server::flushall
+    ),
+    spec!(
+        "time",
+        1,
+        Flags::LOADING.with(Flags::STALE).with(Flags::FAST),
+        NO_KEYS,
+        "server",
+        "Returns the server time.",
+        server::time
+    ),
+    spec!(
+        "slowlog",
+        -2,
+        ADMIN,
+        NO_KEYS,
+        "server",
+        "A container for slow log commands.",
+        server::slowlog
+    ),
+    spec!(
+        "shutdown",
+        -1,
+        ADMIN,
+        NO_KEYS,
+        "server",
+        "Shuts down the server.",
+        server::shutdown
+    ),
+    // strings
+    spec!(
+        "get",
+        2,
+        RF,
+        KEY1,
+        "string",
+        "Returns the string value of a key.",
+        string::get
+    ),
+    spec!(
+        "set",
+        -3,
+        W,
+        KEY1,
+        "string",
+        "Sets the string value of a key.",
+        string::set
+    ),
+    spec!(
+        "setnx",
+        3,
+        WF,
+        KEY1,
+        "string",
+        "Sets the value of a key only when it doesn't exist.",
+        string::setnx
+    ),
+    spec!(
+        "setex",
+        4,
+        W,
+        KEY1,
+        "string",
+        "Sets the value and expiration time in seconds of a key.",
+        string::setex
+    ),
+    spec!(
+        "psetex",
+        4,
+        W,
+        KEY1,
+        "string",
+        "Sets the value and expiration time in milliseconds of a key.",
+        string::psetex
+    ),
+    spec!(
+        "getset",
+        3,
+        WF,
+        KEY1,
+        "string",
+        "Returns the previous value of a key after setting it.",
+        string::getset
+    ),
+    spec!(
+        "getdel",
+        2,
+        DF,
+        KEY1,
+        "string",
+        "Returns the value of a key after deleting it.",
+        string::getdel
+    ),
+    spec!(
+        "getex",
+        -2,
+        DF,
+        KEY1,
+        "string",
+        "Returns the value of a key after changing its expiration.",
+        string::getex
+    ),
+    spec!(
+        "mget",
+        -2,
+        RF,
+        ALL_KEYS,
+        "string",
+        "Atomically returns the values of one or more keys.",
+        string::mget
+    ),
+    spec!(
+        "mset",
+        -3,
+        W,
+        PAIRS,
+        "string",
+        "Atomically sets the values of one or more keys.",
+        string::mset
+    ),
+    spec!(
+        "msetnx",
+        -3,
+        W,
+        PAIRS,
+        "string",
+        "Sets the values of keys only when none of them exist.",
+        string::msetnx
+    ),
+    spec!(
+        "incr",
+        2,
+        WF,
+        KEY1,
+        "string",
+        "Increments the integer value of a key by one.",
+        string::incr
+    ),
+    spec!(
+        "decr",
+        2,
+        WF,
+        KEY1,
+        "string",
+        "Decrements the integer value of a key by one.",
+        string::decr
+    ),
+    spec!(
+        "incrby",
+        3,
+        WF,
+        KEY1,
+        "string",
+        "Increments the integer value of a key by a number.",
+        string::incrby
+    ),
+    spec!(
+        "decrby",
+        3,
+        WF,
+        KEY1,
+        "string",
+        "Decrements the integer value of a key by a number.",
+        string::decrby
+    ),
+    spec!(
+        "incrbyfloat",
+        3,
+        WF,
+        KEY1,
+        "string",
+        "Increments the floating point value of a key.",
+        string::incrbyfloat
+    ),
+    spec!(
+        "append",
+        3,
+        WF,
+        KEY1,
+        "string",
+        "Appends a string to the value of a key.",
+        string::append
+    ),
+    spec!(
+        "strlen",
+        2,
+        RF,
+        KEY1,
+        "string",
+        "Returns the length of a string value.",
+        string::strlen
+    ),
+    spec!(
+        "getrange",
+        4,
+        R,
+        KEY1,
+        "string",
+        "Returns a substring of the string stored at a key.",
+        string::getrange
+    ),
+    spec!(
+        "substr",
+        4,
+        R,
+        KEY1,
+        "string",
+        "Returns a substring of the string stored at a key.",
+        string::getrange
+    ),
+    spec!(
+        "setrange",
+        4,
+        W,
+        KEY1,
+        "string",
+        "Overwrites part of a string value from an offset.",
+        string::setrange
+    ),
+    // generic
+    spec!(
+        "del",
+        -2,
+        D,
+        ALL_KEYS,
+        "generic",
+        "Deletes one or more keys.",
+        keys::del
+    ),
+    spec!(
+        "unlink",
+        -2,
+        DF,
+        ALL_KEYS,
+        "generic",
+        "Deletes one or more keys without blocking.",
+        keys::del
+    ),
+    spec!(
+        "exists",
+        -2,
+        RF,
+        ALL_KEYS,
+        "generic",
+        "Counts how many of the given keys exist.",
+        keys::exists
+    ),
+    spec!(
+        "type",
+        2,
+        RF,
+        KEY1,
+        "generic",
+        "Returns the type of the value stored at a key.",
+        keys::key_type
+    ),
+    spec!(
+        "expire",
+        -3,
+        DF,
+        KEY1,
+        "generic",
+        "Sets the expiration time of a key in seconds.",
+        keys::expire
+    ),
+    spec!(
+        "pexpire",
+        -3,
+        DF,
+        KEY1,
+        "generic",
+        "Sets the expiration time of a key in milliseconds.",
+        keys::pexpire
+    ),
+    spec!(
+        "expireat",
+        -3,
+        DF,
+        KEY1,
+        "generic",
+        "Sets the expiration time of a key to a Unix timestamp.",
+        keys::expireat
+    ),
+    spec!(
+        "pexpireat",
+        -3,
+        DF,
+        KEY1,
+        "generic",
+        "Sets the expiration time of a key to a Unix milliseconds timestamp.",
+        keys::pexpireat
+    ),
+    spec!(
+        "ttl",
+        2,
+        RF,
+        KEY1,
+        "generic",
+        "Returns the expiration time in seconds of a key.",
+        keys::ttl
+    ),
+    spec!(
+        "pttl",
+        2,
+        RF,
+        KEY1,
+        "generic",
+        "Returns the expiration time in milliseconds of a key.",
+        keys::pttl
+    ),
+    spec!(
+        "expiretime",
+        2,
+        RF,
+        KEY1,
+        "generic",
+        "Returns the expiration time of a key as a Unix timestamp.",
+        keys::expiretime
+    ),
+    spec!(
+        "pexpiretime",
+        2,
+        RF,
+        KEY1,
+        "generic",
+        "Returns the expiration time of a key as a Unix milliseconds timestamp.",
+        keys::pexpiretime
+    ),
+    spec!(
+        "persist",
+        2,
+        DF,
+        KEY1,
+        "generic",
+        "Removes the expiration time of a key.",
+        keys::persist
+    ),
+    spec!(
+        "rename",
+        3,
+        D,
+        KEY12,
+        "generic",
+        "Renames a key and overwrites the destination.",
+        keys::rename
+    ),
+    spec!(
+        "renamenx",
+        3,
+        DF,
+        KEY12,
+        "generic",
+        "Renames a key only when the target key name doesn't exist.",
+        keys::renamenx
+    ),
+    spec!(
+        "copy",
+        -3,
+        W,
+        KEY12,
+        "generic",
+        "Copies the value of a key to a new key.",
+        keys::copy
+    ),
+    spec!(
+        "move",
+        3,
+        DF,
+        KEY1,
+        "generic",
+        "Moves a key to another database.",
+        keys::move_key
+    ),
+    spec!(
+        "keys",
+        2,
+        R,
+        NO_KEYS,
+        "generic",
+        "Returns all key names that match a pattern.",
+        keys::keys
+    ),
+    spec!(
+        "scan",
+        -2,
+        R,
+        NO_KEYS,
+        "generic",
+        "Iterates over the key names in the database.",
+        keys::scan
+    ),
+    spec!(
+        "randomkey",
+        1,
+        R,
+        NO_KEYS,
+        "generic",
+        "Returns a random key name from the database.",
+        keys::randomkey
+    ),
+    spec!(
+        "touch",
+        -2,
+        RF,
+        ALL_KEYS,
+        "generic",
+        "Returns the number of existing keys out of those specified.",
+        keys::touch
+    ),
+    spec!(
+        "object",
+        -2,
+        R,
+        (2, 2, 1),
+        "generic",
+        "A container for object introspection commands.",
+        keys::object
+    ),
+];
+
+static BY_NAME: LazyLock<HashMap<&'static str, &'static CommandSpec>> =
+    LazyLock::new(|| COMMANDS.iter().map(|spec| (spec.name, spec)).collect());
+
+/// Finds a command by name, case-insensitively.
+pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    let mut buf = [0u8; 32];
+    let lower = buf.get_mut(..name.len())?;
+    for (dst, src) in lower.iter_mut().zip(name) {
+        *dst = src.to_ascii_lowercase();
+    }
+    BY_NAME.get(std::str::from_utf8(lower).ok()?).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_consistent() {
+        assert_eq!(BY_NAME.len(), COMMANDS.len(), "command names are unique");
+        for spec in COMMANDS {
+            assert!(spec.arity != 0, "{}: arity 0", spec.name);
+            assert_eq!(
+                spec.name,
+                spec.name.to_ascii_lowercase(),
+                "{}: lowercase",
+                spec.name
+            );
+            assert!(
+                !(spec.flags.contains(Flags::WRITE) && spec.flags.contains(Flags::READONLY)),
+                "{}: write and readonly",
+                spec.name
+            );
+            if spec.first_key > 0 {
+                assert!(spec.step > 0, "{}: key step", spec.name);
+                assert!(
+                    spec.arity < 0 || spec.arity > spec.first_key,
+                    "{}: first key beyond arity",
+                    spec.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn lookup_ignores_case() {
+        assert_eq!(lookup(b"GeT").map(|s| s.name), Some("get"));
+        assert!(lookup(b"nosuchcommand").is_none());
+        assert!(lookup(&[b'a'; 100]).is_none());
+    }
+}

@@ -1,0 +1,535 @@
+//! Server configuration: a redis.conf-style file, command-line overrides, and the table of
+//! parameters behind CONFIG GET/SET/REWRITE.
+
+use std::path::{Path, PathBuf};
+
+use shale_storage::RocksConfig;
+
+/// When acknowledged writes reach the disk (Redis's `appendfsync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FsyncPolicy {
+    /// A write is replied to only after the WAL holding it is synced.
+    Always,
+    /// The WAL is synced once a second.
+    EverySec,
+    /// The operating system decides.
+    No,
+}
+
+impl FsyncPolicy {
+    pub fn from_u8(v: u8) -> FsyncPolicy {
+        match v {
+            0 => FsyncPolicy::Always,
+            1 => FsyncPolicy::EverySec,
+            _ => FsyncPolicy::No,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub port: u16,
+    pub bind: Vec<String>,
+    pub dir: PathBuf,
+    pub databases: usize,
+    pub requirepass: Option<String>,
+    pub appendfsync: FsyncPolicy,
+    pub maxclients: usize,
+    /// Idle seconds before a client is closed; 0 disables.
+    pub timeout: u64,
+    pub loglevel: String,
+    pub proto_max_bulk_len: usize,
+    /// A client whose unparsed input exceeds this is closed.
+    pub client_query_buffer_limit: usize,
+    pub slowlog_log_slower_than: i64,
+    pub slowlog_max_len: usize,
+    pub hz: u32,
+    pub rocks: RocksConfig,
+    /// Redis parameters that only tune Redis's in-memory encodings. Shale stores every type
+    /// one way on disk, so they are accepted and shown but have no effect.
+    pub encoding_params: Vec<(&'static str, String)>,
+}
+
+const ENCODING_PARAMS: &[(&str, &str)] = &[
+    ("hash-max-listpack-entries", "128"),
+    ("hash-max-listpack-value", "64"),
+    ("hash-max-ziplist-entries", "128"),
+    ("hash-max-ziplist-value", "64"),
+    ("list-max-listpack-size", "-2"),
+    ("list-max-ziplist-size", "-2"),
+    ("list-compress-depth", "0"),
+    ("set-max-intset-entries", "512"),
+    ("set-max-listpack-entries", "128"),
+    ("set-max-listpack-value", "64"),
+    ("zset-max-listpack-entries", "128"),
+    ("zset-max-listpack-value", "64"),
+    ("zset-max-ziplist-entries", "128"),
+    ("zset-max-ziplist-value", "64"),
+    ("stream-node-max-bytes", "4096"),
+    ("stream-node-max-entries", "100"),
+    ("activerehashing", "yes"),
+];
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            port: 6379,
+            bind: vec!["127.0.0.1".into()],
+            dir: PathBuf::from("./shale-data"),
+            databases: 16,
+            requirepass: None,
+            appendfsync: FsyncPolicy::EverySec,
+            maxclients: 10000,
+            timeout: 0,
+            loglevel: "notice".into(),
+            proto_max_bulk_len: 512 << 20,
+            client_query_buffer_limit: 1 << 30,
+            slowlog_log_slower_than: 10_000,
+            slowlog_max_len: 128,
+            hz: 10,
+            rocks: RocksConfig::default(),
+            encoding_params: ENCODING_PARAMS
+                .iter()
+                .map(|(k, v)| (*k, v.to_string()))
+                .collect(),
+        }
+    }
+}
+
+/// A configuration parameter as CONFIG GET and CONFIG SET see it.
+pub struct Param {
+    pub name: &'static str,
+    /// Whether CONFIG SET may change it while the server runs.
+    pub mutable: bool,
+    pub get: fn(&Config) -> String,
+    pub set: fn(&mut Config, &str) -> Result<(), String>,
+}
+
+macro_rules! param {
+    ($name:literal, $mutable:literal, |$c:ident| $get:expr, |$m:ident, $v:ident| $set:expr) => {
+        Param {
+            name: $name,
+            mutable: $mutable,
+            get: |$c| $get,
+            set: |$m, $v| $set,
+        }
+    };
+}
+
+/// Every parameter except the encoding ones, which [`Config::param_names`] adds.
+pub const PARAMS: &[Param] = &[
+    param!("port", false, |c| c.port.to_string(), |c, v| {
+        c.port = parse_num(v)?;
+        Ok(())
+    }),
+    param!("bind", false, |c| c.bind.join(" "), |c, v| {
+        c.bind = v.split_whitespace().map(str::to_string).collect();
+        Ok(())
+    }),
+    param!("dir", false, |c| c.dir.display().to_string(), |c, v| {
+        c.dir = PathBuf::from(v);
+        Ok(())
+    }),
+    param!("databases", false, |c| c.databases.to_string(), |c, v| {
+        let n: usize = parse_num(v)?;
+        if n == 0 || n > shale_storage::keys::MAX_DATABASES {
+            return Err("argument must be between 1 and 255".into());
+        }
+        c.databases = n;
+        Ok(())
+    }),
+    param!(
+        "requirepass",
+        true,
+        |c| c.requirepass.clone().unwrap_or_default(),
+        |c, v| {
+            c.requirepass = (!v.is_empty()).then(|| v.to_string());
+            Ok(())
+        }
+    ),
+    param!("appendonly", false, |_c| "yes".into(), |_c, v| match v {
+        "yes" => Ok(()),
+        _ => Err("Shale always writes its WAL".into()),
+    }),
+    param!(
+        "appendfsync",
+        true,
+        |c| match c.appendfsync {
+            FsyncPolicy::Always => "always".into(),
+            FsyncPolicy::EverySec => "everysec".into(),
+            FsyncPolicy::No => "no".into(),
+        },
+        |c, v| {
+            c.appendfsync = match v.to_ascii_lowercase().as_str() {
+                "always" => FsyncPolicy::Always,
+                "everysec" => FsyncPolicy::EverySec,
+                "no" => FsyncPolicy::No,
+                _ => {
+                    return Err(
+                        "argument(s) must be one of the following: always, everysec, no".into(),
+                    )
+                }
+            };
+            Ok(())
+        }
+    ),
+    param!("maxclients", true, |c| c.maxclients.to_string(), |c, v| {
+        c.maxclients = parse_num(v)?;
+        Ok(())
+    }),
+    param!("timeout", true, |c| c.timeout.to_string(), |c, v| {
+        c.timeout = parse_num(v)?;
+        Ok(())
+    }),
+    param!("loglevel", true, |c| c.loglevel.clone(), |c, v| {
+        let v = v.to_ascii_lowercase();
+        if !["debug", "verbose", "notice", "warning", "nothing"].contains(&v.as_str()) {
+            return Err("argument(s) must be one of the following: debug, verbose, notice, warning, nothing".into());
+        }
+        c.loglevel = v;
+        Ok(())
+    }),
+    param!(
+        "proto-max-bulk-len",
+        true,
+        |c| c.proto_max_bulk_len.to_string(),
+        |c, v| {
+            let n = parse_memory(v)?;
+            if n < 1024 * 1024 {
+                return Err("argument must be a memory value of at least 1mb".into());
+            }
+            c.proto_max_bulk_len = n;
+            Ok(())
+        }
+    ),
+    param!(
+        "client-query-buffer-limit",
+        true,
+        |c| c.client_query_buffer_limit.to_string(),
+        |c, v| {
+            let n = parse_memory(v)?;
+            if n < 1024 * 1024 {
+                return Err("argument must be a memory value of at least 1mb".into());
+            }
+            c.client_query_buffer_limit = n;
+            Ok(())
+        }
+    ),
+    param!(
+        "slowlog-log-slower-than",
+        true,
+        |c| c.slowlog_log_slower_than.to_string(),
+        |c, v| {
+            c.slowlog_log_slower_than = parse_num(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "slowlog-max-len",
+        true,
+        |c| c.slowlog_max_len.to_string(),
+        |c, v| {
+            c.slowlog_max_len = parse_num(v)?;
+            Ok(())
+        }
+    ),
+    param!("hz", true, |c| c.hz.to_string(), |c, v| {
+        c.hz = parse_num::<u32>(v)?.clamp(1, 500);
+        Ok(())
+    }),
+    param!("save", true, |_c| String::new(), |_c, v| match v {
+        "" => Ok(()),
+        _ => Err("Shale has no snapshots; every write is in the WAL".into()),
+    }),
+    param!(
+        "rocksdb.block-cache-size",
+        false,
+        |c| c.rocks.block_cache_size.to_string(),
+        |c, v| {
+            c.rocks.block_cache_size = parse_memory(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "rocksdb.write-buffer-size",
+        false,
+        |c| c.rocks.write_buffer_size.to_string(),
+        |c, v| {
+            c.rocks.write_buffer_size = parse_memory(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "rocksdb.max-write-buffer-number",
+        false,
+        |c| c.rocks.max_write_buffer_number.to_string(),
+        |c, v| {
+            c.rocks.max_write_buffer_number = parse_num(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "rocksdb.memtable-budget",
+        false,
+        |c| c.rocks.memtable_budget.to_string(),
+        |c, v| {
+            c.rocks.memtable_budget = parse_memory(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "rocksdb.max-background-jobs",
+        false,
+        |c| c.rocks.max_background_jobs.to_string(),
+        |c, v| {
+            c.rocks.max_background_jobs = parse_num(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "rocksdb.block-size",
+        false,
+        |c| c.rocks.block_size.to_string(),
+        |c, v| {
+            c.rocks.block_size = parse_memory(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "rocksdb.bloom-bits-per-key",
+        false,
+        |c| c.rocks.bloom_bits_per_key.to_string(),
+        |c, v| {
+            c.rocks.bloom_bits_per_key = parse_num(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "rocksdb.max-open-files",
+        false,
+        |c| c.rocks.max_open_files.to_string(),
+        |c, v| {
+            c.rocks.max_open_files = parse_num(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "rocksdb.statistics",
+        false,
+        |c| yes_no(c.rocks.statistics),
+        |c, v| {
+            c.rocks.statistics = parse_bool(v)?;
+            Ok(())
+        }
+    ),
+];
+
+impl Config {
+    /// Reads a config file, then applies command-line `--name value...` overrides on top.
+    pub fn load(
+        file: Option<&Path>,
+        overrides: &[(String, Vec<String>)],
+    ) -> Result<Config, String> {
+        let mut config = Config::default();
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                format!(
+                    "Fatal error, can't open config file '{}': {e}",
+                    path.display()
+                )
+            })?;
+            for (number, line) in text.lines().enumerate() {
+                let args = shale_protocol::split_args(line.trim().as_bytes())
+                    .ok_or_else(|| format!("line {}: unbalanced quotes", number + 1))?;
+                let Some((name, values)) = args.split_first() else {
+                    continue;
+                };
+                let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+                if name.starts_with('#') {
+                    continue;
+                }
+                let values: Vec<String> = values
+                    .iter()
+                    .map(|v| String::from_utf8_lossy(v).into_owned())
+                    .collect();
+                config
+                    .apply(&name, &values.join(" "))
+                    .map_err(|e| format!("line {}: '{line}': {e}", number + 1))?;
+            }
+        }
+        for (name, values) in overrides {
+            config.apply(&name.to_ascii_lowercase(), &values.join(" "))?;
+        }
+        Ok(config)
+    }
+
+    /// Sets one parameter by name, at start-up (immutable ones included).
+    pub fn apply(&mut self, name: &str, value: &str) -> Result<(), String> {
+        if let Some(param) = PARAMS.iter().find(|p| p.name == name) {
+            return (param.set)(self, value);
+        }
+        if let Some(slot) = self.encoding_params.iter_mut().find(|(k, _)| *k == name) {
+            slot.1 = value.to_string();
+            return Ok(());
+        }
+        Err(format!(
+            "Bad directive or wrong number of arguments: '{name}'"
+        ))
+    }
+
+    /// Every parameter name with its current value, in table order.
+    pub fn entries(&self) -> Vec<(&'static str, String)> {
+        let mut out: Vec<(&'static str, String)> =
+            PARAMS.iter().map(|p| (p.name, (p.get)(self))).collect();
+        out.extend(self.encoding_params.iter().cloned());
+        out
+    }
+
+    /// Whether CONFIG SET may change `name` while the server runs.
+    pub fn is_mutable(name: &str) -> Option<bool> {
+        if let Some(param) = PARAMS.iter().find(|p| p.name == name) {
+            return Some(param.mutable);
+        }
+        ENCODING_PARAMS
+            .iter()
+            .any(|(k, _)| *k == name)
+            .then_some(true)
+    }
+
+    /// The text of `path` with every parameter set to its current value: lines naming a
+    /// parameter are replaced in place, the rest kept, and changed parameters not yet in the
+    /// file appended.
+    pub fn rewrite(&self, path: &Path) -> std::io::Result<()> {
+        let old = std::fs::read_to_string(path).unwrap_or_default();
+        let defaults = Config::default().entries();
+        let current = self.entries();
+        let mut written = Vec::new();
+        let mut lines = Vec::new();
+        for line in old.lines() {
+            let name = line
+                .split_whitespace()
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            match current.iter().find(|(k, _)| *k == name) {
+                Some((k, v)) if !written.contains(k) => {
+                    lines.push(format!("{k} {}", quote(v)));
+                    written.push(*k);
+                }
+                Some(_) => {}
+                None => lines.push(line.to_string()),
+            }
+        }
+        for ((k, v), (_, default)) in current.iter().zip(defaults.iter()) {
+            if !written.contains(k) && v != default {
+                lines.push(format!("{k} {}", quote(v)));
+            }
+        }
+        let tmp = path.with_extension("rewrite.tmp");
+        std::fs::write(&tmp, lines.join("\n") + "\n")?;
+        std::fs::rename(tmp, path)
+    }
+}
+
+fn quote(value: &str) -> String {
+    if value.is_empty() || value.contains(char::is_whitespace) || value.contains('"') {
+        format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
+    } else {
+        value.to_string()
+    }
+}
+
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.into()
+}
+
+fn parse_bool(v: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err("argument must be 'yes' or 'no'".into()),
+    }
+}
+
+fn parse_num<T: std::str::FromStr>(v: &str) -> Result<T, String> {
+    v.trim()
+        .parse()
+        .map_err(|_| format!("argument couldn't be parsed into an integer: '{v}'"))
+}
+
+/// Parses a memory size like Redis's `memtoll`: `1gb`, `64mb`, `512k`, or plain bytes.
+pub fn parse_memory(v: &str) -> Result<usize, String> {
+    let lower = v.trim().to_ascii_lowercase();
+    let split = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (digits, unit) = lower.split_at(split);
+    let multiplier: usize = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return Err(format!("argument must be a memory value: '{v}'")),
+    };
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("argument must be a memory value: '{v}'"))?;
+    n.checked_mul(multiplier)
+        .ok_or_else(|| format!("argument must be a memory value: '{v}'"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_then_overrides() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shale.conf");
+        std::fs::write(
+            &path,
+            "# comment\nport 7000\nbind 127.0.0.1 ::1\nrequirepass \"a b\"\nrocksdb.block-cache-size 64mb\nhash-max-listpack-entries 512\n",
+        )
+        .unwrap();
+        let overrides = vec![("port".to_string(), vec!["7001".to_string()])];
+        let config = Config::load(Some(&path), &overrides).unwrap();
+        assert_eq!(config.port, 7001);
+        assert_eq!(config.bind, vec!["127.0.0.1", "::1"]);
+        assert_eq!(config.requirepass.as_deref(), Some("a b"));
+        assert_eq!(config.rocks.block_cache_size, 64 << 20);
+        assert!(config
+            .entries()
+            .contains(&("hash-max-listpack-entries", "512".into())));
+    }
+
+    #[test]
+    fn bad_directives_are_errors() {
+        assert!(Config::default().apply("no-such-thing", "1").is_err());
+        assert!(Config::default().apply("appendfsync", "sometimes").is_err());
+        assert!(Config::default().apply("port", "x").is_err());
+    }
+
+    #[test]
+    fn memory_units() {
+        assert_eq!(parse_memory("1gb"), Ok(1 << 30));
+        assert_eq!(parse_memory("10k"), Ok(10_000));
+        assert_eq!(parse_memory("123"), Ok(123));
+        assert!(parse_memory("12xb").is_err());
+    }
+
+    #[test]
+    fn rewrite_keeps_comments_and_updates_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shale.conf");
+        std::fs::write(&path, "# keep me\nport 7000\n").unwrap();
+        let mut config = Config::load(Some(&path), &[]).unwrap();
+        config.apply("timeout", "30").unwrap();
+        config.rewrite(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "# keep me\nport 7000\ntimeout 30\n");
+    }
+}

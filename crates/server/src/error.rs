@@ -1,0 +1,106 @@
+//! The one error type of command execution, and its one mapping to the wire.
+
+use std::borrow::Cow;
+
+use shale_protocol::Reply;
+use shale_storage::StorageError;
+use thiserror::Error;
+
+/// Everything a command can fail with. Each variant owns its Redis prefix in [`Error::to_reply`],
+/// so no layer ever formats an error line itself and `WRONGTYPE` can never turn into `ERR`.
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("wrong number of arguments for '{0}' command")]
+    WrongArity(String),
+    #[error("unknown command")]
+    UnknownCommand { name: String, args: String },
+    #[error("unknown subcommand")]
+    UnknownSubcommand { sub: String, command: &'static str },
+    #[error("wrong type")]
+    WrongType,
+    #[error("value is not an integer or out of range")]
+    NotInteger,
+    #[error("value is not a valid float")]
+    NotFloat,
+    #[error("increment or decrement would overflow")]
+    Overflow,
+    #[error("syntax error")]
+    Syntax,
+    #[error("no such key")]
+    NoSuchKey,
+    #[error("authentication required")]
+    NoAuth,
+    #[error("invalid expire time in '{0}' command")]
+    InvalidExpire(&'static str),
+    #[error("string exceeds maximum allowed size (proto-max-bulk-len)")]
+    StringTooLong,
+    /// An `ERR` reply with its own text.
+    #[error("{0}")]
+    Message(Cow<'static, str>),
+    /// A reply with a prefix other than `ERR` (`WRONGPASS`, `NOPROTO`, ...): the whole line.
+    #[error("{0}")]
+    Prefixed(Cow<'static, str>),
+    #[error("storage: {0}")]
+    Storage(#[from] StorageError),
+}
+
+impl Error {
+    pub fn msg(text: impl Into<Cow<'static, str>>) -> Error {
+        Error::Message(text.into())
+    }
+
+    pub fn to_reply(&self) -> Reply {
+        let line: Cow<'static, str> = match self {
+            Error::WrongType => {
+                "WRONGTYPE Operation against a key holding the wrong kind of value".into()
+            }
+            Error::NoAuth => "NOAUTH Authentication required.".into(),
+            Error::UnknownCommand { name, args } => {
+                format!("ERR unknown command '{name}', with args beginning with: {args}").into()
+            }
+            Error::UnknownSubcommand { sub, command } => {
+                format!("ERR unknown subcommand '{sub}'. Try {command} HELP.").into()
+            }
+            Error::Prefixed(line) => line.clone(),
+            other => format!("ERR {other}").into(),
+        };
+        Reply::Error(line)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(err: Error) -> String {
+        match err.to_reply() {
+            Reply::Error(text) => text.into_owned(),
+            other => panic!("not an error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn prefixes_match_redis() {
+        assert_eq!(
+            line(Error::WrongType),
+            "WRONGTYPE Operation against a key holding the wrong kind of value"
+        );
+        assert_eq!(
+            line(Error::WrongArity("get".into())),
+            "ERR wrong number of arguments for 'get' command"
+        );
+        assert_eq!(
+            line(Error::NotInteger),
+            "ERR value is not an integer or out of range"
+        );
+        assert_eq!(line(Error::NoAuth), "NOAUTH Authentication required.");
+        assert_eq!(line(Error::Prefixed("WRONGPASS x".into())), "WRONGPASS x");
+        assert_eq!(
+            line(Error::UnknownSubcommand {
+                sub: "x".into(),
+                command: "CONFIG"
+            }),
+            "ERR unknown subcommand 'x'. Try CONFIG HELP."
+        );
+    }
+}

@@ -1,0 +1,139 @@
+//! The registry of connected clients, for CLIENT LIST/INFO/KILL and INFO clients.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+/// The state of a connection that other connections may look at.
+pub struct ClientHandle {
+    pub id: u64,
+    pub addr: SocketAddr,
+    pub local_addr: SocketAddr,
+    created: Instant,
+    /// Milliseconds since `created` at the last command.
+    last_active: AtomicU64,
+    pub info: Mutex<ClientInfo>,
+    killed: AtomicBool,
+    kill_signal: Notify,
+}
+
+/// Fields a connection updates as it runs.
+#[derive(Default, Clone)]
+pub struct ClientInfo {
+    pub name: Option<Bytes>,
+    pub lib_name: Option<Bytes>,
+    pub lib_ver: Option<Bytes>,
+    pub db: usize,
+    pub resp: u8,
+    pub last_command: &'static str,
+}
+
+impl ClientHandle {
+    pub fn touch(&self, command: &'static str, db: usize) {
+        self.last_active
+            .store(self.created.elapsed().as_millis() as u64, Ordering::Relaxed);
+        let mut info = self.info.lock();
+        info.last_command = command;
+        info.db = db;
+    }
+
+    pub fn idle_secs(&self) -> u64 {
+        let now = self.created.elapsed().as_millis() as u64;
+        now.saturating_sub(self.last_active.load(Ordering::Relaxed)) / 1000
+    }
+
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::Relaxed);
+        self.kill_signal.notify_one();
+    }
+
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::Relaxed)
+    }
+
+    /// Resolves once the client has been killed.
+    pub async fn killed(&self) {
+        while !self.is_killed() {
+            self.kill_signal.notified().await;
+        }
+    }
+
+    /// One line of CLIENT LIST, in Redis's field order.
+    pub fn describe(&self) -> String {
+        let info = self.info.lock().clone();
+        let text = |b: &Option<Bytes>| {
+            b.as_ref()
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .unwrap_or_default()
+        };
+        format!(
+            "id={} addr={} laddr={} name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 cmd={} user=default resp={} lib-name={} lib-ver={}",
+            self.id,
+            self.addr,
+            self.local_addr,
+            text(&info.name),
+            self.created.elapsed().as_secs(),
+            self.idle_secs(),
+            info.db,
+            if info.last_command.is_empty() { "NULL" } else { info.last_command },
+            info.resp,
+            text(&info.lib_name),
+            text(&info.lib_ver),
+        )
+    }
+}
+
+#[derive(Default)]
+pub struct ClientRegistry {
+    next_id: AtomicU64,
+    clients: Mutex<HashMap<u64, Arc<ClientHandle>>>,
+}
+
+impl ClientRegistry {
+    pub fn register(&self, addr: SocketAddr, local_addr: SocketAddr) -> Arc<ClientHandle> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let handle = Arc::new(ClientHandle {
+            id,
+            addr,
+            local_addr,
+            created: Instant::now(),
+            last_active: AtomicU64::new(0),
+            info: Mutex::new(ClientInfo {
+                resp: 2,
+                ..ClientInfo::default()
+            }),
+            killed: AtomicBool::new(false),
+            kill_signal: Notify::new(),
+        });
+        self.clients.lock().insert(id, handle.clone());
+        handle
+    }
+
+    pub fn unregister(&self, id: u64) {
+        self.clients.lock().remove(&id);
+    }
+
+    pub fn count(&self) -> usize {
+        self.clients.lock().len()
+    }
+
+    /// Every client, ordered by id.
+    pub fn all(&self) -> Vec<Arc<ClientHandle>> {
+        let mut all: Vec<_> = self.clients.lock().values().cloned().collect();
+        all.sort_by_key(|c| c.id);
+        all
+    }
+
+    /// Closes every client connection (on shutdown).
+    pub fn kill_all(&self) {
+        for client in self.clients.lock().values() {
+            client.kill();
+        }
+    }
+}

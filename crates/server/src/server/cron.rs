@@ -1,0 +1,70 @@
+//! Background work on a timer: reaping expired keys and sampling throughput.
+//!
+//! It runs on its own thread because reaping makes synchronous storage calls that must not
+//! hold up the connection tasks.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::Services;
+use crate::types::now_ms;
+
+/// Keys one reaping step removes per database before it checks its time budget.
+const REAP_BATCH: usize = 256;
+/// Share of each tick the reaper may use, as in Redis's active expiry (25%).
+const REAP_BUDGET_PERCENT: u32 = 25;
+
+pub struct Cron {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Cron {
+    pub fn stop(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+pub fn start(services: Arc<Services>) -> Cron {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("shale-cron".into())
+        .spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                let tick = Duration::from_millis(1000 / services.config.read().hz.max(1) as u64);
+                let started = Instant::now();
+                services.stats.sample(now_ms());
+                reap(&services, tick * REAP_BUDGET_PERCENT / 100);
+                std::thread::sleep(tick.saturating_sub(started.elapsed()));
+            }
+        })
+        .ok();
+    Cron { stop, thread }
+}
+
+fn reap(services: &Services, budget: Duration) {
+    let started = Instant::now();
+    let keyspace = &services.keyspace;
+    for index in 0..keyspace.databases() {
+        let db = keyspace.db(index);
+        loop {
+            match db.reap_expired(now_ms(), REAP_BATCH) {
+                Ok(n) if n == REAP_BATCH && started.elapsed() < budget => continue,
+                Ok(_) => break,
+                Err(err) => {
+                    tracing::warn!("expiry cycle on db {index}: {err}");
+                    break;
+                }
+            }
+        }
+        if started.elapsed() >= budget {
+            return;
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! When acknowledged writes reach the disk.
+//!
+//! Writes go to RocksDB's WAL without a sync, so a crash of the process alone loses nothing.
+//! Syncs are shared: under `appendfsync always` a connection that wrote asks for a sync
+//! *ticket* after its writes, and a single syncer thread runs one WAL sync for every ticket
+//! issued before that sync started (group commit). A pipeline of writes or many connections
+//! writing at once therefore share one fsync. Under `everysec` the same thread syncs once a
+//! second if anything was written.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+use shale_storage::Engine;
+use tokio::sync::watch;
+
+use crate::config::FsyncPolicy;
+
+pub struct Durability {
+    shared: Arc<Shared>,
+    policy: Arc<AtomicU8>,
+    completed: watch::Receiver<u64>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+struct Shared {
+    engine: Arc<dyn Engine>,
+    /// The highest ticket issued.
+    requested: Mutex<u64>,
+    wake: Condvar,
+    /// Whether anything was written since the last sync (for `everysec`).
+    dirty: AtomicBool,
+    stop: AtomicBool,
+    syncs: AtomicU64,
+    failed: AtomicBool,
+}
+
+impl Durability {
+    pub fn start(engine: Arc<dyn Engine>, policy: FsyncPolicy) -> Self {
+        let policy = Arc::new(AtomicU8::new(policy as u8));
+        let (done_tx, done_rx) = watch::channel(0u64);
+        let shared = Arc::new(Shared {
+            engine,
+            requested: Mutex::new(0),
+            wake: Condvar::new(),
+            dirty: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            syncs: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
+        });
+        let worker = shared.clone();
+        let worker_policy = policy.clone();
+        let thread = std::thread::Builder::new()
+            .name("shale-wal-sync".into())
+            .spawn(move || worker.run(done_tx, &worker_policy))
+            .ok();
+        Durability {
+            shared,
+            policy,
+            completed: done_rx,
+            thread: Mutex::new(thread),
+        }
+    }
+
+    pub fn policy(&self) -> FsyncPolicy {
+        FsyncPolicy::from_u8(self.policy.load(Ordering::Relaxed))
+    }
+
+    pub fn set_policy(&self, policy: FsyncPolicy) {
+        self.policy.store(policy as u8, Ordering::Relaxed);
+    }
+
+    /// Notes that a write happened (for `everysec`).
+    pub fn mark_dirty(&self) {
+        self.shared.dirty.store(true, Ordering::Relaxed);
+    }
+
+    /// Waits until every write made before this call is synced to disk.
+    pub async fn wait_synced(&self) -> Result<(), String> {
+        let ticket = {
+            let mut requested = self.shared.requested.lock();
+            *requested += 1;
+            *requested
+        };
+        self.shared.wake.notify_one();
+        let mut completed = self.completed.clone();
+        completed
+            .wait_for(|&done| done >= ticket)
+            .await
+            .map_err(|_| "WAL syncer stopped".to_string())?;
+        if self.shared.failed.load(Ordering::Relaxed) {
+            return Err("WAL sync failed".into());
+        }
+        Ok(())
+    }
+
+    pub fn syncs(&self) -> u64 {
+        self.shared.syncs.load(Ordering::Relaxed)
+    }
+
+    /// Syncs once more and stops the thread.
+    pub fn stop(&self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        self.shared.wake.notify_one();
+        if let Some(thread) = self.thread.lock().take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Shared {
+    fn run(&self, done: watch::Sender<u64>, policy: &AtomicU8) {
+        let mut synced_ticket = 0;
+        loop {
+            let target = {
+                let mut requested = self.requested.lock();
+                if *requested == synced_ticket && !self.stop.load(Ordering::Relaxed) {
+                    self.wake.wait_for(&mut requested, Duration::from_secs(1));
+                }
+                *requested
+            };
+            let stopping = self.stop.load(Ordering::Relaxed);
+            let periodic = FsyncPolicy::from_u8(policy.load(Ordering::Relaxed))
+                == FsyncPolicy::EverySec
+                && self.dirty.load(Ordering::Relaxed);
+            if target > synced_ticket || periodic || stopping {
+                self.dirty.store(false, Ordering::Relaxed);
+                if let Err(err) = self.engine.sync_wal() {
+                    tracing::error!("WAL sync failed: {err}");
+                    self.failed.store(true, Ordering::Relaxed);
+                }
+                self.syncs.fetch_add(1, Ordering::Relaxed);
+                synced_ticket = target;
+                done.send_replace(target);
+            }
+            if stopping {
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,287 @@
+//! The INFO report.
+
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+use super::{Services, REDIS_VERSION};
+use crate::config::FsyncPolicy;
+use crate::error::Error;
+use crate::types::Keyspace;
+
+const DEFAULT_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "keyspace",
+    "rocksdb",
+];
+const ALL_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "commandstats",
+    "keyspace",
+    "rocksdb",
+];
+
+/// Renders the requested sections (`default` when none, `all`/`everything` for all).
+pub fn render(
+    services: &Services,
+    keyspace: &Keyspace,
+    requested: &[String],
+) -> Result<String, Error> {
+    let wanted: Vec<&str> = if requested.is_empty() {
+        DEFAULT_SECTIONS.to_vec()
+    } else {
+        let mut list = Vec::new();
+        for name in requested {
+            match name.as_str() {
+                "all" | "everything" => list.extend_from_slice(ALL_SECTIONS),
+                "default" => list.extend_from_slice(DEFAULT_SECTIONS),
+                other => list.extend(ALL_SECTIONS.iter().copied().filter(|s| *s == other)),
+            }
+        }
+        list
+    };
+    let mut out = String::new();
+    for section in ALL_SECTIONS.iter().filter(|s| wanted.contains(s)) {
+        if !out.is_empty() {
+            out.push_str("\r\n");
+        }
+        let title = match *section {
+            "cpu" => "CPU".to_string(),
+            "rocksdb" => "RocksDB".to_string(),
+            s => format!("{}{}", s[..1].to_uppercase(), &s[1..]),
+        };
+        let _ = write!(out, "# {title}\r\n");
+        match *section {
+            "server" => server(services, &mut out),
+            "clients" => clients(services, &mut out),
+            "memory" => memory(services, keyspace, &mut out),
+            "persistence" => persistence(services, &mut out),
+            "stats" => stats(services, keyspace, &mut out),
+            "replication" => {
+                out.push_str("role:master\r\nconnected_slaves:0\r\nmaster_repl_offset:0\r\n")
+            }
+            "cpu" => cpu(&mut out),
+            "commandstats" => commandstats(services, &mut out),
+            "keyspace" => keyspace_section(keyspace, &mut out)?,
+            "rocksdb" => rocksdb(services, keyspace, &mut out),
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+fn line(out: &mut String, name: &str, value: impl std::fmt::Display) {
+    let _ = write!(out, "{name}:{value}\r\n");
+}
+
+fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "K", "M", "G", "T"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes}B")
+    } else {
+        format!("{value:.2}{}", UNITS[unit])
+    }
+}
+
+fn server(services: &Services, out: &mut String) {
+    let uptime = services.started.elapsed().as_secs();
+    line(out, "redis_version", REDIS_VERSION);
+    line(out, "shale_version", env!("CARGO_PKG_VERSION"));
+    line(out, "redis_mode", "standalone");
+    line(out, "os", std::env::consts::OS);
+    line(out, "arch_bits", usize::BITS);
+    line(out, "multiplexing_api", "epoll");
+    line(out, "process_id", std::process::id());
+    line(out, "run_id", &services.run_id);
+    line(out, "tcp_port", services.tcp_port);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    line(out, "server_time_usec", now.as_micros());
+    line(out, "uptime_in_seconds", uptime);
+    line(out, "uptime_in_days", uptime / 86400);
+    line(out, "hz", services.config.read().hz);
+    line(
+        out,
+        "executable",
+        std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+    );
+    line(
+        out,
+        "config_file",
+        services
+            .config_file
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+    );
+}
+
+fn clients(services: &Services, out: &mut String) {
+    line(out, "connected_clients", services.clients.count());
+    line(out, "maxclients", services.config.read().maxclients);
+    line(out, "blocked_clients", 0);
+    line(
+        out,
+        "client_buffers_bytes",
+        services.stats.client_buffers.load(Ordering::Relaxed),
+    );
+}
+
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .map_or(0, |pages| pages * 4096)
+}
+
+fn memory(services: &Services, keyspace: &Keyspace, out: &mut String) {
+    let engine = keyspace.engine().stats();
+    let rss = rss_bytes();
+    let clients = services.stats.client_buffers.load(Ordering::Relaxed);
+    line(out, "used_memory", rss);
+    line(out, "used_memory_human", human(rss));
+    line(out, "used_memory_rss", rss);
+    line(out, "used_memory_rss_human", human(rss));
+    line(out, "maxmemory", 0);
+    line(out, "mem_allocator", "libc");
+    line(out, "block_cache_used", engine.block_cache_usage);
+    line(out, "block_cache_capacity", engine.block_cache_capacity);
+    line(out, "memtables_used", engine.memtable_usage);
+    line(out, "memtables_limit", engine.memtable_limit);
+    line(out, "table_readers_used", engine.table_readers_usage);
+    line(out, "mem_clients_normal", clients);
+}
+
+fn persistence(services: &Services, out: &mut String) {
+    let policy = match services.durability.policy() {
+        FsyncPolicy::Always => "always",
+        FsyncPolicy::EverySec => "everysec",
+        FsyncPolicy::No => "no",
+    };
+    line(out, "loading", 0);
+    line(out, "async_loading", 0);
+    line(out, "rdb_bgsave_in_progress", 0);
+    line(out, "aof_enabled", 1);
+    line(out, "aof_rewrite_in_progress", 0);
+    line(out, "appendfsync", policy);
+    line(out, "wal_syncs", services.durability.syncs());
+}
+
+fn stats(services: &Services, keyspace: &Keyspace, out: &mut String) {
+    let s = &services.stats;
+    let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    line(
+        out,
+        "total_connections_received",
+        get(&s.connections_received),
+    );
+    line(out, "total_commands_processed", get(&s.commands_processed));
+    line(
+        out,
+        "instantaneous_ops_per_sec",
+        s.instantaneous_ops_per_sec(),
+    );
+    line(out, "total_net_input_bytes", get(&s.net_input_bytes));
+    line(out, "total_net_output_bytes", get(&s.net_output_bytes));
+    line(out, "rejected_connections", get(&s.connections_rejected));
+    line(out, "expired_keys", get(&keyspace.stats.expired));
+    line(out, "evicted_keys", 0);
+    line(out, "keyspace_hits", get(&keyspace.stats.hits));
+    line(out, "keyspace_misses", get(&keyspace.stats.misses));
+    line(out, "total_error_replies", get(&s.error_replies));
+}
+
+fn cpu(out: &mut String) {
+    // SAFETY: getrusage only writes into the struct we pass.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return;
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    line(out, "used_cpu_sys", format!("{:.6}", secs(usage.ru_stime)));
+    line(out, "used_cpu_user", format!("{:.6}", secs(usage.ru_utime)));
+}
+
+fn commandstats(services: &Services, out: &mut String) {
+    let mut names: Vec<&&str> = services.stats.commands.keys().collect();
+    names.sort();
+    for name in names {
+        let stats = &services.stats.commands[*name];
+        let calls = stats.calls.load(Ordering::Relaxed);
+        let rejected = stats.rejected.load(Ordering::Relaxed);
+        if calls == 0 && rejected == 0 {
+            continue;
+        }
+        let usec = stats.usec.load(Ordering::Relaxed);
+        let _ = write!(
+            out,
+            "cmdstat_{name}:calls={calls},usec={usec},usec_per_call={:.2},rejected_calls={rejected},failed_calls={}\r\n",
+            if calls > 0 { usec as f64 / calls as f64 } else { 0.0 },
+            stats.failed.load(Ordering::Relaxed),
+        );
+    }
+}
+
+fn keyspace_section(keyspace: &Keyspace, out: &mut String) -> Result<(), Error> {
+    for index in 0..keyspace.databases() {
+        let db = keyspace.db(index);
+        let keys = db.size()?;
+        if keys > 0 {
+            let _ = write!(
+                out,
+                "db{index}:keys={keys},expires={},avg_ttl=0\r\n",
+                db.expiring_size()?
+            );
+        }
+    }
+    Ok(())
+}
+
+fn rocksdb(services: &Services, keyspace: &Keyspace, out: &mut String) {
+    let engine = keyspace.engine().stats();
+    line(out, "estimate_num_keys", engine.estimated_keys);
+    line(out, "live_sst_files_size", engine.live_sst_bytes);
+    line(
+        out,
+        "estimate_pending_compaction_bytes",
+        engine.pending_compaction_bytes,
+    );
+    line(out, "num_running_compactions", engine.running_compactions);
+    line(out, "num_running_flushes", engine.running_flushes);
+    line(out, "block_cache_usage", engine.block_cache_usage);
+    line(out, "block_cache_capacity", engine.block_cache_capacity);
+    line(out, "memtable_usage", engine.memtable_usage);
+    line(out, "memtable_limit", engine.memtable_limit);
+    line(
+        out,
+        "estimate_table_readers_mem",
+        engine.table_readers_usage,
+    );
+    line(out, "bytes_written", engine.bytes_written);
+    line(out, "wal_file_synced", engine.wal_syncs);
+    line(out, "appendfsync_syncs", services.durability.syncs());
+}

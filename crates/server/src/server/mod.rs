@@ -1,0 +1,202 @@
+//! The network server: listeners, connections, and the services commands reach through their
+//! context (configuration, clients, statistics, slow log, durability, shutdown).
+
+mod clients;
+mod connection;
+mod cron;
+mod durability;
+pub mod info;
+mod stats;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::RwLock;
+use shale_storage::{Engine, RocksEngine};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+pub use clients::{ClientHandle, ClientRegistry};
+pub use durability::Durability;
+pub use stats::{ServerStats, SlowLog};
+
+use crate::config::Config;
+use crate::types::{KeyRange, Keyspace};
+
+/// The Redis version Shale reports to clients (HELLO, INFO); its command set follows it.
+pub const REDIS_VERSION: &str = "7.0.15";
+
+/// How a connection ends after the current command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closing {
+    /// Send the reply, then close (QUIT, CLIENT KILL of oneself).
+    AfterReply,
+    /// Close without replying (SHUTDOWN).
+    Immediately,
+}
+
+/// Per-connection state that commands read and change.
+pub struct ClientState {
+    pub db: usize,
+    pub resp3: bool,
+    pub authenticated: bool,
+    pub handle: Arc<ClientHandle>,
+    pub closing: Option<Closing>,
+}
+
+/// Tells every part of the server to stop.
+pub struct Shutdown {
+    sender: watch::Sender<bool>,
+}
+
+impl Shutdown {
+    pub fn trigger(&self) {
+        self.sender.send_replace(true);
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.sender.subscribe()
+    }
+}
+
+/// Handles shared by all connections.
+pub struct Services {
+    pub keyspace: Arc<Keyspace>,
+    pub config: RwLock<Config>,
+    pub config_file: Option<PathBuf>,
+    pub clients: ClientRegistry,
+    pub stats: ServerStats,
+    pub slowlog: SlowLog,
+    pub durability: Durability,
+    pub shutdown: Shutdown,
+    pub started: Instant,
+    pub run_id: String,
+    pub tcp_port: u16,
+}
+
+impl Services {
+    /// The largest string a command may build (`proto-max-bulk-len`).
+    pub fn max_string_len(&self) -> usize {
+        self.config.read().proto_max_bulk_len
+    }
+
+    /// Pushes configuration that other services cache (after CONFIG SET).
+    pub fn apply_config(&self) {
+        self.durability.set_policy(self.config.read().appendfsync);
+    }
+
+    /// Compacts flushed ranges on a background thread so their disk space comes back.
+    pub fn reclaim_in_background(&self, ranges: Vec<KeyRange>) {
+        let keyspace = self.keyspace.clone();
+        std::thread::spawn(move || {
+            if let Err(err) = keyspace.reclaim(&ranges) {
+                tracing::warn!("reclaiming flushed space failed: {err}");
+            }
+        });
+    }
+}
+
+/// Opens the data directory, binds the listeners and serves until shutdown.
+pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), String> {
+    let opened = Instant::now();
+    std::fs::create_dir_all(&config.dir)
+        .map_err(|e| format!("can't create data directory {}: {e}", config.dir.display()))?;
+    let engine: Arc<dyn Engine> = Arc::new(
+        RocksEngine::open(&config.dir.join("db"), &config.rocks)
+            .map_err(|e| format!("can't open database in {}: {e}", config.dir.display()))?,
+    );
+    let keyspace = Arc::new(
+        Keyspace::open(engine.clone(), config.databases)
+            .map_err(|e| format!("can't open keyspace: {e}"))?,
+    );
+    tracing::info!("database opened in {} ms", opened.elapsed().as_millis());
+
+    let mut listeners = Vec::new();
+    for host in &config.bind {
+        let listener = TcpListener::bind((host.as_str(), config.port))
+            .await
+            .map_err(|e| format!("can't bind {host}:{}: {e}", config.port))?;
+        listeners.push(listener);
+    }
+    let tcp_port = listeners
+        .first()
+        .and_then(|l| l.local_addr().ok())
+        .map_or(config.port, |a| a.port());
+
+    let mut config = config;
+    config.port = tcp_port;
+    let (shutdown_tx, _) = watch::channel(false);
+    let durability = Durability::start(engine.clone(), config.appendfsync);
+    let services = Arc::new(Services {
+        keyspace,
+        config: RwLock::new(config),
+        config_file,
+        clients: ClientRegistry::default(),
+        stats: ServerStats::default(),
+        slowlog: SlowLog::default(),
+        durability,
+        shutdown: Shutdown {
+            sender: shutdown_tx,
+        },
+        started: Instant::now(),
+        run_id: format!("{:040x}", rand::random::<u128>()),
+        tcp_port,
+    });
+    let cron = cron::start(services.clone());
+
+    for listener in listeners {
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        tracing::info!("Ready to accept connections tcp {addr}");
+        println!("Ready to accept connections tcp {addr}");
+        tokio::spawn(accept_loop(listener, services.clone()));
+    }
+
+    let mut shutdown = services.shutdown.subscribe();
+    tokio::select! {
+        _ = shutdown.wait_for(|&stop| stop) => {}
+        _ = signal(tokio::signal::unix::SignalKind::terminate()) => {}
+        _ = signal(tokio::signal::unix::SignalKind::interrupt()) => {}
+    }
+    tracing::info!("shutting down");
+    services.shutdown.trigger();
+    services.clients.kill_all();
+    for _ in 0..200 {
+        if services.clients.count() == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    cron.stop();
+    services.durability.stop();
+    tracing::info!("bye");
+    Ok(())
+}
+
+async fn signal(kind: tokio::signal::unix::SignalKind) {
+    match tokio::signal::unix::signal(kind) {
+        Ok(mut stream) => {
+            stream.recv().await;
+        }
+        Err(_) => std::future::pending().await,
+    }
+}
+
+async fn accept_loop(listener: TcpListener, services: Arc<Services>) {
+    let mut shutdown = services.shutdown.subscribe();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.wait_for(|&stop| stop) => return,
+        };
+        let (stream, addr) = match accepted {
+            Ok(pair) => pair,
+            Err(err) => {
+                tracing::warn!("accept failed: {err}");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        tokio::spawn(connection::serve(services.clone(), stream, addr));
+    }
+}

@@ -1,0 +1,188 @@
+//! Server counters (INFO stats, INFO commandstats) and the slow log.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use crate::commands::COMMANDS;
+
+#[derive(Default)]
+pub struct CommandStats {
+    pub calls: AtomicU64,
+    pub usec: AtomicU64,
+    pub failed: AtomicU64,
+    pub rejected: AtomicU64,
+}
+
+pub struct ServerStats {
+    pub connections_received: AtomicU64,
+    pub connections_rejected: AtomicU64,
+    pub commands_processed: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+    pub error_replies: AtomicU64,
+    /// Bytes held by all connections' input and output buffers.
+    pub client_buffers: AtomicU64,
+    pub commands: HashMap<&'static str, CommandStats>,
+    /// Recent (time ms, commands processed) samples for instantaneous_ops_per_sec.
+    samples: Mutex<VecDeque<(u64, u64)>>,
+}
+
+impl Default for ServerStats {
+    fn default() -> Self {
+        ServerStats {
+            connections_received: AtomicU64::new(0),
+            connections_rejected: AtomicU64::new(0),
+            commands_processed: AtomicU64::new(0),
+            net_input_bytes: AtomicU64::new(0),
+            net_output_bytes: AtomicU64::new(0),
+            error_replies: AtomicU64::new(0),
+            client_buffers: AtomicU64::new(0),
+            commands: COMMANDS
+                .iter()
+                .map(|c| (c.name, CommandStats::default()))
+                .collect(),
+            samples: Mutex::new(VecDeque::new()),
+        }
+    }
+}
+
+impl ServerStats {
+    /// Records one executed command. `rejected` is an error before the handler ran.
+    pub fn record(&self, name: &'static str, usec: u64, failed: bool, rejected: bool) {
+        self.commands_processed.fetch_add(1, Ordering::Relaxed);
+        if let Some(stats) = self.commands.get(name) {
+            if rejected {
+                stats.rejected.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            stats.calls.fetch_add(1, Ordering::Relaxed);
+            stats.usec.fetch_add(usec, Ordering::Relaxed);
+            if failed {
+                stats.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Takes a throughput sample; called by the cron a few times a second.
+    pub fn sample(&self, now_ms: u64) {
+        let mut samples = self.samples.lock();
+        samples.push_back((now_ms, self.commands_processed.load(Ordering::Relaxed)));
+        if samples.len() > 16 {
+            samples.pop_front();
+        }
+    }
+
+    pub fn instantaneous_ops_per_sec(&self) -> u64 {
+        let samples = self.samples.lock();
+        match (samples.front(), samples.back()) {
+            (Some(&(t0, c0)), Some(&(t1, c1))) if t1 > t0 => (c1 - c0) * 1000 / (t1 - t0),
+            _ => 0,
+        }
+    }
+
+    /// CONFIG RESETSTAT.
+    pub fn reset(&self) {
+        for counter in [
+            &self.connections_received,
+            &self.connections_rejected,
+            &self.commands_processed,
+            &self.net_input_bytes,
+            &self.net_output_bytes,
+            &self.error_replies,
+        ] {
+            counter.store(0, Ordering::Relaxed);
+        }
+        for stats in self.commands.values() {
+            for counter in [&stats.calls, &stats.usec, &stats.failed, &stats.rejected] {
+                counter.store(0, Ordering::Relaxed);
+            }
+        }
+        self.samples.lock().clear();
+    }
+}
+
+#[derive(Clone)]
+pub struct SlowEntry {
+    pub id: u64,
+    pub timestamp: u64,
+    pub duration_us: u64,
+    pub args: Vec<Bytes>,
+    pub client_addr: String,
+    pub client_name: String,
+}
+
+/// Commands slower than `slowlog-log-slower-than`, newest first, at most `slowlog-max-len`.
+#[derive(Default)]
+pub struct SlowLog {
+    next_id: AtomicU64,
+    entries: Mutex<VecDeque<SlowEntry>>,
+}
+
+/// Redis keeps at most this many arguments, each cut to this many bytes.
+const MAX_ARGS: usize = 32;
+const MAX_ARG_LEN: usize = 128;
+
+impl SlowLog {
+    pub fn push(
+        &self,
+        args: &[Bytes],
+        duration_us: u64,
+        client_addr: String,
+        client_name: String,
+        max_len: usize,
+    ) {
+        let mut kept: Vec<Bytes> = args
+            .iter()
+            .take(if args.len() > MAX_ARGS {
+                MAX_ARGS - 1
+            } else {
+                MAX_ARGS
+            })
+            .map(|a| {
+                if a.len() > MAX_ARG_LEN {
+                    let more = a.len() - MAX_ARG_LEN;
+                    let mut cut = a[..MAX_ARG_LEN].to_vec();
+                    cut.extend_from_slice(format!("... ({more} more bytes)").as_bytes());
+                    Bytes::from(cut)
+                } else {
+                    a.clone()
+                }
+            })
+            .collect();
+        if args.len() > MAX_ARGS {
+            kept.push(Bytes::from(format!(
+                "... ({} more arguments)",
+                args.len() - MAX_ARGS + 1
+            )));
+        }
+        let entry = SlowEntry {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            timestamp: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            duration_us,
+            args: kept,
+            client_addr,
+            client_name,
+        };
+        let mut entries = self.entries.lock();
+        entries.push_front(entry);
+        entries.truncate(max_len);
+    }
+
+    pub fn latest(&self, count: usize) -> Vec<SlowEntry> {
+        self.entries.lock().iter().take(count).cloned().collect()
+    }
+
+    pub fn count(&self) -> usize {
+        self.entries.lock().len()
+    }
+
+    pub fn reset(&self) {
+        self.entries.lock().clear();
+    }
+}

@@ -1,0 +1,474 @@
+//! Operations that work on a key of any type: existence, deletion, expiry, renaming, copying,
+//! moving, enumeration and flushing.
+
+use bytes::Bytes;
+use rand::Rng;
+use shale_storage::keys as k;
+use shale_storage::metadata::{peek_header, Body, KeyKind, Metadata};
+use shale_storage::{Cf, ScanDirection, WriteBatch};
+
+use std::sync::atomic::Ordering;
+
+use super::{now_ms, Change, Db, Keyspace};
+use crate::error::Error;
+
+/// The NX/XX/GT/LT options of the EXPIRE family; every one given must hold.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ExpireCondition {
+    /// Only if the key has no expiry.
+    pub nx: bool,
+    /// Only if the key has an expiry.
+    pub xx: bool,
+    /// Only if the new expiry is later (no expiry counts as infinitely late).
+    pub gt: bool,
+    /// Only if the new expiry is earlier.
+    pub lt: bool,
+}
+
+/// `[start, end)` of raw keys.
+pub type KeyRange = (Vec<u8>, Vec<u8>);
+
+/// One page of SCAN.
+pub struct ScanPage {
+    pub cursor: u64,
+    pub keys: Vec<Bytes>,
+}
+
+/// SCAN cursors keep the slot in their low bits so that a forgotten cursor resumes at the
+/// start of its slot (see `cursor`).
+const SLOT_BITS: u32 = 14;
+
+impl<'a> Db<'a> {
+    pub fn exists(&self, keys: &[Bytes]) -> Result<i64, Error> {
+        let mut count = 0;
+        for key in keys {
+            count += self.live_meta(key)?.is_some() as i64;
+        }
+        Ok(count)
+    }
+
+    pub fn delete(&self, keys: &[Bytes]) -> Result<i64, Error> {
+        let _guard = self.lock(keys);
+        let mut change = Change::default();
+        let mut deleted = 0;
+        let mut seen: Vec<&Bytes> = Vec::with_capacity(keys.len());
+        let now = now_ms();
+        for key in keys {
+            if seen.contains(&key) {
+                continue;
+            }
+            seen.push(key);
+            if let Some(meta) = self.raw_meta(key)? {
+                deleted += !meta.is_expired(now) as i64;
+                self.stage_replace(&mut change, key, Some(&meta), None);
+            }
+        }
+        self.write(change)?;
+        Ok(deleted)
+    }
+
+    pub fn key_type(&self, key: &[u8]) -> Result<Option<KeyKind>, Error> {
+        Ok(self.live_meta(key)?.map(|m| m.kind))
+    }
+
+    /// The absolute expiry of `key`: `None` if missing, `Some(0)` if it has none.
+    pub fn expire_at(&self, key: &[u8]) -> Result<Option<u64>, Error> {
+        Ok(self.live_meta(key)?.map(|m| m.expire_at))
+    }
+
+    /// Sets the absolute expiry of `key` (Unix ms, may be in the past, which deletes the key).
+    /// Returns whether the key existed and the condition held.
+    pub fn set_expiry(
+        &self,
+        key: &[u8],
+        at_ms: i64,
+        condition: ExpireCondition,
+    ) -> Result<bool, Error> {
+        let _guard = self.lock(&[key]);
+        let now = now_ms();
+        let Some(old) = self.raw_meta(key)?.filter(|m| !m.is_expired(now)) else {
+            return Ok(false);
+        };
+        let has_expiry = old.expire_at != 0;
+        let current = old.expire_at as i64;
+        if (condition.nx && has_expiry)
+            || (condition.xx && !has_expiry)
+            || (condition.gt && (!has_expiry || at_ms <= current))
+            || (condition.lt && has_expiry && at_ms >= current)
+        {
+            return Ok(false);
+        }
+        let mut change = Change::default();
+        if at_ms <= now as i64 {
+            self.stage_replace(&mut change, key, Some(&old), None);
+        } else {
+            let new = Metadata {
+                expire_at: at_ms as u64,
+                ..old.clone()
+            };
+            self.stage_replace(&mut change, key, Some(&old), Some(&new));
+        }
+        self.write(change)?;
+        Ok(true)
+    }
+
+    pub fn persist(&self, key: &[u8]) -> Result<bool, Error> {
+        let _guard = self.lock(&[key]);
+        let Some(old) = self.live_meta(key)? else {
+            return Ok(false);
+        };
+        if old.expire_at == 0 {
+            return Ok(false);
+        }
+        let new = Metadata {
+            expire_at: 0,
+            ..old.clone()
+        };
+        let mut change = Change::default();
+        self.stage_replace(&mut change, key, Some(&old), Some(&new));
+        self.write(change)?;
+        Ok(true)
+    }
+
+    /// RENAME and RENAMENX: returns `false` only when `only_if_absent` and `dst` exists.
+    pub fn rename(&self, src: &[u8], dst: &[u8], only_if_absent: bool) -> Result<bool, Error> {
+        let _guard = self.lock(&[src, dst]);
+        let now = now_ms();
+        let Some(old_src) = self.raw_meta(src)?.filter(|m| !m.is_expired(now)) else {
+            return Err(Error::NoSuchKey);
+        };
+        if src == dst {
+            return Ok(!only_if_absent);
+        }
+        let old_dst = self.raw_meta(dst)?;
+        if only_if_absent && old_dst.as_ref().is_some_and(|m| !m.is_expired(now)) {
+            return Ok(false);
+        }
+        let mut change = Change::default();
+        let moved = self.stage_clone(&mut change, src, &old_src, *self, dst)?;
+        self.stage_replace(&mut change, dst, old_dst.as_ref(), Some(&moved));
+        self.stage_replace(&mut change, src, Some(&old_src), None);
+        self.write(change)?;
+        Ok(true)
+    }
+
+    /// COPY: returns whether the copy was made.
+    pub fn copy_to(
+        &self,
+        src: &[u8],
+        target: Db<'_>,
+        dst: &[u8],
+        replace: bool,
+    ) -> Result<bool, Error> {
+        let _guard = self
+            .ks
+            .locks
+            .lock_across(&[(self.index, src), (target.index, dst)]);
+        let now = now_ms();
+        let Some(source) = self.raw_meta(src)?.filter(|m| !m.is_expired(now)) else {
+            return Ok(false);
+        };
+        let old_dst = target.raw_meta(dst)?;
+        if !replace && old_dst.as_ref().is_some_and(|m| !m.is_expired(now)) {
+            return Ok(false);
+        }
+        let mut change = Change::default();
+        let copy = self.stage_clone(&mut change, src, &source, target, dst)?;
+        target.stage_replace(&mut change, dst, old_dst.as_ref(), Some(&copy));
+        self.write(change)?;
+        Ok(true)
+    }
+
+    /// MOVE: returns whether the key moved (it must exist here and not in `target`).
+    pub fn move_to(&self, key: &[u8], target: Db<'_>) -> Result<bool, Error> {
+        let _guard = self
+            .ks
+            .locks
+            .lock_across(&[(self.index, key), (target.index, key)]);
+        let now = now_ms();
+        let Some(source) = self.raw_meta(key)?.filter(|m| !m.is_expired(now)) else {
+            return Ok(false);
+        };
+        let old_dst = target.raw_meta(key)?;
+        if old_dst.as_ref().is_some_and(|m| !m.is_expired(now)) {
+            return Ok(false);
+        }
+        let mut change = Change::default();
+        let moved = self.stage_clone(&mut change, key, &source, target, key)?;
+        target.stage_replace(&mut change, key, old_dst.as_ref(), Some(&moved));
+        self.stage_replace(&mut change, key, Some(&source), None);
+        self.write(change)?;
+        Ok(true)
+    }
+
+    /// Stages a copy of `meta`'s content under `dst` in `target` and returns the metadata the
+    /// copy needs. Elements are keyed by their user key, so a collection is copied element by
+    /// element under a fresh version.
+    fn stage_clone(
+        &self,
+        change: &mut Change,
+        src: &[u8],
+        meta: &Metadata,
+        target: Db<'_>,
+        dst: &[u8],
+    ) -> Result<Metadata, Error> {
+        let Body::Collection {
+            version,
+            size,
+            extra,
+        } = &meta.body
+        else {
+            return Ok(meta.clone());
+        };
+        let new_version = self.ks.versions.next()?;
+        let old_prefix = k::element_prefix(self.index, src, *version);
+        let new_prefix = k::element_prefix(target.index, dst, new_version);
+        let end = k::prefix_end(&old_prefix);
+        for cf in [Cf::Data, Cf::Score] {
+            self.engine().scan(
+                cf,
+                &old_prefix,
+                &end,
+                ScanDirection::Forward,
+                &mut |key, value| {
+                    let mut new_key = new_prefix.clone();
+                    new_key.extend_from_slice(&key[old_prefix.len()..]);
+                    change.batch.put(cf, new_key, value.to_vec());
+                    true
+                },
+            )?;
+        }
+        Ok(Metadata {
+            body: Body::Collection {
+                version: new_version,
+                size: *size,
+                extra: extra.clone(),
+            },
+            ..meta.clone()
+        })
+    }
+
+    pub fn touch(&self, keys: &[Bytes]) -> Result<i64, Error> {
+        self.exists(keys)
+    }
+
+    /// OBJECT ENCODING: the name Redis would give the key's in-memory encoding.
+    pub fn encoding(&self, key: &[u8]) -> Result<Option<&'static str>, Error> {
+        let Some(meta) = self.live_meta(key)? else {
+            return Ok(None);
+        };
+        Ok(Some(match (&meta.kind, &meta.body) {
+            (KeyKind::String, Body::Inline(v)) if is_redis_int(v) => "int",
+            (KeyKind::String, Body::Inline(v)) if v.len() <= 44 => "embstr",
+            (KeyKind::String, _) => "raw",
+            (KeyKind::Hash, _) => "hashtable",
+            (KeyKind::List, _) => "quicklist",
+            (KeyKind::Set, _) => "hashtable",
+            (KeyKind::ZSet, _) => "skiplist",
+            (KeyKind::Roaring, _) => "roaring",
+        }))
+    }
+
+    /// Every live key matching `pattern`.
+    pub fn keys(&self, pattern: &[u8]) -> Result<Vec<Bytes>, Error> {
+        let (start, end) = k::db_range(self.index);
+        let now = now_ms();
+        let match_all = pattern == b"*";
+        let mut out = Vec::new();
+        self.engine().scan(
+            Cf::Meta,
+            &start,
+            &end,
+            ScanDirection::Forward,
+            &mut |raw, value| {
+                let key = k::user_key_of_meta(raw);
+                if (match_all || super::pattern::glob_match(pattern, key, false))
+                    && !is_expired_record(value, now)
+                {
+                    out.push(Bytes::copy_from_slice(key));
+                }
+                true
+            },
+        )?;
+        Ok(out)
+    }
+
+    /// One page of SCAN: visits about `count` keys from `cursor`.
+    pub fn scan(
+        &self,
+        cursor: u64,
+        pattern: Option<&[u8]>,
+        count: usize,
+        kind: Option<KeyKind>,
+    ) -> Result<ScanPage, Error> {
+        let scope = [self.index];
+        let (db_start, end) = k::db_range(self.index);
+        let start = if cursor == 0 {
+            db_start
+        } else {
+            let slot = (cursor & ((1 << SLOT_BITS) - 1)) as u16;
+            self.ks
+                .cursors
+                .load(cursor >> SLOT_BITS, &scope)
+                .unwrap_or_else(|| {
+                    let mut at = db_start.clone();
+                    at.extend_from_slice(&slot.to_be_bytes());
+                    at
+                })
+        };
+        let now = now_ms();
+        let mut keys = Vec::new();
+        let mut visited = 0;
+        let mut resume: Option<Vec<u8>> = None;
+        self.engine().scan(
+            Cf::Meta,
+            &start,
+            &end,
+            ScanDirection::Forward,
+            &mut |raw, value| {
+                if visited == count {
+                    resume = Some(raw.to_vec());
+                    return false;
+                }
+                visited += 1;
+                let key = k::user_key_of_meta(raw);
+                let Some(meta_kind) = record_kind(value, now) else {
+                    return true;
+                };
+                if kind.is_some_and(|want| want != meta_kind) {
+                    return true;
+                }
+                if pattern.is_some_and(|p| !super::pattern::glob_match(p, key, false)) {
+                    return true;
+                }
+                keys.push(Bytes::copy_from_slice(key));
+                true
+            },
+        )?;
+        let cursor = match resume {
+            None => 0,
+            Some(position) => {
+                let slot = u16::from_be_bytes([position[1], position[2]]) as u64;
+                let id = self.ks.cursors.store(scope.to_vec(), position);
+                (id << SLOT_BITS) | slot
+            }
+        };
+        Ok(ScanPage { cursor, keys })
+    }
+
+    /// A random live key, found by seeking to a random slot.
+    pub fn random_key(&self) -> Result<Option<Bytes>, Error> {
+        let (db_start, db_end) = k::db_range(self.index);
+        let now = now_ms();
+        for _ in 0..16 {
+            let mut pivot = db_start.clone();
+            pivot.extend_from_slice(&rand::rng().random_range(0..k::SLOTS).to_be_bytes());
+            for (lower, upper) in [(&pivot, &db_end), (&db_start, &pivot)] {
+                let mut found = None;
+                let mut skipped_expired = false;
+                self.engine().scan(
+                    Cf::Meta,
+                    lower,
+                    upper,
+                    ScanDirection::Forward,
+                    &mut |raw, value| {
+                        if is_expired_record(value, now) {
+                            skipped_expired = true;
+                            return true;
+                        }
+                        found = Some(Bytes::copy_from_slice(k::user_key_of_meta(raw)));
+                        false
+                    },
+                )?;
+                if found.is_some() {
+                    return Ok(found);
+                }
+                if skipped_expired {
+                    break;
+                }
+            }
+            if self.size()? == 0 {
+                return Ok(None);
+            }
+        }
+        Ok(None)
+    }
+
+    /// The number of live keys: the key counter minus the keys that have expired but are not
+    /// reaped yet, which the expiry index lists.
+    pub fn size(&self) -> Result<u64, Error> {
+        let total = self.ks.key_counts[self.index()].load(Ordering::Relaxed);
+        let due = self.due_expiries(now_ms())?;
+        Ok((total - due as i64).max(0) as u64)
+    }
+
+    /// The number of live keys with an expiry.
+    pub fn expiring_size(&self) -> Result<u64, Error> {
+        let total = self.ks.expire_counts[self.index()].load(Ordering::Relaxed);
+        let due = self.due_expiries(now_ms())?;
+        Ok((total - due as i64).max(0) as u64)
+    }
+}
+
+impl Keyspace {
+    /// FLUSHDB (one database) or FLUSHALL (`None`): range deletes in one batch, O(1). Returns
+    /// the deleted ranges for [`Keyspace::reclaim`].
+    pub fn flush(&self, db: Option<usize>) -> Result<Vec<KeyRange>, Error> {
+        let _guard = self.locks.lock_all();
+        let (start, end) = match db {
+            Some(index) => k::db_range(index as u8),
+            None => k::all_dbs_range(),
+        };
+        let dbs: Vec<usize> = match db {
+            Some(index) => vec![index],
+            None => (0..self.databases).collect(),
+        };
+        let mut batch = WriteBatch::new();
+        for cf in Cf::ALL {
+            batch.delete_range(cf, start.clone(), end.clone());
+        }
+        for &index in &dbs {
+            batch.put(
+                Cf::Meta,
+                k::key_count_key(index as u8),
+                0i64.to_be_bytes().to_vec(),
+            );
+            batch.put(
+                Cf::Meta,
+                k::expire_count_key(index as u8),
+                0i64.to_be_bytes().to_vec(),
+            );
+        }
+        self.engine.write(batch)?;
+        for index in dbs {
+            self.key_counts[index].store(0, Ordering::Relaxed);
+            self.expire_counts[index].store(0, Ordering::Relaxed);
+        }
+        Ok(vec![(start, end)])
+    }
+
+    /// Compacts flushed ranges so their space is returned.
+    pub fn reclaim(&self, ranges: &[KeyRange]) -> Result<(), Error> {
+        for (start, end) in ranges {
+            for cf in Cf::ALL {
+                self.engine.compact_range(cf, start, end)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The type of a raw metadata record, unless it has expired.
+fn record_kind(value: &[u8], now: u64) -> Option<KeyKind> {
+    let (kind, expire_at) = peek_header(value)?;
+    (expire_at == 0 || expire_at > now).then_some(kind)
+}
+
+fn is_expired_record(value: &[u8], now: u64) -> bool {
+    record_kind(value, now).is_none()
+}
+
+/// Whether Redis would store this string as an integer (OBJECT ENCODING "int").
+fn is_redis_int(v: &[u8]) -> bool {
+    v.len() <= 20 && super::string::parse_strict_i64(v).is_some()
+}

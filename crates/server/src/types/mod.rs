@@ -1,0 +1,274 @@
+//! Redis semantics over the storage engine. Each file adds the operations of one type to
+//! [`Db`]; they return plain values, never RESP.
+//!
+//! Every write follows the same shape: lock the keys, read their metadata, stage the changes
+//! in one [`WriteBatch`] (through [`Db::stage_replace`], which keeps the key counters, the
+//! expiry index and old elements in step), and write the batch.
+
+mod cursor;
+pub mod expiry;
+mod keys;
+mod locks;
+pub mod pattern;
+pub mod string;
+mod version;
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use shale_storage::keys as k;
+use shale_storage::metadata::{KeyKind, Metadata};
+use shale_storage::{Cf, Engine, WriteBatch};
+
+pub use cursor::CursorTable;
+pub use keys::{ExpireCondition, KeyRange, ScanPage};
+pub use locks::{KeyGuard, LockTable};
+pub use version::VersionGenerator;
+
+use crate::error::Error;
+
+/// Counters that INFO reports.
+#[derive(Default)]
+pub struct KeyspaceStats {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub expired: AtomicU64,
+}
+
+/// All databases: the engine plus the in-process state that coordinates access to it.
+pub struct Keyspace {
+    engine: Arc<dyn Engine>,
+    locks: LockTable,
+    databases: usize,
+    cursors: CursorTable,
+    /// Per database, a time below which the expiry index holds nothing due (see `expiry`).
+    expiry_watermarks: Vec<AtomicU64>,
+    versions: VersionGenerator,
+    /// Per database: keys, and keys with an expiry. The merge-operator counters on disk are
+    /// the durable copy, read once at start; these answer DBSIZE without resolving merges.
+    key_counts: Vec<AtomicI64>,
+    expire_counts: Vec<AtomicI64>,
+    /// Serializes DBSIZE's "counter minus due expiries" with the writes that remove a due
+    /// expiry entry and decrement the counter, so DBSIZE never sees one without the other.
+    /// Only such writes (the reaper, overwrites of expired keys) take it.
+    due_expiry_lock: Mutex<()>,
+    pub stats: KeyspaceStats,
+}
+
+impl Keyspace {
+    pub fn open(engine: Arc<dyn Engine>, databases: usize) -> Result<Keyspace, Error> {
+        let load = |key: fn(u8) -> Vec<u8>| -> Result<Vec<AtomicI64>, Error> {
+            (0..databases)
+                .map(|db| {
+                    Ok(AtomicI64::new(read_counter(
+                        engine.as_ref(),
+                        &key(db as u8),
+                    )?))
+                })
+                .collect()
+        };
+        Ok(Keyspace {
+            key_counts: load(k::key_count_key)?,
+            expire_counts: load(k::expire_count_key)?,
+            due_expiry_lock: Mutex::new(()),
+            versions: VersionGenerator::open(engine.clone())?,
+            engine,
+            locks: LockTable::default(),
+            databases,
+            cursors: CursorTable::default(),
+            expiry_watermarks: (0..databases).map(|_| AtomicU64::new(0)).collect(),
+            stats: KeyspaceStats::default(),
+        })
+    }
+
+    pub fn engine(&self) -> &dyn Engine {
+        self.engine.as_ref()
+    }
+
+    pub fn databases(&self) -> usize {
+        self.databases
+    }
+
+    /// A handle on database `index`, which the caller has checked against [`Self::databases`].
+    pub fn db(&self, index: usize) -> Db<'_> {
+        Db {
+            ks: self,
+            index: index as u8,
+        }
+    }
+}
+
+/// One database: where every command's semantics run.
+#[derive(Clone, Copy)]
+pub struct Db<'a> {
+    pub(crate) ks: &'a Keyspace,
+    pub(crate) index: u8,
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl<'a> Db<'a> {
+    pub fn index(&self) -> usize {
+        self.index as usize
+    }
+
+    fn engine(&self) -> &'a dyn Engine {
+        self.ks.engine.as_ref()
+    }
+
+    pub(crate) fn lock<K: AsRef<[u8]>>(&self, keys: &[K]) -> KeyGuard<'a> {
+        self.ks.locks.lock(self.index, keys)
+    }
+
+    /// The stored metadata of `key`, even if it has expired but is not yet reaped.
+    pub(crate) fn raw_meta(&self, key: &[u8]) -> Result<Option<Metadata>, Error> {
+        match self.engine().get(Cf::Meta, &k::meta_key(self.index, key))? {
+            Some(raw) => Ok(Some(Metadata::decode(raw)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The metadata of `key` if it exists and has not expired.
+    pub(crate) fn live_meta(&self, key: &[u8]) -> Result<Option<Metadata>, Error> {
+        Ok(self.raw_meta(key)?.filter(|m| !m.is_expired(now_ms())))
+    }
+
+    /// Live metadata that must be of `kind`, else `WRONGTYPE`.
+    pub(crate) fn typed_meta(&self, key: &[u8], kind: KeyKind) -> Result<Option<Metadata>, Error> {
+        match self.live_meta(key)? {
+            Some(m) if m.kind != kind => Err(Error::WrongType),
+            other => Ok(other),
+        }
+    }
+
+    /// Stages the replacement of `key`'s stored metadata `old` (live or expired) by `new`
+    /// (`None` deletes the key): the metadata itself, the expiry index, the key counters, and
+    /// deletes for the elements of an old collection version that `new` does not carry on.
+    pub(crate) fn stage_replace(
+        &self,
+        change: &mut Change,
+        key: &[u8],
+        old: Option<&Metadata>,
+        new: Option<&Metadata>,
+    ) {
+        let db = self.index;
+        let batch = &mut change.batch;
+        let mut removes_due_expiry = false;
+        if let Some(version) = old.and_then(Metadata::version) {
+            if new.and_then(Metadata::version) != Some(version) {
+                stage_element_deletes(batch, db, key, version);
+            }
+        }
+        let old_expiry = old.map_or(0, |m| m.expire_at);
+        let new_expiry = new.map_or(0, |m| m.expire_at);
+        if old_expiry != new_expiry {
+            removes_due_expiry = old_expiry != 0 && old_expiry <= now_ms();
+            if old_expiry != 0 {
+                batch.delete(Cf::Expire, k::expire_key(db, old_expiry, key));
+            }
+            if new_expiry != 0 {
+                batch.put(Cf::Expire, k::expire_key(db, new_expiry, key), Vec::new());
+            }
+        }
+        match new {
+            Some(meta) => batch.put(Cf::Meta, k::meta_key(db, key), meta.encode()),
+            None => batch.delete(Cf::Meta, k::meta_key(db, key)),
+        }
+        let delta = |f: fn(&Metadata) -> bool| {
+            new.map_or(0, |m| f(m) as i64) - old.map_or(0, |m| f(m) as i64)
+        };
+        change.removes_due_expiry |= removes_due_expiry;
+        change.count(db, delta(|_| true), delta(|m| m.expire_at != 0));
+    }
+
+    /// Writes a command's changes atomically, then updates the in-memory counters.
+    pub(crate) fn write(&self, change: Change) -> Result<(), Error> {
+        self.ks.write(change)
+    }
+
+    pub(crate) fn record_lookup(&self, hit: bool) {
+        let counter = if hit {
+            &self.ks.stats.hits
+        } else {
+            &self.ks.stats.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Keyspace {
+    pub(crate) fn write(&self, change: Change) -> Result<(), Error> {
+        if change.batch.is_empty() {
+            return Ok(());
+        }
+        let _due = change
+            .removes_due_expiry
+            .then(|| self.due_expiry_lock.lock());
+        self.engine.write(change.batch)?;
+        for (db, keys, expires) in change.counts {
+            self.key_counts[db as usize].fetch_add(keys, Ordering::Relaxed);
+            self.expire_counts[db as usize].fetch_add(expires, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+/// One command's writes: the engine batch, plus counter changes that go into the batch (as
+/// merge operands, the durable copy) and into memory once the batch is written.
+#[derive(Default)]
+pub(crate) struct Change {
+    pub batch: WriteBatch,
+    counts: Vec<(u8, i64, i64)>,
+    /// Whether the batch deletes an expiry-index entry that is already due.
+    pub removes_due_expiry: bool,
+}
+
+impl Change {
+    /// Adds `keys` and `expires` to the counters of `db`.
+    pub(crate) fn count(&mut self, db: u8, keys: i64, expires: i64) {
+        if keys == 0 && expires == 0 {
+            return;
+        }
+        self.batch.add_counter(Cf::Meta, k::key_count_key(db), keys);
+        self.batch
+            .add_counter(Cf::Meta, k::expire_count_key(db), expires);
+        match self.counts.iter_mut().find(|(d, _, _)| *d == db) {
+            Some(entry) => {
+                entry.1 += keys;
+                entry.2 += expires;
+            }
+            None => self.counts.push((db, keys, expires)),
+        }
+    }
+}
+
+/// Deletes every element of one collection version, in every element family, with range
+/// deletes: O(1) however large the collection, and reads never walk over the dead elements.
+fn stage_element_deletes(batch: &mut WriteBatch, db: u8, key: &[u8], version: u64) {
+    let prefix = k::element_prefix(db, key, version);
+    let end = k::prefix_end(&prefix);
+    batch.delete_range(Cf::Data, prefix.clone(), end.clone());
+    batch.delete_range(Cf::Score, prefix, end);
+}
+
+/// The value of a string record, or `WRONGTYPE`.
+pub(crate) fn string_value(meta: &Metadata) -> Result<Bytes, Error> {
+    match (&meta.kind, &meta.body) {
+        (KeyKind::String, shale_storage::metadata::Body::Inline(v)) => Ok(v.clone()),
+        _ => Err(Error::WrongType),
+    }
+}
+
+fn read_counter(engine: &dyn Engine, key: &[u8]) -> Result<i64, Error> {
+    Ok(engine
+        .get(Cf::Meta, key)?
+        .and_then(|raw| <[u8; 8]>::try_from(raw.as_slice()).ok())
+        .map_or(0, i64::from_be_bytes))
+}

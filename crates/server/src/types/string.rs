@@ -1,0 +1,384 @@
+//! Strings: values stored inline in their metadata record, so GET is one point read.
+
+use bytes::{Bytes, BytesMut};
+use shale_storage::keys as k;
+use shale_storage::metadata::{KeyKind, Metadata};
+use shale_storage::Cf;
+
+use super::{now_ms, string_value, Change, Db};
+use crate::error::Error;
+
+/// The NX/XX condition of SET.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetCondition {
+    Always,
+    IfAbsent,
+    IfPresent,
+}
+
+/// What a write does to the key's expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpiryChange {
+    /// Remove any expiry (plain SET).
+    Clear,
+    /// Keep the current expiry (KEEPTTL; GETEX without options).
+    Keep,
+    /// Expire at this Unix time in ms; a time in the past deletes the key.
+    At(i64),
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct SetOptions {
+    pub condition: SetCondition,
+    pub expiry: ExpiryChange,
+    /// Return the previous value (SET ... GET, GETSET).
+    pub get: bool,
+}
+
+impl Default for SetOptions {
+    fn default() -> Self {
+        SetOptions {
+            condition: SetCondition::Always,
+            expiry: ExpiryChange::Clear,
+            get: false,
+        }
+    }
+}
+
+pub struct SetOutcome {
+    pub written: bool,
+    pub previous: Option<Bytes>,
+}
+
+/// Parses an integer the way Redis's `string2ll` does: no sign but `-`, no spaces, no leading
+/// zeros, at most 20 characters.
+pub fn parse_strict_i64(v: &[u8]) -> Option<i64> {
+    if v.is_empty() || v.len() > 20 {
+        return None;
+    }
+    let digits = v.strip_prefix(b"-").unwrap_or(v);
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    if digits[0] == b'0' && (digits.len() > 1 || v[0] == b'-') {
+        return None;
+    }
+    std::str::from_utf8(v).ok()?.parse().ok()
+}
+
+/// Parses a float the way Redis's `string2ld` does: no surrounding spaces, finite.
+pub fn parse_strict_f64(v: &[u8]) -> Option<f64> {
+    let text = std::str::from_utf8(v).ok()?;
+    if text.is_empty() || text.starts_with(|c: char| c.is_whitespace()) {
+        return None;
+    }
+    let lower = text.to_ascii_lowercase();
+    if lower.contains("inf") || lower.contains("nan") {
+        return None;
+    }
+    text.parse().ok().filter(|f: &f64| f.is_finite())
+}
+
+impl<'a> Db<'a> {
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, Error> {
+        let value = match self.typed_meta(key, KeyKind::String)? {
+            Some(meta) => Some(string_value(&meta)?),
+            None => None,
+        };
+        self.record_lookup(value.is_some());
+        Ok(value)
+    }
+
+    /// MGET: one batched read; keys of other types read as nil.
+    pub fn mget(&self, keys: &[Bytes]) -> Result<Vec<Option<Bytes>>, Error> {
+        let raw_keys: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|key| k::meta_key(self.index, key))
+            .collect();
+        let now = now_ms();
+        let mut out = Vec::with_capacity(keys.len());
+        for raw in self.engine().multi_get(Cf::Meta, &raw_keys)? {
+            let value = match raw {
+                Some(raw) => {
+                    let meta = Metadata::decode(raw)?;
+                    if meta.is_expired(now) {
+                        None
+                    } else {
+                        string_value(&meta).ok()
+                    }
+                }
+                None => None,
+            };
+            self.record_lookup(value.is_some());
+            out.push(value);
+        }
+        Ok(out)
+    }
+
+    pub fn set(&self, key: &[u8], value: Bytes, options: SetOptions) -> Result<SetOutcome, Error> {
+        let _guard = self.lock(&[key]);
+        let now = now_ms();
+        let stored = self.raw_meta(key)?;
+        let live = stored.as_ref().filter(|m| !m.is_expired(now));
+        let previous = match live {
+            Some(meta) if options.get => Some(string_value(meta)?),
+            _ => None,
+        };
+        let allowed = match options.condition {
+            SetCondition::Always => true,
+            SetCondition::IfAbsent => live.is_none(),
+            SetCondition::IfPresent => live.is_some(),
+        };
+        if !allowed {
+            return Ok(SetOutcome {
+                written: false,
+                previous,
+            });
+        }
+        let expire_at = match options.expiry {
+            ExpiryChange::Clear => Some(0),
+            ExpiryChange::Keep => Some(live.map_or(0, |m| m.expire_at)),
+            ExpiryChange::At(at) if at <= now as i64 => None,
+            ExpiryChange::At(at) => Some(at as u64),
+        };
+        let new = expire_at.map(|at| Metadata::string(value, at));
+        let mut change = Change::default();
+        self.stage_replace(&mut change, key, stored.as_ref(), new.as_ref());
+        self.write(change)?;
+        Ok(SetOutcome {
+            written: true,
+            previous,
+        })
+    }
+
+    /// MSET and MSETNX: all pairs in one batch; with `only_if_none_exist`, nothing is written if
+    /// any key exists. Returns whether the pairs were written.
+    pub fn mset(&self, pairs: &[(Bytes, Bytes)], only_if_none_exist: bool) -> Result<bool, Error> {
+        let keys: Vec<&Bytes> = pairs.iter().map(|(key, _)| key).collect();
+        let _guard = self.lock(&keys);
+        let now = now_ms();
+        let mut stored = Vec::with_capacity(pairs.len());
+        for (key, _) in pairs {
+            stored.push(self.raw_meta(key)?);
+        }
+        if only_if_none_exist && stored.iter().flatten().any(|m| !m.is_expired(now)) {
+            return Ok(false);
+        }
+        // A key given twice takes its last value; stage each key once, against what is stored.
+        let mut change = Change::default();
+        for (i, (key, value)) in pairs.iter().enumerate() {
+            if pairs[i + 1..].iter().any(|(later, _)| later == key) {
+                continue;
+            }
+            let first = pairs.iter().position(|(k2, _)| k2 == key).unwrap_or(i);
+            let new = Metadata::string(value.clone(), 0);
+            self.stage_replace(&mut change, key, stored[first].as_ref(), Some(&new));
+        }
+        self.write(change)?;
+        Ok(true)
+    }
+
+    pub fn getdel(&self, key: &[u8]) -> Result<Option<Bytes>, Error> {
+        let _guard = self.lock(&[key]);
+        let Some(meta) = self.typed_meta(key, KeyKind::String)? else {
+            return Ok(None);
+        };
+        let value = string_value(&meta)?;
+        let mut change = Change::default();
+        self.stage_replace(&mut change, key, Some(&meta), None);
+        self.write(change)?;
+        Ok(Some(value))
+    }
+
+    /// GETEX: the value, after applying `change` to the expiry (`Keep` changes nothing).
+    pub fn getex(&self, key: &[u8], change: ExpiryChange) -> Result<Option<Bytes>, Error> {
+        let _guard = self.lock(&[key]);
+        let Some(meta) = self.typed_meta(key, KeyKind::String)? else {
+            return Ok(None);
+        };
+        let value = string_value(&meta)?;
+        let new = match change {
+            ExpiryChange::Keep => return Ok(Some(value)),
+            ExpiryChange::Clear => Some(Metadata {
+                expire_at: 0,
+                ..meta.clone()
+            }),
+            ExpiryChange::At(at) if at <= now_ms() as i64 => None,
+            ExpiryChange::At(at) => Some(Metadata {
+                expire_at: at as u64,
+                ..meta.clone()
+            }),
+        };
+        if new.as_ref() != Some(&meta) {
+            let mut change = Change::default();
+            self.stage_replace(&mut change, key, Some(&meta), new.as_ref());
+            self.write(change)?;
+        }
+        Ok(Some(value))
+    }
+
+    /// Read-modify-write of a string that keeps its expiry: `update` gets the current value
+    /// (empty if missing) and returns the new one with the command's result.
+    fn update_string<R>(
+        &self,
+        key: &[u8],
+        update: impl FnOnce(Option<&Bytes>) -> Result<(Bytes, R), Error>,
+    ) -> Result<R, Error> {
+        let _guard = self.lock(&[key]);
+        let now = now_ms();
+        let stored = self.raw_meta(key)?;
+        let live = stored.as_ref().filter(|m| !m.is_expired(now));
+        let current = live.map(string_value).transpose()?;
+        let (value, result) = update(current.as_ref())?;
+        let new = Metadata::string(value, live.map_or(0, |m| m.expire_at));
+        let mut change = Change::default();
+        self.stage_replace(&mut change, key, stored.as_ref(), Some(&new));
+        self.write(change)?;
+        Ok(result)
+    }
+
+    pub fn incr_by(&self, key: &[u8], delta: i64) -> Result<i64, Error> {
+        self.update_string(key, |current| {
+            let old = match current {
+                Some(v) => parse_strict_i64(v).ok_or(Error::NotInteger)?,
+                None => 0,
+            };
+            let new = old.checked_add(delta).ok_or(Error::Overflow)?;
+            Ok((Bytes::from(itoa::Buffer::new().format(new).to_owned()), new))
+        })
+    }
+
+    /// INCRBYFLOAT: returns the new value as stored (shortest exact decimal form).
+    pub fn incr_by_float(&self, key: &[u8], delta: f64) -> Result<Bytes, Error> {
+        self.update_string(key, |current| {
+            let old = match current {
+                Some(v) => parse_strict_f64(v).ok_or(Error::NotFloat)?,
+                None => 0.0,
+            };
+            let new = old + delta;
+            if !new.is_finite() {
+                return Err(Error::msg("increment would produce NaN or Infinity"));
+            }
+            let text = Bytes::from(format!("{new}"));
+            Ok((text.clone(), text))
+        })
+    }
+
+    pub fn append(&self, key: &[u8], tail: &[u8], max_len: usize) -> Result<i64, Error> {
+        self.update_string(key, |current| {
+            let old = current.map_or(&[][..], |v| v.as_ref());
+            if old.len() + tail.len() > max_len {
+                return Err(Error::StringTooLong);
+            }
+            let mut value = BytesMut::with_capacity(old.len() + tail.len());
+            value.extend_from_slice(old);
+            value.extend_from_slice(tail);
+            let len = value.len() as i64;
+            Ok((value.freeze(), len))
+        })
+    }
+
+    pub fn strlen(&self, key: &[u8]) -> Result<i64, Error> {
+        match self.typed_meta(key, KeyKind::String)? {
+            Some(meta) => Ok(string_value(&meta)?.len() as i64),
+            None => Ok(0),
+        }
+    }
+
+    /// GETRANGE with Redis's index rules (negative counts from the end, both ends inclusive).
+    pub fn getrange(&self, key: &[u8], start: i64, end: i64) -> Result<Bytes, Error> {
+        let Some(meta) = self.typed_meta(key, KeyKind::String)? else {
+            return Ok(Bytes::new());
+        };
+        let value = string_value(&meta)?;
+        let len = value.len() as i64;
+        if len == 0 || (start < 0 && end < 0 && start > end) {
+            return Ok(Bytes::new());
+        }
+        let start = if start < 0 {
+            (len + start).max(0)
+        } else {
+            start
+        };
+        let end = if end < 0 {
+            (len + end).max(0)
+        } else {
+            end.min(len - 1)
+        };
+        if start > end || start >= len {
+            return Ok(Bytes::new());
+        }
+        Ok(value.slice(start as usize..=end as usize))
+    }
+
+    /// SETRANGE: returns the new length. An empty `patch` only reports the length.
+    pub fn setrange(
+        &self,
+        key: &[u8],
+        offset: usize,
+        patch: &[u8],
+        max_len: usize,
+    ) -> Result<i64, Error> {
+        if patch.is_empty() {
+            return self.strlen(key);
+        }
+        if offset.saturating_add(patch.len()) > max_len {
+            return Err(Error::StringTooLong);
+        }
+        self.update_string(key, |current| {
+            let old = current.map_or(&[][..], |v| v.as_ref());
+            let mut value = BytesMut::from(old);
+            if value.len() < offset + patch.len() {
+                value.resize(offset + patch.len(), 0);
+            }
+            value[offset..offset + patch.len()].copy_from_slice(patch);
+            let len = value.len() as i64;
+            Ok((value.freeze(), len))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_parse_like_string2ll() {
+        assert_eq!(parse_strict_i64(b"123"), Some(123));
+        assert_eq!(parse_strict_i64(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_strict_i64(b"0"), Some(0));
+        for bad in [
+            &b""[..],
+            b"+1",
+            b" 1",
+            b"1 ",
+            b"01",
+            b"-0",
+            b"1a",
+            b"9223372036854775808",
+            b"-",
+        ] {
+            assert_eq!(
+                parse_strict_i64(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn floats_parse_like_string2ld() {
+        assert_eq!(parse_strict_f64(b"1.5"), Some(1.5));
+        assert_eq!(parse_strict_f64(b"5e3"), Some(5000.0));
+        assert_eq!(parse_strict_f64(b"-.5"), Some(-0.5));
+        for bad in [&b""[..], b" 1", b"inf", b"nan", b"1e999", b"abc"] {
+            assert_eq!(
+                parse_strict_f64(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! A real `shale-server` process on an ephemeral port in a temporary directory.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub struct TestServer {
+    child: Option<Child>,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+    config_file: Option<std::path::PathBuf>,
+    extra: Vec<String>,
+}
+
+impl TestServer {
+    pub fn start() -> TestServer {
+        TestServer::start_with(&[])
+    }
+
+    /// Starts with extra `--name value` arguments.
+    pub fn start_with(extra: &[&str]) -> TestServer {
+        TestServer::start_with_config(None, extra)
+    }
+
+    /// Starts with a config file (which redis-server syntax puts first) and extra arguments.
+    pub fn start_with_config(config_file: Option<&std::path::Path>, extra: &[&str]) -> TestServer {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut server = TestServer {
+            child: None,
+            port: 0,
+            dir,
+            config_file: config_file.map(|p| p.to_path_buf()),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_shale-server"));
+        if let Some(file) = &self.config_file {
+            command.arg(file);
+        }
+        let mut child = command
+            .args(["--port", "0", "--bind", "127.0.0.1", "--dir"])
+            .arg(self.dir.path().join("data"))
+            .args(["--loglevel", "warning"])
+            .args(&self.extra)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn shale-server");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let port = loop {
+            let line = lines
+                .next()
+                .expect("server exited before it was ready")
+                .expect("read stdout");
+            if let Some(addr) = line.strip_prefix("Ready to accept connections tcp ") {
+                break addr
+                    .rsplit(':')
+                    .next()
+                    .and_then(|p| p.parse().ok())
+                    .expect("port");
+            }
+        };
+        // Keep draining stdout so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        self.port = port;
+        self.child = Some(child);
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn client(&self) -> redis::Connection {
+        let client = redis::Client::open(self.url()).expect("client");
+        client.get_connection().expect("connect")
+    }
+
+    pub fn client_resp3(&self) -> redis::Connection {
+        let client = redis::Client::open(format!("{}?protocol=resp3", self.url())).expect("client");
+        client.get_connection().expect("connect")
+    }
+
+    pub fn raw(&self) -> RawClient {
+        let stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        RawClient { stream }
+    }
+
+    /// Kills the process with SIGKILL, as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Stops with SIGTERM and waits for a clean exit.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        send_sigterm(child.id());
+        child.wait().expect("wait")
+    }
+
+    /// Waits for the process to exit on its own (after SHUTDOWN).
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        self.child.take().expect("running").wait().expect("wait")
+    }
+
+    /// Starts again on the same data directory (on a new port).
+    pub fn restart(&mut self) {
+        if self.child.is_some() {
+            self.stop();
+        }
+        self.spawn();
+    }
+
+    pub fn start_again(&mut self) {
+        self.spawn();
+    }
+}
+
+fn send_sigterm(pid: u32) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A client that speaks raw bytes, to check exact wire replies.
+pub struct RawClient {
+    pub stream: TcpStream,
+}
+
+impl RawClient {
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write");
+    }
+
+    /// Reads exactly `expected.len()` bytes and compares them.
+    pub fn expect(&mut self, expected: &[u8]) {
+        let mut got = vec![0; expected.len()];
+        self.stream.read_exact(&mut got).expect("read reply");
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(expected)
+        );
+    }
+
+    /// Whether the server closed the connection (reads to EOF).
+    pub fn is_closed(&mut self) -> bool {
+        let mut rest = Vec::new();
+        self.stream.read_to_end(&mut rest).is_ok() && rest.is_empty()
+    }
+}
+
+/// The full error line of a failed command: `CODE detail`.
+pub fn error_line(err: redis::RedisError) -> String {
+    match (err.code(), err.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_string(),
+        _ => err.to_string(),
+    }
+}
+
+/// Runs a command that must fail and returns its error line.
+pub fn fails(con: &mut redis::Connection, args: &[&str]) -> String {
+    let mut cmd = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    match cmd.query::<redis::Value>(con) {
+        Ok(value) => panic!("{args:?} succeeded with {value:?}"),
+        Err(err) => error_line(err),
+    }
+}
+
+/// Runs a command and converts its reply.
+pub fn run<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&str]) -> T {
+    let mut cmd = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    cmd.query(con)
+        .unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
+}

@@ -1,0 +1,323 @@
+//! Generic key commands against a real server.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use common::{fails, run, TestServer};
+use redis::Value;
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+#[test]
+fn del_exists_type_touch() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["MSET", "a", "1", "b", "2", "c", "3"]);
+    assert_eq!(run::<i64>(&mut con, &["EXISTS", "a", "a", "b", "zz"]), 3);
+    assert_eq!(run::<String>(&mut con, &["TYPE", "a"]), "string");
+    assert_eq!(run::<String>(&mut con, &["TYPE", "zz"]), "none");
+    assert_eq!(run::<i64>(&mut con, &["TOUCH", "a", "zz"]), 1);
+    assert_eq!(run::<i64>(&mut con, &["DEL", "a", "a", "zz"]), 1);
+    assert_eq!(run::<i64>(&mut con, &["UNLINK", "b", "c"]), 2);
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 0);
+    assert_eq!(
+        fails(&mut con, &["DEL"]),
+        "ERR wrong number of arguments for 'del' command"
+    );
+}
+
+#[test]
+fn expire_family_and_conditions() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["SET", "k", "v"]);
+    assert_eq!(run::<i64>(&mut con, &["EXPIRE", "missing", "10"]), 0);
+    assert_eq!(run::<i64>(&mut con, &["EXPIRE", "k", "100", "XX"]), 0);
+    assert_eq!(
+        run::<i64>(&mut con, &["EXPIRE", "k", "100", "GT"]),
+        0,
+        "no TTL counts as infinite"
+    );
+    assert_eq!(run::<i64>(&mut con, &["EXPIRE", "k", "100", "LT"]), 1);
+    assert_eq!(run::<i64>(&mut con, &["EXPIRE", "k", "50", "NX"]), 0);
+    assert_eq!(run::<i64>(&mut con, &["EXPIRE", "k", "200", "GT"]), 1);
+    assert_eq!(run::<i64>(&mut con, &["EXPIRE", "k", "300", "LT"]), 0);
+    assert_eq!(run::<i64>(&mut con, &["EXPIRE", "k", "150", "XX", "LT"]), 1);
+    assert_eq!(run::<i64>(&mut con, &["TTL", "k"]), 150);
+    assert_eq!(
+        fails(&mut con, &["EXPIRE", "k", "10", "NX", "XX"]),
+        "ERR NX and XX, GT or LT options at the same time are not compatible"
+    );
+    assert_eq!(
+        fails(&mut con, &["EXPIRE", "k", "10", "GT", "LT"]),
+        "ERR GT and LT options at the same time are not compatible"
+    );
+    assert_eq!(
+        fails(&mut con, &["EXPIRE", "k", "10", "FOO"]),
+        "ERR Unsupported option FOO"
+    );
+    assert_eq!(
+        fails(&mut con, &["EXPIRE", "k", "ten"]),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        fails(&mut con, &["EXPIRE", "k", "9223372036854775807"]),
+        "ERR invalid expire time in 'expire' command"
+    );
+
+    assert_eq!(run::<i64>(&mut con, &["PEXPIRE", "k", "100000"]), 1);
+    let pttl: i64 = run(&mut con, &["PTTL", "k"]);
+    assert!(pttl > 99_000 && pttl <= 100_000);
+    let at = now_secs() + 500;
+    assert_eq!(run::<i64>(&mut con, &["EXPIREAT", "k", &at.to_string()]), 1);
+    assert_eq!(run::<u64>(&mut con, &["EXPIRETIME", "k"]), at);
+    assert_eq!(run::<u64>(&mut con, &["PEXPIRETIME", "k"]), at * 1000);
+    assert_eq!(
+        run::<i64>(&mut con, &["PEXPIREAT", "k", &(at * 1000 + 5).to_string()]),
+        1
+    );
+    assert_eq!(run::<u64>(&mut con, &["PEXPIRETIME", "k"]), at * 1000 + 5);
+    assert_eq!(run::<i64>(&mut con, &["PERSIST", "k"]), 1);
+    assert_eq!(run::<i64>(&mut con, &["PERSIST", "k"]), 0);
+    assert_eq!(run::<i64>(&mut con, &["TTL", "k"]), -1);
+    assert_eq!(run::<i64>(&mut con, &["EXPIRETIME", "k"]), -1);
+    assert_eq!(run::<i64>(&mut con, &["EXPIRETIME", "nokey"]), -2);
+    assert_eq!(run::<i64>(&mut con, &["PTTL", "nokey"]), -2);
+
+    // A time in the past deletes the key.
+    assert_eq!(run::<i64>(&mut con, &["EXPIRE", "k", "-1"]), 1);
+    assert_eq!(run::<i64>(&mut con, &["EXISTS", "k"]), 0);
+    run::<()>(&mut con, &["SET", "k", "v"]);
+    assert_eq!(run::<i64>(&mut con, &["PEXPIREAT", "k", "1"]), 1);
+    assert_eq!(run::<i64>(&mut con, &["EXISTS", "k"]), 0);
+}
+
+#[test]
+fn expired_keys_vanish_everywhere() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    for i in 0..50 {
+        run::<()>(&mut con, &["SET", &format!("tmp:{i}"), "v", "PX", "100"]);
+    }
+    run::<()>(&mut con, &["SET", "keep", "v"]);
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 51);
+    std::thread::sleep(Duration::from_millis(150));
+    // Visible state flips at the expiry, whether or not the reaper ran.
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 1);
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["KEYS", "*"]),
+        vec!["keep".to_string()]
+    );
+    let page: (String, Vec<String>) = run(&mut con, &["SCAN", "0", "COUNT", "1000"]);
+    assert_eq!(page.1, vec!["keep".to_string()]);
+    assert_eq!(run::<i64>(&mut con, &["EXISTS", "tmp:1"]), 0);
+    // The expiry cycle removes them from disk and counts them.
+    std::thread::sleep(Duration::from_millis(500));
+    let info: String = run(&mut con, &["INFO", "stats"]);
+    assert!(info.contains("expired_keys:50"), "{info}");
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 1);
+    let keyspace: String = run(&mut con, &["INFO", "keyspace"]);
+    assert!(keyspace.contains("db0:keys=1,expires=0"), "{keyspace}");
+}
+
+#[test]
+fn rename_and_renamenx() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    assert_eq!(
+        fails(&mut con, &["RENAME", "nokey", "x"]),
+        "ERR no such key"
+    );
+    assert_eq!(
+        fails(&mut con, &["RENAMENX", "nokey", "x"]),
+        "ERR no such key"
+    );
+    run::<()>(&mut con, &["SET", "a", "1", "EX", "100"]);
+    run::<()>(&mut con, &["SET", "b", "2"]);
+    assert_eq!(run::<String>(&mut con, &["RENAME", "a", "c"]), "OK");
+    assert_eq!(run::<i64>(&mut con, &["EXISTS", "a"]), 0);
+    assert_eq!(run::<String>(&mut con, &["GET", "c"]), "1");
+    assert!(
+        run::<i64>(&mut con, &["TTL", "c"]) > 90,
+        "TTL moves with the key"
+    );
+    assert_eq!(run::<i64>(&mut con, &["RENAMENX", "c", "b"]), 0);
+    assert_eq!(run::<String>(&mut con, &["RENAME", "c", "b"]), "OK");
+    assert_eq!(run::<String>(&mut con, &["GET", "b"]), "1");
+    assert_eq!(run::<String>(&mut con, &["RENAME", "b", "b"]), "OK");
+    assert_eq!(run::<i64>(&mut con, &["RENAMENX", "b", "b"]), 0);
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 1);
+    assert_eq!(run::<i64>(&mut con, &["RENAMENX", "b", "d"]), 1);
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 1);
+}
+
+#[test]
+fn copy_and_move_between_databases() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["SET", "src", "v", "EX", "100"]);
+    assert_eq!(run::<i64>(&mut con, &["COPY", "src", "dst"]), 1);
+    assert_eq!(run::<String>(&mut con, &["GET", "dst"]), "v");
+    assert!(run::<i64>(&mut con, &["TTL", "dst"]) > 90);
+    run::<()>(&mut con, &["SET", "src", "w"]);
+    assert_eq!(run::<i64>(&mut con, &["COPY", "src", "dst"]), 0);
+    assert_eq!(run::<i64>(&mut con, &["COPY", "src", "dst", "REPLACE"]), 1);
+    assert_eq!(run::<String>(&mut con, &["GET", "dst"]), "w");
+    assert_eq!(run::<i64>(&mut con, &["COPY", "nokey", "x"]), 0);
+    assert_eq!(run::<i64>(&mut con, &["COPY", "src", "src", "DB", "3"]), 1);
+    assert_eq!(
+        fails(&mut con, &["COPY", "src", "src"]),
+        "ERR source and destination objects are the same"
+    );
+    assert_eq!(
+        fails(&mut con, &["COPY", "src", "x", "DB", "16"]),
+        "ERR DB index is out of range"
+    );
+    assert_eq!(
+        fails(&mut con, &["COPY", "src", "x", "BOGUS"]),
+        "ERR syntax error"
+    );
+
+    assert_eq!(run::<i64>(&mut con, &["MOVE", "src", "1"]), 1);
+    assert_eq!(run::<i64>(&mut con, &["EXISTS", "src"]), 0);
+    run::<()>(&mut con, &["SET", "src", "again"]);
+    assert_eq!(
+        run::<i64>(&mut con, &["MOVE", "src", "1"]),
+        0,
+        "exists in the target"
+    );
+    assert_eq!(run::<i64>(&mut con, &["MOVE", "nokey", "1"]), 0);
+    assert_eq!(
+        fails(&mut con, &["MOVE", "src", "0"]),
+        "ERR source and destination objects are the same"
+    );
+    assert_eq!(
+        fails(&mut con, &["MOVE", "src", "99"]),
+        "ERR DB index is out of range"
+    );
+
+    run::<()>(&mut con, &["SELECT", "1"]);
+    assert_eq!(run::<String>(&mut con, &["GET", "src"]), "w");
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 1);
+    run::<()>(&mut con, &["SELECT", "3"]);
+    assert_eq!(run::<String>(&mut con, &["GET", "src"]), "w");
+}
+
+#[test]
+fn select_isolates_databases() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["SET", "k", "db0"]);
+    run::<()>(&mut con, &["SELECT", "5"]);
+    assert_eq!(run::<Value>(&mut con, &["GET", "k"]), Value::Nil);
+    run::<()>(&mut con, &["SET", "k", "db5"]);
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 1);
+    run::<()>(&mut con, &["FLUSHDB"]);
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 0);
+    run::<()>(&mut con, &["SELECT", "0"]);
+    assert_eq!(run::<String>(&mut con, &["GET", "k"]), "db0");
+    assert_eq!(
+        fails(&mut con, &["SELECT", "16"]),
+        "ERR DB index is out of range"
+    );
+    assert_eq!(
+        fails(&mut con, &["SELECT", "-1"]),
+        "ERR DB index is out of range"
+    );
+    assert_eq!(
+        fails(&mut con, &["SELECT", "x"]),
+        "ERR value is not an integer or out of range"
+    );
+    run::<()>(&mut con, &["SELECT", "2"]);
+    run::<()>(&mut con, &["SET", "other", "v"]);
+    run::<()>(&mut con, &["FLUSHALL", "SYNC"]);
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 0);
+    run::<()>(&mut con, &["SELECT", "0"]);
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 0);
+    assert_eq!(fails(&mut con, &["FLUSHALL", "LATER"]), "ERR syntax error");
+    run::<()>(&mut con, &["SET", "after", "flush"]);
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 1);
+}
+
+#[test]
+fn keys_scan_randomkey() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    for i in 0..300 {
+        run::<()>(&mut con, &["SET", &format!("user:{i}"), "v"]);
+    }
+    run::<()>(&mut con, &["SET", "other", "v"]);
+    let mut keys: Vec<String> = run(&mut con, &["KEYS", "user:1?"]);
+    keys.sort();
+    assert_eq!(
+        keys,
+        (10..20).map(|i| format!("user:{i}")).collect::<Vec<_>>()
+    );
+    assert_eq!(run::<Vec<String>>(&mut con, &["KEYS", "*"]).len(), 301);
+
+    let mut seen = HashSet::new();
+    let mut cursor = "0".to_string();
+    let mut pages = 0;
+    loop {
+        let (next, batch): (String, Vec<String>) = run(
+            &mut con,
+            &["SCAN", &cursor, "MATCH", "user:*", "COUNT", "25"],
+        );
+        assert!(batch.len() <= 25);
+        seen.extend(batch);
+        pages += 1;
+        if next == "0" {
+            break;
+        }
+        cursor = next;
+    }
+    assert_eq!(seen.len(), 300);
+    assert!(pages >= 12);
+    let (_, strings): (String, Vec<String>) =
+        run(&mut con, &["SCAN", "0", "COUNT", "1000", "TYPE", "string"]);
+    assert_eq!(strings.len(), 301);
+    let (_, hashes): (String, Vec<String>) =
+        run(&mut con, &["SCAN", "0", "COUNT", "1000", "TYPE", "hash"]);
+    assert!(hashes.is_empty());
+    assert_eq!(fails(&mut con, &["SCAN", "abc"]), "ERR invalid cursor");
+    assert_eq!(
+        fails(&mut con, &["SCAN", "0", "COUNT", "0"]),
+        "ERR syntax error"
+    );
+    assert_eq!(fails(&mut con, &["SCAN", "0", "MATCH"]), "ERR syntax error");
+
+    let random: String = run(&mut con, &["RANDOMKEY"]);
+    assert!(random.starts_with("user:") || random == "other");
+    run::<()>(&mut con, &["FLUSHDB"]);
+    assert_eq!(run::<Value>(&mut con, &["RANDOMKEY"]), Value::Nil);
+}
+
+#[test]
+fn object_encoding() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["SET", "n", "12345"]);
+    run::<()>(&mut con, &["SET", "s", "short"]);
+    run::<()>(&mut con, &["SET", "l", &"x".repeat(100)]);
+    assert_eq!(run::<String>(&mut con, &["OBJECT", "ENCODING", "n"]), "int");
+    assert_eq!(
+        run::<String>(&mut con, &["OBJECT", "ENCODING", "s"]),
+        "embstr"
+    );
+    assert_eq!(run::<String>(&mut con, &["OBJECT", "ENCODING", "l"]), "raw");
+    assert_eq!(
+        run::<Value>(&mut con, &["OBJECT", "ENCODING", "none"]),
+        Value::Nil
+    );
+    assert_eq!(
+        fails(&mut con, &["OBJECT", "FOO", "n"]),
+        "ERR unknown subcommand 'FOO'. Try OBJECT HELP."
+    );
+}

@@ -1,0 +1,297 @@
+//! Connection and server commands against a real server.
+
+mod common;
+
+use common::{fails, run, TestServer};
+use redis::Value;
+
+#[test]
+fn ping_echo_time() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    assert_eq!(run::<String>(&mut con, &["PING"]), "PONG");
+    assert_eq!(run::<String>(&mut con, &["PING", "hi"]), "hi");
+    assert_eq!(
+        fails(&mut con, &["PING", "a", "b"]),
+        "ERR wrong number of arguments for 'ping' command"
+    );
+    assert_eq!(run::<String>(&mut con, &["ECHO", "x y"]), "x y");
+    let (secs, micros): (u64, u64) = run(&mut con, &["TIME"]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(secs.abs_diff(now) <= 2);
+    assert!(micros < 1_000_000);
+}
+
+#[test]
+fn auth_and_hello() {
+    let server = TestServer::start_with(&["--requirepass", "s3cret"]);
+    let mut raw = server.raw();
+    raw.send(b"GET k\r\n");
+    raw.expect(b"-NOAUTH Authentication required.\r\n");
+    raw.send(b"AUTH wrong\r\n");
+    raw.expect(b"-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    raw.send(b"HELLO 2\r\n");
+    raw.expect(b"-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time\r\n");
+    raw.send(b"AUTH s3cret\r\nPING\r\n");
+    raw.expect(b"+OK\r\n+PONG\r\n");
+    raw.send(b"RESET\r\nPING\r\n");
+    raw.expect(b"+RESET\r\n-NOAUTH Authentication required.\r\n");
+    raw.send(b"AUTH default s3cret\r\n");
+    raw.expect(b"+OK\r\n");
+
+    let mut raw = server.raw();
+    raw.send(b"HELLO 2 AUTH default s3cret SETNAME app1\r\nCLIENT GETNAME\r\n");
+    raw.expect(b"*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n$5\r\nproto\r\n:2\r\n$2\r\nid\r\n");
+
+    let client =
+        redis::Client::open(format!("redis://:s3cret@127.0.0.1:{}/", server.port)).unwrap();
+    let mut con = client.get_connection().unwrap();
+    assert_eq!(run::<String>(&mut con, &["PING"]), "PONG");
+
+    let open = TestServer::start();
+    let mut con = open.client();
+    assert_eq!(
+        fails(&mut con, &["AUTH", "x"]),
+        "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
+    );
+}
+
+#[test]
+fn client_commands() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let id: i64 = run(&mut con, &["CLIENT", "ID"]);
+    assert!(id > 0);
+    assert_eq!(run::<Value>(&mut con, &["CLIENT", "GETNAME"]), Value::Nil);
+    run::<()>(&mut con, &["CLIENT", "SETNAME", "worker-1"]);
+    assert_eq!(run::<String>(&mut con, &["CLIENT", "GETNAME"]), "worker-1");
+    assert_eq!(
+        fails(&mut con, &["CLIENT", "SETNAME", "has space"]),
+        "ERR Client names cannot contain spaces, newlines or special characters."
+    );
+    run::<()>(&mut con, &["CLIENT", "SETINFO", "LIB-NAME", "redis-rs"]);
+    let info: String = run(&mut con, &["CLIENT", "INFO"]);
+    assert!(info.contains(&format!("id={id} ")), "{info}");
+    assert!(info.contains("name=worker-1"), "{info}");
+    assert!(info.contains("lib-name=redis-rs"), "{info}");
+    assert!(
+        info.contains("cmd=client|info") || info.contains("cmd=client"),
+        "{info}"
+    );
+
+    let mut other = server.client();
+    let other_id: i64 = run(&mut other, &["CLIENT", "ID"]);
+    let list: String = run(&mut con, &["CLIENT", "LIST"]);
+    assert_eq!(list.lines().count(), 2, "{list}");
+    let only: String = run(&mut con, &["CLIENT", "LIST", "ID", &other_id.to_string()]);
+    assert_eq!(only.lines().count(), 1);
+    assert_eq!(
+        run::<i64>(&mut con, &["CLIENT", "KILL", "ID", &other_id.to_string()]),
+        1
+    );
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert!(
+        redis::cmd("PING").query::<String>(&mut other).is_err(),
+        "killed client is closed"
+    );
+    assert_eq!(
+        fails(&mut con, &["CLIENT", "KILL", "1.2.3.4:5"]),
+        "ERR No such client"
+    );
+    assert_eq!(
+        fails(&mut con, &["CLIENT", "NOPE"]),
+        "ERR unknown subcommand 'NOPE'. Try CLIENT HELP."
+    );
+    assert_eq!(
+        fails(&mut con, &["CLIENT", "ID", "x"]),
+        "ERR wrong number of arguments for 'client|id' command"
+    );
+}
+
+#[test]
+fn config_get_set_rewrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("shale.conf");
+    std::fs::write(&file, "# my config\ntimeout 0\n").unwrap();
+    let server = TestServer::start_with_config(Some(&file), &[]);
+    let mut con = server.client();
+    let got: Vec<String> = run(&mut con, &["CONFIG", "GET", "appendfsync"]);
+    assert_eq!(got, vec!["appendfsync", "everysec"]);
+    let many: Vec<String> = run(&mut con, &["CONFIG", "GET", "slowlog-*"]);
+    assert_eq!(many.len(), 4);
+    run::<()>(
+        &mut con,
+        &["CONFIG", "SET", "appendfsync", "always", "timeout", "300"],
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["CONFIG", "GET", "timeout"])[1],
+        "300"
+    );
+    run::<()>(
+        &mut con,
+        &["CONFIG", "SET", "hash-max-listpack-entries", "1024"],
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["CONFIG", "GET", "hash-max-listpack-entries"])[1],
+        "1024"
+    );
+    assert_eq!(
+        fails(&mut con, &["CONFIG", "SET", "port", "1"]),
+        "ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config"
+    );
+    assert_eq!(
+        fails(&mut con, &["CONFIG", "SET", "nosuch", "1"]),
+        "ERR Unknown option or number of arguments for CONFIG SET - 'nosuch'"
+    );
+    assert!(
+        fails(&mut con, &["CONFIG", "SET", "appendfsync", "sometimes"])
+            .starts_with("ERR CONFIG SET failed (possibly related to argument 'appendfsync')")
+    );
+    assert_eq!(
+        fails(
+            &mut con,
+            &["CONFIG", "SET", "timeout", "5", "maxclients", "x"]
+        )
+        .split(" - ")
+        .next()
+        .unwrap(),
+        "ERR CONFIG SET failed (possibly related to argument 'maxclients')"
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["CONFIG", "GET", "timeout"])[1],
+        "300",
+        "all or nothing"
+    );
+    run::<()>(&mut con, &["CONFIG", "REWRITE"]);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.starts_with("# my config\ntimeout 300\n"), "{text}");
+    assert!(text.contains("appendfsync always"), "{text}");
+    assert!(text.contains("hash-max-listpack-entries 1024"), "{text}");
+    run::<()>(&mut con, &["CONFIG", "RESETSTAT"]);
+
+    let plain = TestServer::start();
+    let mut con = plain.client();
+    assert_eq!(
+        fails(&mut con, &["CONFIG", "REWRITE"]),
+        "ERR The server is running without a config file"
+    );
+}
+
+#[test]
+fn info_sections() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["SET", "a", "1"]);
+    run::<()>(&mut con, &["GET", "a"]);
+    run::<()>(&mut con, &["GET", "nope"]);
+    let info: String = run(&mut con, &["INFO"]);
+    for section in [
+        "# Server",
+        "# Clients",
+        "# Memory",
+        "# Persistence",
+        "# Stats",
+        "# Replication",
+        "# CPU",
+        "# Keyspace",
+        "# RocksDB",
+    ] {
+        assert!(info.contains(section), "missing {section}");
+    }
+    assert!(info.contains("redis_version:7.0.15"));
+    assert!(info.contains(&format!("tcp_port:{}", server.port)));
+    assert!(info.contains("keyspace_hits:1\r\n"), "{info}");
+    assert!(info.contains("keyspace_misses:1\r\n"), "{info}");
+    assert!(info.contains("db0:keys=1,expires=0"));
+    assert!(info.contains("block_cache_capacity:"));
+    assert!(!info.contains("# Commandstats"));
+    let stats: String = run(&mut con, &["INFO", "commandstats"]);
+    assert!(stats.contains("cmdstat_get:calls=2,"), "{stats}");
+    assert!(stats.contains("cmdstat_set:calls=1,"), "{stats}");
+    let all: String = run(&mut con, &["INFO", "all"]);
+    assert!(all.contains("# Commandstats"));
+}
+
+#[test]
+fn command_introspection() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let count: i64 = run(&mut con, &["COMMAND", "COUNT"]);
+    assert!(count > 50);
+    let all: Vec<Value> = run(&mut con, &["COMMAND"]);
+    assert_eq!(all.len() as i64, count);
+    let info: Vec<Value> = run(&mut con, &["COMMAND", "INFO", "get", "nosuch"]);
+    let Value::Array(get) = &info[0] else {
+        panic!("{info:?}")
+    };
+    assert_eq!(get[0], Value::BulkString(b"get".to_vec()));
+    assert_eq!(get[1], Value::Int(2));
+    assert_eq!(get[3], Value::Int(1));
+    assert_eq!(info[1], Value::Nil);
+    let names: Vec<String> = run(
+        &mut con,
+        &["COMMAND", "LIST", "FILTERBY", "PATTERN", "get*"],
+    );
+    assert!(names.contains(&"getrange".to_string()) && names.contains(&"get".to_string()));
+    assert!(!names.contains(&"set".to_string()));
+    let docs: Value = run(&mut con, &["COMMAND", "DOCS", "set"]);
+    assert!(format!("{docs:?}").contains("summary"));
+}
+
+#[test]
+fn slowlog() {
+    let server = TestServer::start_with(&["--slowlog-log-slower-than", "0"]);
+    let mut con = server.client();
+    run::<()>(&mut con, &["SLOWLOG", "RESET"]);
+    run::<()>(&mut con, &["SET", "k", "v"]);
+    let len: i64 = run(&mut con, &["SLOWLOG", "LEN"]);
+    assert!(len >= 1);
+    let entries: Vec<Value> = run(&mut con, &["SLOWLOG", "GET", "1"]);
+    assert_eq!(entries.len(), 1);
+    let Value::Array(entry) = &entries[0] else {
+        panic!()
+    };
+    assert_eq!(entry.len(), 6);
+    assert_eq!(
+        entry[3],
+        Value::Array(vec![
+            Value::BulkString(b"SLOWLOG".to_vec()),
+            Value::BulkString(b"LEN".to_vec())
+        ])
+    );
+    run::<()>(
+        &mut con,
+        &["CONFIG", "SET", "slowlog-log-slower-than", "-1"],
+    );
+    run::<()>(&mut con, &["SLOWLOG", "RESET"]);
+    run::<()>(&mut con, &["SET", "k", "v"]);
+    assert_eq!(run::<i64>(&mut con, &["SLOWLOG", "LEN"]), 0);
+}
+
+#[test]
+fn maxclients_rejects_extra_connections() {
+    let server = TestServer::start_with(&["--maxclients", "2"]);
+    let _a = server.client();
+    let _b = server.client();
+    let mut raw = server.raw();
+    raw.expect(b"-ERR max number of clients reached\r\n");
+}
+
+#[test]
+fn shutdown_command_stops_the_server() {
+    let mut server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["SET", "k", "v"]);
+    assert!(
+        redis::cmd("SHUTDOWN").query::<Value>(&mut con).is_err(),
+        "no reply, connection closed"
+    );
+    let status = server.wait_exit();
+    assert!(status.success(), "{status:?}");
+    server.start_again();
+    let mut con = server.client();
+    assert_eq!(run::<String>(&mut con, &["GET", "k"]), "v");
+}

@@ -1,0 +1,218 @@
+//! Every key Shale writes, byte by byte. All integers are big-endian so that byte order is
+//! numeric order, and every family sorts by database first and cluster slot second, so that a
+//! database or a slot is one contiguous range.
+//!
+//! | family | key |
+//! |---|---|
+//! | meta | `db:u8 slot:u16 user_key` |
+//! | meta (counters) | `0xFF "keys" db:u8`, `0xFF "expires" db:u8` |
+//! | meta (versions) | `0xFF "version"` |
+//! | data, score | `db:u8 slot:u16 key_len:u32 user_key version:u64 element...` |
+//! | expire | `db:u8 expire_at_ms:u64 slot:u16 user_key` |
+
+/// Databases are numbered below this; the byte is reserved for internal records.
+pub const INTERNAL_PREFIX: u8 = 0xFF;
+/// Highest number of databases the key layout allows.
+pub const MAX_DATABASES: usize = INTERNAL_PREFIX as usize;
+/// Cluster slots, as in Redis Cluster.
+pub const SLOTS: u16 = 16384;
+
+/// The cluster slot of a key: CRC16 (XMODEM) of its hash tag, as in Redis Cluster.
+pub fn slot(key: &[u8]) -> u16 {
+    crc16(hash_tag(key)) % SLOTS
+}
+
+/// The part of the key that decides its slot: the text inside the first non-empty `{...}`.
+fn hash_tag(key: &[u8]) -> &[u8] {
+    if let Some(open) = key.iter().position(|&b| b == b'{') {
+        if let Some(len) = key[open + 1..].iter().position(|&b| b == b'}') {
+            if len > 0 {
+                return &key[open + 1..open + 1 + len];
+            }
+        }
+    }
+    key
+}
+
+fn crc16(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in data {
+        crc ^= (byte as u16) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+pub fn meta_key(db: u8, key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(3 + key.len());
+    out.push(db);
+    out.extend_from_slice(&slot(key).to_be_bytes());
+    out.extend_from_slice(key);
+    out
+}
+
+/// The user key inside a metadata key.
+pub fn user_key_of_meta(raw: &[u8]) -> &[u8] {
+    raw.get(3..).unwrap_or_default()
+}
+
+/// `[start, end)` covering one database in the meta, data and score families.
+pub fn db_range(db: u8) -> (Vec<u8>, Vec<u8>) {
+    (vec![db], vec![db + 1])
+}
+
+/// `[start, end)` covering every database (and no internal record).
+pub fn all_dbs_range() -> (Vec<u8>, Vec<u8>) {
+    (vec![0], vec![INTERNAL_PREFIX])
+}
+
+/// The prefix shared by every element of one version of a collection.
+pub fn element_prefix(db: u8, key: &[u8], version: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(15 + key.len() + 16);
+    out.push(db);
+    out.extend_from_slice(&slot(key).to_be_bytes());
+    out.extend_from_slice(&(key.len() as u32).to_be_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(&version.to_be_bytes());
+    out
+}
+
+pub fn element_key(db: u8, key: &[u8], version: u64, element: &[u8]) -> Vec<u8> {
+    let mut out = element_prefix(db, key, version);
+    out.extend_from_slice(element);
+    out
+}
+
+/// The smallest key greater than every key starting with `prefix`.
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xFF {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![INTERNAL_PREFIX; prefix.len() + 1]
+}
+
+pub fn expire_key(db: u8, expire_at_ms: u64, key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(11 + key.len());
+    out.push(db);
+    out.extend_from_slice(&expire_at_ms.to_be_bytes());
+    out.extend_from_slice(&slot(key).to_be_bytes());
+    out.extend_from_slice(key);
+    out
+}
+
+/// The first expiry-index key of `db` at or after `at_ms`.
+pub fn expire_bound(db: u8, at_ms: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(9);
+    out.push(db);
+    out.extend_from_slice(&at_ms.to_be_bytes());
+    out
+}
+
+/// Splits an expiry-index key into its expiry time and user key.
+pub fn decode_expire_key(raw: &[u8]) -> Option<(u64, &[u8])> {
+    let at = u64::from_be_bytes(raw.get(1..9)?.try_into().ok()?);
+    Some((at, raw.get(11..)?))
+}
+
+/// The record counting the keys of `db` (a counter in the meta family).
+pub fn key_count_key(db: u8) -> Vec<u8> {
+    counter_key(b"keys", db)
+}
+
+/// The record counting the keys of `db` that have an expiry.
+pub fn expire_count_key(db: u8) -> Vec<u8> {
+    counter_key(b"expires", db)
+}
+
+/// The record holding the highest collection version reserved so far.
+pub fn version_key() -> Vec<u8> {
+    let mut out = vec![INTERNAL_PREFIX];
+    out.extend_from_slice(b"version");
+    out
+}
+
+fn counter_key(name: &[u8], db: u8) -> Vec<u8> {
+    let mut out = vec![INTERNAL_PREFIX];
+    out.extend_from_slice(name);
+    out.push(db);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_match_redis_cluster() {
+        assert_eq!(crc16(b"123456789"), 0x31C3);
+        assert_eq!(slot(b"foo"), 12182);
+        assert_eq!(slot(b"{user1000}.following"), slot(b"{user1000}.followers"));
+        assert_eq!(slot(b"foo{}{bar}"), slot(b"foo{}{bar}"));
+        assert_eq!(slot(b"{}x"), crc16(b"{}x") % SLOTS);
+    }
+
+    #[test]
+    fn golden_bytes() {
+        assert_eq!(
+            meta_key(1, b"foo"),
+            [&[1u8, 0x2F, 0x96][..], b"foo"].concat()
+        );
+        assert_eq!(
+            element_key(0, b"ab", 7, b"f"),
+            [
+                &[0u8][..],
+                &slot(b"ab").to_be_bytes(),
+                &[0, 0, 0, 2],
+                b"ab",
+                &[0, 0, 0, 0, 0, 0, 0, 7],
+                b"f"
+            ]
+            .concat()
+        );
+        assert_eq!(
+            expire_key(2, 0x0102, b"k"),
+            [
+                &[2u8, 0, 0, 0, 0, 0, 0, 1, 2][..],
+                &slot(b"k").to_be_bytes(),
+                b"k"
+            ]
+            .concat()
+        );
+        assert_eq!(key_count_key(3), b"\xFFkeys\x03");
+    }
+
+    #[test]
+    fn element_prefixes_do_not_overlap_between_keys() {
+        // A key that is a prefix of another must not share element ranges with it.
+        let short = element_prefix(0, b"a", 1);
+        let long = element_prefix(0, b"ab", 1);
+        assert!(!long.starts_with(&short));
+        assert!(prefix_end(&short) <= long || long < short);
+    }
+
+    #[test]
+    fn expiry_keys_sort_by_time() {
+        assert!(expire_key(0, 5, b"zzz") < expire_key(0, 6, b"a"));
+        assert!(expire_key(0, u64::MAX, b"a") < expire_key(1, 0, b"a"));
+        assert_eq!(
+            decode_expire_key(&expire_key(0, 42, b"key")),
+            Some((42, &b"key"[..]))
+        );
+    }
+
+    #[test]
+    fn prefix_end_increments_the_last_byte() {
+        assert_eq!(prefix_end(&[1, 2]), vec![1, 3]);
+        assert_eq!(prefix_end(&[1, 0xFF]), vec![2]);
+    }
+}

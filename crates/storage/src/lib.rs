@@ -1,0 +1,21 @@
+//! Storage for Shale: the bytes of every key, and the engines that hold them.
+//!
+//! Layout:
+//! - [`keys`] builds every key Shale writes (metadata, elements, expiry index, counters);
+//!   no other crate assembles key bytes.
+//! - [`metadata`] encodes the value of a metadata record: type, expiry, version, size and the
+//!   inline payload of small strings.
+//! - [`Engine`] is the narrow interface the rest of the server uses: point reads, atomic write
+//!   batches, bounded scans and WAL syncs over a fixed set of column families.
+//! - [`RocksEngine`] implements it on RocksDB; [`MemoryEngine`] is its in-memory twin for fast
+//!   tests of type logic. The same conformance tests run against both.
+
+mod engine;
+pub mod keys;
+mod memory;
+pub mod metadata;
+mod rocks;
+
+pub use engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
+pub use memory::MemoryEngine;
+pub use rocks::{RocksConfig, RocksEngine};

@@ -1,0 +1,215 @@
+//! An in-memory engine with the same semantics as [`crate::RocksEngine`], for fast tests of
+//! type logic. It keeps no WAL; `sync_wal` and `compact_range` do nothing.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use parking_lot::RwLock;
+
+use crate::engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
+
+type Family = BTreeMap<Vec<u8>, Vec<u8>>;
+
+#[derive(Default)]
+pub struct MemoryEngine {
+    families: RwLock<[Family; 4]>,
+}
+
+impl MemoryEngine {
+    pub fn new() -> Self {
+        MemoryEngine::default()
+    }
+}
+
+impl Engine for MemoryEngine {
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        Ok(self.families.read()[cf.index()].get(key).cloned())
+    }
+
+    fn multi_get(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
+        let families = self.families.read();
+        Ok(keys
+            .iter()
+            .map(|k| families[cf.index()].get(k).cloned())
+            .collect())
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<(), StorageError> {
+        let mut families = self.families.write();
+        for op in batch.ops {
+            match op {
+                Op::Put { cf, key, value } => {
+                    families[cf.index()].insert(key, value);
+                }
+                Op::Delete { cf, key } => {
+                    families[cf.index()].remove(&key);
+                }
+                Op::DeleteRange { cf, start, end } => {
+                    let family = &mut families[cf.index()];
+                    let doomed: Vec<Vec<u8>> =
+                        family.range(start..end).map(|(k, _)| k.clone()).collect();
+                    for key in doomed {
+                        family.remove(&key);
+                    }
+                }
+                Op::AddCounter { cf, key, delta } => {
+                    let slot = families[cf.index()]
+                        .entry(key)
+                        .or_insert_with(|| vec![0; 8]);
+                    let current =
+                        <[u8; 8]>::try_from(slot.as_slice()).map_or(0, i64::from_be_bytes);
+                    *slot = current.wrapping_add(delta).to_be_bytes().to_vec();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The visitor runs under the engine's read lock and must not call the engine.
+    fn scan(
+        &self,
+        cf: Cf,
+        lower: &[u8],
+        upper: &[u8],
+        direction: ScanDirection,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StorageError> {
+        if lower >= upper {
+            return Ok(());
+        }
+        let families = self.families.read();
+        let range =
+            families[cf.index()].range::<[u8], _>((Bound::Included(lower), Bound::Excluded(upper)));
+        match direction {
+            ScanDirection::Forward => {
+                for (k, v) in range {
+                    if !visit(k, v) {
+                        break;
+                    }
+                }
+            }
+            ScanDirection::Reverse => {
+                for (k, v) in range.rev() {
+                    if !visit(k, v) {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn sync_wal(&self) -> Result<(), StorageError> {
+        Ok(())
+    }
+
+    fn compact_range(&self, _cf: Cf, _start: &[u8], _end: &[u8]) -> Result<(), StorageError> {
+        Ok(())
+    }
+
+    fn stats(&self) -> EngineStats {
+        let families = self.families.read();
+        EngineStats {
+            estimated_keys: families.iter().map(|f| f.len() as u64).sum(),
+            ..EngineStats::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod conformance {
+    //! The same checks against both engines, so the in-memory twin cannot drift.
+
+    use super::*;
+    use crate::{RocksConfig, RocksEngine};
+
+    fn engines() -> Vec<(Box<dyn Engine>, Option<tempfile::TempDir>)> {
+        let dir = tempfile::tempdir().unwrap();
+        let rocks = RocksEngine::open(dir.path(), &RocksConfig::default()).unwrap();
+        vec![
+            (Box::new(MemoryEngine::new()), None),
+            (Box::new(rocks), Some(dir)),
+        ]
+    }
+
+    fn keys_in(engine: &dyn Engine, cf: Cf, direction: ScanDirection) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        engine
+            .scan(cf, b"", b"\xff\xff", direction, &mut |k, _| {
+                out.push(k.to_vec());
+                true
+            })
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn put_get_delete_and_ranges() {
+        for (engine, _dir) in engines() {
+            let engine = engine.as_ref();
+            let mut batch = WriteBatch::new();
+            for k in [b"a", b"b", b"c", b"d"] {
+                batch.put(Cf::Data, k.to_vec(), k.to_vec());
+            }
+            batch.put(Cf::Meta, b"a".to_vec(), b"meta".to_vec());
+            engine.write(batch).unwrap();
+            assert_eq!(engine.get(Cf::Data, b"b").unwrap(), Some(b"b".to_vec()));
+            assert_eq!(engine.get(Cf::Meta, b"b").unwrap(), None);
+
+            let mut batch = WriteBatch::new();
+            batch.delete_range(Cf::Data, b"b".to_vec(), b"d".to_vec());
+            batch.delete(Cf::Data, b"a".to_vec());
+            engine.write(batch).unwrap();
+            assert_eq!(
+                keys_in(engine, Cf::Data, ScanDirection::Forward),
+                vec![b"d".to_vec()]
+            );
+            let got = engine
+                .multi_get(Cf::Meta, &[b"a".to_vec(), b"z".to_vec()])
+                .unwrap();
+            assert_eq!(got, vec![Some(b"meta".to_vec()), None]);
+        }
+    }
+
+    #[test]
+    fn scans_respect_bounds_and_direction() {
+        for (engine, _dir) in engines() {
+            let engine = engine.as_ref();
+            let mut batch = WriteBatch::new();
+            for k in [&b"k1"[..], b"k2", b"k3", b"l"] {
+                batch.put(Cf::Data, k.to_vec(), vec![]);
+            }
+            engine.write(batch).unwrap();
+            let mut seen = Vec::new();
+            engine
+                .scan(
+                    Cf::Data,
+                    b"k2",
+                    b"l",
+                    ScanDirection::Reverse,
+                    &mut |k, _| {
+                        seen.push(k.to_vec());
+                        true
+                    },
+                )
+                .unwrap();
+            assert_eq!(seen, vec![b"k3".to_vec(), b"k2".to_vec()]);
+            let forward = keys_in(engine, Cf::Data, ScanDirection::Forward);
+            assert_eq!(forward.len(), 4);
+        }
+    }
+
+    #[test]
+    fn counters_add_up() {
+        for (engine, _dir) in engines() {
+            let engine = engine.as_ref();
+            for delta in [5, -2, 10] {
+                let mut batch = WriteBatch::new();
+                batch.add_counter(Cf::Meta, b"\xffc".to_vec(), delta);
+                engine.write(batch).unwrap();
+            }
+            let raw = engine.get(Cf::Meta, b"\xffc").unwrap().unwrap();
+            assert_eq!(i64::from_be_bytes(raw.try_into().unwrap()), 13);
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! The RocksDB engine.
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rocksdb::compaction_filter::Decision;
+use rocksdb::statistics::{StatsLevel, Ticker};
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType,
+    MergeOperands, Options, ReadOptions, WriteBufferManager, WriteOptions, DB,
+};
+
+use crate::engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
+use crate::keys::INTERNAL_PREFIX;
+use crate::metadata::is_expired_inline_string;
+
+/// Engine settings, from the `rocksdb.*` options of the config file.
+#[derive(Debug, Clone)]
+pub struct RocksConfig {
+    pub block_cache_size: usize,
+    pub write_buffer_size: usize,
+    pub max_write_buffer_number: i32,
+    /// Bound on the memtables of all column families together.
+    pub memtable_budget: usize,
+    pub max_background_jobs: i32,
+    pub block_size: usize,
+    pub bloom_bits_per_key: f64,
+    pub max_open_files: i32,
+    pub statistics: bool,
+}
+
+impl Default for RocksConfig {
+    fn default() -> Self {
+        RocksConfig {
+            block_cache_size: 256 << 20,
+            write_buffer_size: 64 << 20,
+            max_write_buffer_number: 4,
+            memtable_budget: 256 << 20,
+            max_background_jobs: 4,
+            block_size: 16 << 10,
+            bloom_bits_per_key: 10.0,
+            max_open_files: 4096,
+            statistics: true,
+        }
+    }
+}
+
+pub struct RocksEngine {
+    db: DB,
+    options: Options,
+    cache: Cache,
+    write_buffers: WriteBufferManager,
+    memtable_budget: u64,
+    block_cache_capacity: u64,
+}
+
+impl RocksEngine {
+    pub fn open(path: &Path, config: &RocksConfig) -> Result<RocksEngine, StorageError> {
+        let cache = Cache::new_lru_cache(config.block_cache_size);
+        let write_buffers =
+            WriteBufferManager::new_write_buffer_manager(config.memtable_budget, true);
+
+        let mut db_options = Options::default();
+        db_options.create_if_missing(true);
+        db_options.create_missing_column_families(true);
+        db_options.set_max_background_jobs(config.max_background_jobs);
+        db_options.set_max_open_files(config.max_open_files);
+        db_options.set_bytes_per_sync(1 << 20);
+        db_options.set_wal_bytes_per_sync(512 << 10);
+        db_options.set_max_total_wal_size(4 * config.memtable_budget as u64);
+        db_options.set_write_buffer_manager(&write_buffers);
+        if config.statistics {
+            db_options.enable_statistics();
+            db_options.set_statistics_level(StatsLevel::ExceptDetailedTimers);
+        }
+
+        let descriptors = Cf::ALL.map(|cf| {
+            ColumnFamilyDescriptor::new(cf.name(), family_options(cf, &db_options, &cache, config))
+        });
+        let db = DB::open_cf_descriptors(&db_options, path, descriptors)?;
+        Ok(RocksEngine {
+            db,
+            options: db_options,
+            cache,
+            write_buffers,
+            memtable_budget: config.memtable_budget as u64,
+            block_cache_capacity: config.block_cache_size as u64,
+        })
+    }
+
+    fn handle(&self, cf: Cf) -> Result<&ColumnFamily, StorageError> {
+        self.db
+            .cf_handle(cf.name())
+            .ok_or_else(|| StorageError::Engine(format!("missing column family {}", cf.name())))
+    }
+
+    fn int_property(&self, name: &str) -> u64 {
+        Cf::ALL
+            .iter()
+            .filter_map(|&cf| self.handle(cf).ok())
+            .filter_map(|h| self.db.property_int_value_cf(h, name).ok().flatten())
+            .sum()
+    }
+}
+
+fn family_options(cf: Cf, base: &Options, cache: &Cache, config: &RocksConfig) -> Options {
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(cache);
+    table.set_block_size(config.block_size);
+    table.set_bloom_filter(config.bloom_bits_per_key, false);
+    table.set_cache_index_and_filter_blocks(true);
+    table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+    table.set_format_version(6);
+
+    let mut opts = base.clone();
+    opts.set_block_based_table_factory(&table);
+    opts.set_write_buffer_size(config.write_buffer_size);
+    opts.set_max_write_buffer_number(config.max_write_buffer_number);
+    opts.set_level_compaction_dynamic_level_bytes(true);
+    opts.set_compression_type(DBCompressionType::Lz4);
+    opts.set_bottommost_compression_type(DBCompressionType::Zstd);
+    if cf == Cf::Meta {
+        opts.set_merge_operator_associative("shale-counter-add", add_counters);
+        opts.set_compaction_filter("shale-expired-strings", drop_expired_strings);
+    }
+    opts
+}
+
+/// Merge operator of [`Op::AddCounter`]: big-endian i64 addition.
+fn add_counters(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
+    let decode = |v: &[u8]| v.try_into().map(i64::from_be_bytes).unwrap_or(0);
+    let mut total = existing.map_or(0, decode);
+    for operand in operands {
+        total = total.wrapping_add(decode(operand));
+    }
+    Some(total.to_be_bytes().to_vec())
+}
+
+/// Drops inline strings whose own expiry has passed; it never reads another record.
+fn drop_expired_strings(_level: u32, key: &[u8], value: &[u8]) -> Decision {
+    if key.first() == Some(&INTERNAL_PREFIX) {
+        return Decision::Keep;
+    }
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    if is_expired_inline_string(value, now_ms) {
+        Decision::Remove
+    } else {
+        Decision::Keep
+    }
+}
+
+impl Engine for RocksEngine {
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        Ok(self.db.get_cf(self.handle(cf)?, key)?)
+    }
+
+    fn multi_get(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
+        let handle = self.handle(cf)?;
+        self.db
+            .batched_multi_get_cf(handle, keys.iter(), false)
+            .into_iter()
+            .map(|r| {
+                r.map(|v| v.map(|slice| slice.to_vec()))
+                    .map_err(StorageError::from)
+            })
+            .collect()
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<(), StorageError> {
+        let mut raw = rocksdb::WriteBatch::default();
+        for op in &batch.ops {
+            match op {
+                Op::Put { cf, key, value } => raw.put_cf(self.handle(*cf)?, key, value),
+                Op::Delete { cf, key } => raw.delete_cf(self.handle(*cf)?, key),
+                Op::DeleteRange { cf, start, end } => {
+                    raw.delete_range_cf(self.handle(*cf)?, start, end)
+                }
+                Op::AddCounter { cf, key, delta } => {
+                    raw.merge_cf(self.handle(*cf)?, key, delta.to_be_bytes())
+                }
+            }
+        }
+        let mut options = WriteOptions::default();
+        options.set_sync(false);
+        Ok(self.db.write_opt(raw, &options)?)
+    }
+
+    fn scan(
+        &self,
+        cf: Cf,
+        lower: &[u8],
+        upper: &[u8],
+        direction: ScanDirection,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StorageError> {
+        let mut options = ReadOptions::default();
+        options.set_iterate_lower_bound(lower);
+        options.set_iterate_upper_bound(upper);
+        let mut iter = self.db.raw_iterator_cf_opt(self.handle(cf)?, options);
+        match direction {
+            ScanDirection::Forward => iter.seek_to_first(),
+            ScanDirection::Reverse => iter.seek_to_last(),
+        }
+        while let (Some(key), Some(value)) = (iter.key(), iter.value()) {
+            if !visit(key, value) {
+                return Ok(());
+            }
+            match direction {
+                ScanDirection::Forward => iter.next(),
+                ScanDirection::Reverse => iter.prev(),
+            }
+        }
+        Ok(iter.status()?)
+    }
+
+    fn sync_wal(&self) -> Result<(), StorageError> {
+        Ok(self.db.flush_wal(true)?)
+    }
+
+    fn compact_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<(), StorageError> {
+        self.db
+            .compact_range_cf(self.handle(cf)?, Some(start), Some(end));
+        Ok(())
+    }
+
+    fn stats(&self) -> EngineStats {
+        EngineStats {
+            block_cache_usage: self.cache.get_usage() as u64,
+            block_cache_capacity: self.block_cache_capacity,
+            memtable_usage: self.write_buffers.get_usage() as u64,
+            memtable_limit: self.memtable_budget,
+            table_readers_usage: self.int_property("rocksdb.estimate-table-readers-mem"),
+            live_sst_bytes: self.int_property("rocksdb.live-sst-files-size"),
+            estimated_keys: self.int_property("rocksdb.estimate-num-keys"),
+            pending_compaction_bytes: self
+                .int_property("rocksdb.estimate-pending-compaction-bytes"),
+            running_compactions: self
+                .db
+                .property_int_value("rocksdb.num-running-compactions")
+                .ok()
+                .flatten()
+                .unwrap_or(0),
+            running_flushes: self
+                .db
+                .property_int_value("rocksdb.num-running-flushes")
+                .ok()
+                .flatten()
+                .unwrap_or(0),
+            bytes_written: self.options.get_ticker_count(Ticker::BytesWritten),
+            wal_syncs: self.options.get_ticker_count(Ticker::WalFileSynced),
+        }
+    }
+}

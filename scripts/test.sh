@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what the build needs, then format, lint and tests.
+# One cargo profile (release) serves tests, benchmarks and the server, so RocksDB's C++ is
+# compiled once; the target dir lives outside the clone so later runs reuse it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/shale-target}"
+
+if ! ldconfig -p 2>/dev/null | grep -q libclang; then
+    echo "installing libclang-dev (needed by librocksdb-sys's bindgen)"
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq libclang-dev >/dev/null
+fi
+
+cargo fmt --all --check
+cargo clippy --release --all-targets -- -D warnings
+cargo test --release --workspace
