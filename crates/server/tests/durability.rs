@@ -91,10 +91,14 @@ fn counters_and_expiry_survive_restart() {
     std::thread::sleep(std::time::Duration::from_millis(400));
     server.start_again();
     let mut con = server.client();
+    let size: i64 = run(&mut con, &["DBSIZE"]);
+    let context: (Vec<String>, String) = (
+        run(&mut con, &["KEYS", "*"]),
+        run(&mut con, &["INFO", "keyspace"]),
+    );
     assert_eq!(
-        run::<i64>(&mut con, &["DBSIZE"]),
-        1,
-        "expired while down: not counted"
+        size, 1,
+        "expired while down: not counted; live keys and counters: {context:?}"
     );
     std::thread::sleep(std::time::Duration::from_millis(500));
     let info: String = run(&mut con, &["INFO", "keyspace"]);
