@@ -117,6 +117,10 @@ fn family_options(cf: Cf, base: &Options, cache: &Cache, config: &RocksConfig) -
     opts.set_write_buffer_size(config.write_buffer_size);
     opts.set_max_write_buffer_number(config.max_write_buffer_number);
     opts.set_level_compaction_dynamic_level_bytes(true);
+    // Every write reads the key's metadata first, and most writes of new keys miss: a bloom
+    // filter over whole keys in the memtable answers those misses without a skiplist search.
+    opts.set_memtable_prefix_bloom_ratio(0.1);
+    opts.set_memtable_whole_key_filtering(true);
     opts.set_compression_type(DBCompressionType::Lz4);
     opts.set_bottommost_compression_type(DBCompressionType::Zstd);
     if cf == Cf::Meta {
