@@ -45,6 +45,8 @@ pub struct Config {
     pub slowlog_log_slower_than: i64,
     pub slowlog_max_len: usize,
     pub hz: u32,
+    /// Threads that run connections and commands; 0 means one per core.
+    pub threads: usize,
     pub rocks: RocksConfig,
     /// Redis parameters that only tune Redis's in-memory encodings. Shale stores every type
     /// one way on disk, so they are accepted and shown but have no effect.
@@ -88,6 +90,7 @@ impl Default for Config {
             slowlog_log_slower_than: 10_000,
             slowlog_max_len: 128,
             hz: 10,
+            threads: 0,
             rocks: RocksConfig::default(),
             encoding_params: ENCODING_PARAMS
                 .iter()
@@ -236,6 +239,10 @@ pub const PARAMS: &[Param] = &[
     ),
     param!("hz", true, |c| c.hz.to_string(), |c, v| {
         c.hz = parse_num::<u32>(v)?.clamp(1, 500);
+        Ok(())
+    }),
+    param!("threads", false, |c| c.threads.to_string(), |c, v| {
+        c.threads = parse_num(v)?;
         Ok(())
     }),
     param!("save", true, |_c| String::new(), |_c, v| match v {

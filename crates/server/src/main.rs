@@ -81,10 +81,11 @@ fn main() {
         .with_writer(std::io::stderr)
         .init();
     let file = file.map(|f| std::fs::canonicalize(&f).unwrap_or(f));
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if config.threads > 0 {
+        builder.worker_threads(config.threads);
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("can't start runtime: {err}");

@@ -156,6 +156,9 @@ pub trait Engine: Send + Sync + 'static {
     /// Makes every write acknowledged so far durable on disk.
     fn sync_wal(&self) -> Result<(), StorageError>;
 
+    /// Writes the memtables to disk, so the next start has no WAL to replay.
+    fn flush_memtables(&self) -> Result<(), StorageError>;
+
     /// Asks the engine to reclaim the space of `[start, end)` soon (after range deletes).
     fn compact_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<(), StorageError>;
 

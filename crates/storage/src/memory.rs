@@ -103,6 +103,10 @@ impl Engine for MemoryEngine {
         Ok(())
     }
 
+    fn flush_memtables(&self) -> Result<(), StorageError> {
+        Ok(())
+    }
+
     fn compact_range(&self, _cf: Cf, _start: &[u8], _end: &[u8]) -> Result<(), StorageError> {
         Ok(())
     }

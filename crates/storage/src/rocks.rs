@@ -223,6 +223,16 @@ impl Engine for RocksEngine {
         Ok(self.db.flush_wal(true)?)
     }
 
+    fn flush_memtables(&self) -> Result<(), StorageError> {
+        let handles: Vec<&ColumnFamily> = Cf::ALL
+            .iter()
+            .filter_map(|&cf| self.handle(cf).ok())
+            .collect();
+        Ok(self
+            .db
+            .flush_cfs_opt(&handles, &rocksdb::FlushOptions::default())?)
+    }
+
     fn compact_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<(), StorageError> {
         self.db
             .compact_range_cf(self.handle(cf)?, Some(start), Some(end));

@@ -169,6 +169,9 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
     }
     cron.stop();
     services.durability.stop();
+    if let Err(err) = services.keyspace.engine().flush_memtables() {
+        tracing::warn!("flushing memtables at shutdown failed: {err}");
+    }
     tracing::info!("bye");
     Ok(())
 }
