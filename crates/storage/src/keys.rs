@@ -9,6 +9,9 @@
 //! | meta (versions) | `0xFF "version"` |
 //! | data, score | `db:u8 slot:u16 key_len:u32 user_key version:u64 element...` |
 //! | expire | `db:u8 expire_at_ms:u64 slot:u16 user_key` |
+//!
+//! Element suffixes per type: hash `field`, set `member`, list `position:u64`, sorted set
+//! `member` (data family, value = score) and `score_bytes member` (score family).
 
 /// Databases are numbered below this; the byte is reserved for internal records.
 pub const INTERNAL_PREFIX: u8 = 0xFF;
@@ -148,6 +151,42 @@ fn counter_key(name: &[u8], db: u8) -> Vec<u8> {
     out
 }
 
+/// A score as 8 bytes whose byte order is numeric order (sign bit flipped for positives, all
+/// bits flipped for negatives); -0 sorts as 0.
+pub fn score_bytes(score: f64) -> [u8; 8] {
+    let bits = if score == 0.0 { 0 } else { score.to_bits() };
+    let ordered = if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    };
+    ordered.to_be_bytes()
+}
+
+/// The inverse of [`score_bytes`].
+pub fn score_from_bytes(raw: &[u8]) -> Option<f64> {
+    let ordered = u64::from_be_bytes(raw.get(..8)?.try_into().ok()?);
+    let bits = if ordered >> 63 == 1 {
+        ordered & !(1 << 63)
+    } else {
+        !ordered
+    };
+    Some(f64::from_bits(bits))
+}
+
+/// The element suffix of an index entry in the score family: `score_bytes · member`.
+pub fn score_suffix(score: f64, member: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + member.len());
+    out.extend_from_slice(&score_bytes(score));
+    out.extend_from_slice(member);
+    out
+}
+
+/// List element suffix: the big-endian position.
+pub fn list_suffix(position: u64) -> [u8; 8] {
+    position.to_be_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +247,36 @@ mod tests {
             decode_expire_key(&expire_key(0, 42, b"key")),
             Some((42, &b"key"[..]))
         );
+    }
+
+    #[test]
+    fn scores_sort_numerically() {
+        let scores = [
+            f64::NEG_INFINITY,
+            -1e300,
+            -2.5,
+            -1.0,
+            -1e-300,
+            0.0,
+            1e-300,
+            1.0,
+            2.5,
+            1e300,
+            f64::INFINITY,
+        ];
+        for pair in scores.windows(2) {
+            assert!(
+                score_bytes(pair[0]) < score_bytes(pair[1]),
+                "{} < {}",
+                pair[0],
+                pair[1]
+            );
+        }
+        for s in scores {
+            assert_eq!(score_from_bytes(&score_bytes(s)), Some(s));
+        }
+        assert_eq!(score_bytes(-0.0), score_bytes(0.0));
+        assert_eq!(score_bytes(1.0), [0xBF, 0xF0, 0, 0, 0, 0, 0, 0]);
     }
 
     #[test]

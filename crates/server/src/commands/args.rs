@@ -27,6 +27,51 @@ pub fn text(arg: &Bytes) -> String {
     String::from_utf8_lossy(arg).into_owned()
 }
 
+/// The options of SCAN, HSCAN, SSCAN and ZSCAN after the cursor.
+pub struct ScanArgs<'a> {
+    pub cursor: u64,
+    pub pattern: Option<&'a [u8]>,
+    pub count: usize,
+    pub type_name: Option<&'a [u8]>,
+}
+
+/// Parses `cursor [MATCH pattern] [COUNT count] [TYPE type]` (TYPE only if `allow_type`).
+pub fn scan_args<'a>(args: &'a [Bytes], allow_type: bool) -> Result<ScanArgs<'a>, Error> {
+    let cursor = std::str::from_utf8(&args[0])
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| Error::msg("invalid cursor"))?;
+    let mut parsed = ScanArgs {
+        cursor,
+        pattern: None,
+        count: 10,
+        type_name: None,
+    };
+    let mut i = 1;
+    while i < args.len() {
+        let value = args.get(i + 1).ok_or(Error::Syntax)?;
+        if is(&args[i], "match") {
+            parsed.pattern = Some(value.as_ref()).filter(|p| *p != b"*");
+        } else if is(&args[i], "count") {
+            parsed.count = count(value)?;
+            if parsed.count < 1 {
+                return Err(Error::Syntax);
+            }
+        } else if allow_type && is(&args[i], "type") {
+            parsed.type_name = Some(value);
+        } else {
+            return Err(Error::Syntax);
+        }
+        i += 2;
+    }
+    Ok(parsed)
+}
+
+/// Whether a SCAN pattern (if any) matches.
+pub fn scan_matches(pattern: Option<&[u8]>, item: &[u8]) -> bool {
+    pattern.is_none_or(|p| crate::types::pattern::glob_match(p, item, false))
+}
+
 /// A database index for SELECT, MOVE and COPY ... DB.
 pub fn db_index(arg: &[u8], databases: usize) -> Result<usize, Error> {
     let index = int(arg)?;

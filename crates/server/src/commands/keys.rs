@@ -4,7 +4,7 @@ use bytes::Bytes;
 use shale_protocol::Reply;
 use shale_storage::metadata::KeyKind;
 
-use super::args::{count, db_index, int, is, text};
+use super::args::{db_index, int, is, scan_args, text};
 use super::Context;
 use crate::error::Error;
 use crate::types::{now_ms, ExpireCondition};
@@ -189,34 +189,16 @@ fn kind_by_name(name: &[u8]) -> Option<KeyKind> {
 
 /// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]
 pub fn scan(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let cursor: u64 = std::str::from_utf8(&args[1])
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| Error::msg("invalid cursor"))?;
-    let mut pattern = None;
-    let mut page_size = 10;
-    let mut kind = None;
-    let mut unknown_type = false;
-    let mut i = 2;
-    while i < args.len() {
-        let value = args.get(i + 1).ok_or(Error::Syntax)?;
-        if is(&args[i], "match") {
-            pattern = Some(value.as_ref()).filter(|p| *p != b"*");
-        } else if is(&args[i], "count") {
-            page_size = count(value)?;
-            if page_size < 1 {
-                return Err(Error::Syntax);
-            }
-        } else if is(&args[i], "type") {
-            kind = kind_by_name(value);
-            unknown_type = kind.is_none();
-        } else {
-            return Err(Error::Syntax);
-        }
-        i += 2;
-    }
-    let mut page = ctx.db().scan(cursor, pattern, page_size, kind)?;
-    if unknown_type {
+    let options = scan_args(&args[1..], true)?;
+    let kind = options.type_name.map(kind_by_name);
+    let mut page = ctx.db().scan(
+        options.cursor,
+        options.pattern,
+        options.count,
+        kind.flatten(),
+    )?;
+    if kind == Some(None) {
+        // An unknown type matches nothing, as in Redis.
         page.keys.clear();
     }
     Ok(Reply::Array(vec![

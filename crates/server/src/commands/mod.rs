@@ -6,10 +6,14 @@
 
 mod args;
 mod connection;
+mod hash;
 mod keys;
+mod list;
 mod server;
+mod set;
 mod string;
 mod table;
+mod zset;
 
 use bytes::Bytes;
 use shale_protocol::Reply;

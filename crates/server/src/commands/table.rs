@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use super::{connection, keys, server, string, Handler};
+use super::{connection, hash, keys, list, server, set, string, zset, Handler};
 
 /// Command flags, named as COMMAND INFO reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,554 +101,158 @@ const KEY12: (i32, i32, i32) = (1, 2, 1);
 const ALL_KEYS: (i32, i32, i32) = (1, -1, 1);
 const PAIRS: (i32, i32, i32) = (1, -1, 2);
 
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
     // connection
-    spec!(
-        "ping",
-        -1,
-        CONN,
-        NO_KEYS,
-        "connection",
-        "Returns the server's liveliness response.",
-        connection::ping
-    ),
-    spec!(
-        "echo",
-        2,
-        CONN,
-        NO_KEYS,
-        "connection",
-        "Returns the given string.",
-        connection::echo
-    ),
-    spec!(
-        "hello",
-        -1,
-        CONN.with(Flags::NO_AUTH),
-        NO_KEYS,
-        "connection",
-        "Handshakes with the server.",
-        connection::hello
-    ),
-    spec!(
-        "auth",
-        -2,
-        CONN.with(Flags::NO_AUTH),
-        NO_KEYS,
-        "connection",
-        "Authenticates the connection.",
-        connection::auth
-    ),
-    spec!(
-        "select",
-        2,
-        CONN,
-        NO_KEYS,
-        "connection",
-        "Changes the selected database.",
-        connection::select
-    ),
-    spec!(
-        "quit",
-        -1,
-        CONN.with(Flags::NO_AUTH),
-        NO_KEYS,
-        "connection",
-        "Closes the connection.",
-        connection::quit
-    ),
-    spec!(
-        "reset",
-        1,
-        CONN.with(Flags::NO_AUTH),
-        NO_KEYS,
-        "connection",
-        "Resets the connection.",
-        connection::reset
-    ),
-    spec!(
-        "client",
-        -2,
-        Flags::ADMIN
-            .with(Flags::NOSCRIPT)
-            .with(Flags::LOADING)
-            .with(Flags::STALE),
-        NO_KEYS,
-        "connection",
-        "A container for client connection commands.",
-        connection::client
-    ),
+    spec!("ping", -1, CONN, NO_KEYS, "connection", "Returns the server's liveliness response.", connection::ping),
+    spec!("echo", 2, CONN, NO_KEYS, "connection", "Returns the given string.", connection::echo),
+    spec!("hello", -1, CONN.with(Flags::NO_AUTH), NO_KEYS, "connection", "Handshakes with the server.", connection::hello),
+    spec!("auth", -2, CONN.with(Flags::NO_AUTH), NO_KEYS, "connection", "Authenticates the connection.", connection::auth),
+    spec!("select", 2, CONN, NO_KEYS, "connection", "Changes the selected database.", connection::select),
+    spec!("quit", -1, CONN.with(Flags::NO_AUTH), NO_KEYS, "connection", "Closes the connection.", connection::quit),
+    spec!("reset", 1, CONN.with(Flags::NO_AUTH), NO_KEYS, "connection", "Resets the connection.", connection::reset),
+    spec!("client", -2, Flags::ADMIN .with(Flags::NOSCRIPT) .with(Flags::LOADING) .with(Flags::STALE), NO_KEYS, "connection", "A container for client connection commands.", connection::client),
     // server
-    spec!(
-        "command",
-        -1,
-        Flags::LOADING.with(Flags::STALE),
-        NO_KEYS,
-        "server",
-        "Returns detailed information about commands.",
-        server::command
-    ),
-    spec!(
-        "info",
-        -1,
-        Flags::LOADING.with(Flags::STALE),
-        NO_KEYS,
-        "server",
-        "Returns information and statistics about the server.",
-        server::info
-    ),
-    spec!(
-        "config",
-        -2,
-        ADMIN,
-        NO_KEYS,
-        "server",
-        "A container for server configuration commands.",
-        server::config
-    ),
-    spec!(
-        "dbsize",
-        1,
-        RF,
-        NO_KEYS,
-        "server",
-        "Returns the number of keys in the database.",
-        server::dbsize
-    ),
-    spec!(
-        "flushdb",
-        -1,
-        D,
-        NO_KEYS,
-        "server",
-        "Removes all keys from the current database.",
-        server::flushdb
-    ),
-    spec!(
-        "flushall",
-        -1,
-        D,
-        NO_KEYS,
-        "server",
-        "Removes all keys from all databases.",
-        server::flushall
-    ),
-    spec!(
-        "time",
-        1,
-        Flags::LOADING.with(Flags::STALE).with(Flags::FAST),
-        NO_KEYS,
-        "server",
-        "Returns the server time.",
-        server::time
-    ),
-    spec!(
-        "slowlog",
-        -2,
-        ADMIN,
-        NO_KEYS,
-        "server",
-        "A container for slow log commands.",
-        server::slowlog
-    ),
-    spec!(
-        "shutdown",
-        -1,
-        ADMIN,
-        NO_KEYS,
-        "server",
-        "Shuts down the server.",
-        server::shutdown
-    ),
+    spec!("command", -1, Flags::LOADING.with(Flags::STALE), NO_KEYS, "server", "Returns detailed information about commands.", server::command),
+    spec!("info", -1, Flags::LOADING.with(Flags::STALE), NO_KEYS, "server", "Returns information and statistics about the server.", server::info),
+    spec!("config", -2, ADMIN, NO_KEYS, "server", "A container for server configuration commands.", server::config),
+    spec!("dbsize", 1, RF, NO_KEYS, "server", "Returns the number of keys in the database.", server::dbsize),
+    spec!("flushdb", -1, D, NO_KEYS, "server", "Removes all keys from the current database.", server::flushdb),
+    spec!("flushall", -1, D, NO_KEYS, "server", "Removes all keys from all databases.", server::flushall),
+    spec!("time", 1, Flags::LOADING.with(Flags::STALE).with(Flags::FAST), NO_KEYS, "server", "Returns the server time.", server::time),
+    spec!("slowlog", -2, ADMIN, NO_KEYS, "server", "A container for slow log commands.", server::slowlog),
+    spec!("shutdown", -1, ADMIN, NO_KEYS, "server", "Shuts down the server.", server::shutdown),
     // strings
-    spec!(
-        "get",
-        2,
-        RF,
-        KEY1,
-        "string",
-        "Returns the string value of a key.",
-        string::get
-    ),
-    spec!(
-        "set",
-        -3,
-        W,
-        KEY1,
-        "string",
-        "Sets the string value of a key.",
-        string::set
-    ),
-    spec!(
-        "setnx",
-        3,
-        WF,
-        KEY1,
-        "string",
-        "Sets the value of a key only when it doesn't exist.",
-        string::setnx
-    ),
-    spec!(
-        "setex",
-        4,
-        W,
-        KEY1,
-        "string",
-        "Sets the value and expiration time in seconds of a key.",
-        string::setex
-    ),
-    spec!(
-        "psetex",
-        4,
-        W,
-        KEY1,
-        "string",
-        "Sets the value and expiration time in milliseconds of a key.",
-        string::psetex
-    ),
-    spec!(
-        "getset",
-        3,
-        WF,
-        KEY1,
-        "string",
-        "Returns the previous value of a key after setting it.",
-        string::getset
-    ),
-    spec!(
-        "getdel",
-        2,
-        DF,
-        KEY1,
-        "string",
-        "Returns the value of a key after deleting it.",
-        string::getdel
-    ),
-    spec!(
-        "getex",
-        -2,
-        DF,
-        KEY1,
-        "string",
-        "Returns the value of a key after changing its expiration.",
-        string::getex
-    ),
-    spec!(
-        "mget",
-        -2,
-        RF,
-        ALL_KEYS,
-        "string",
-        "Atomically returns the values of one or more keys.",
-        string::mget
-    ),
-    spec!(
-        "mset",
-        -3,
-        W,
-        PAIRS,
-        "string",
-        "Atomically sets the values of one or more keys.",
-        string::mset
-    ),
-    spec!(
-        "msetnx",
-        -3,
-        W,
-        PAIRS,
-        "string",
-        "Sets the values of keys only when none of them exist.",
-        string::msetnx
-    ),
-    spec!(
-        "incr",
-        2,
-        WF,
-        KEY1,
-        "string",
-        "Increments the integer value of a key by one.",
-        string::incr
-    ),
-    spec!(
-        "decr",
-        2,
-        WF,
-        KEY1,
-        "string",
-        "Decrements the integer value of a key by one.",
-        string::decr
-    ),
-    spec!(
-        "incrby",
-        3,
-        WF,
-        KEY1,
-        "string",
-        "Increments the integer value of a key by a number.",
-        string::incrby
-    ),
-    spec!(
-        "decrby",
-        3,
-        WF,
-        KEY1,
-        "string",
-        "Decrements the integer value of a key by a number.",
-        string::decrby
-    ),
-    spec!(
-        "incrbyfloat",
-        3,
-        WF,
-        KEY1,
-        "string",
-        "Increments the floating point value of a key.",
-        string::incrbyfloat
-    ),
-    spec!(
-        "append",
-        3,
-        WF,
-        KEY1,
-        "string",
-        "Appends a string to the value of a key.",
-        string::append
-    ),
-    spec!(
-        "strlen",
-        2,
-        RF,
-        KEY1,
-        "string",
-        "Returns the length of a string value.",
-        string::strlen
-    ),
-    spec!(
-        "getrange",
-        4,
-        R,
-        KEY1,
-        "string",
-        "Returns a substring of the string stored at a key.",
-        string::getrange
-    ),
-    spec!(
-        "substr",
-        4,
-        R,
-        KEY1,
-        "string",
-        "Returns a substring of the string stored at a key.",
-        string::getrange
-    ),
-    spec!(
-        "setrange",
-        4,
-        W,
-        KEY1,
-        "string",
-        "Overwrites part of a string value from an offset.",
-        string::setrange
-    ),
+    spec!("get", 2, RF, KEY1, "string", "Returns the string value of a key.", string::get),
+    spec!("set", -3, W, KEY1, "string", "Sets the string value of a key.", string::set),
+    spec!("setnx", 3, WF, KEY1, "string", "Sets the value of a key only when it doesn't exist.", string::setnx),
+    spec!("setex", 4, W, KEY1, "string", "Sets the value and expiration time in seconds of a key.", string::setex),
+    spec!("psetex", 4, W, KEY1, "string", "Sets the value and expiration time in milliseconds of a key.", string::psetex),
+    spec!("getset", 3, WF, KEY1, "string", "Returns the previous value of a key after setting it.", string::getset),
+    spec!("getdel", 2, DF, KEY1, "string", "Returns the value of a key after deleting it.", string::getdel),
+    spec!("getex", -2, DF, KEY1, "string", "Returns the value of a key after changing its expiration.", string::getex),
+    spec!("mget", -2, RF, ALL_KEYS, "string", "Atomically returns the values of one or more keys.", string::mget),
+    spec!("mset", -3, W, PAIRS, "string", "Atomically sets the values of one or more keys.", string::mset),
+    spec!("msetnx", -3, W, PAIRS, "string", "Sets the values of keys only when none of them exist.", string::msetnx),
+    spec!("incr", 2, WF, KEY1, "string", "Increments the integer value of a key by one.", string::incr),
+    spec!("decr", 2, WF, KEY1, "string", "Decrements the integer value of a key by one.", string::decr),
+    spec!("incrby", 3, WF, KEY1, "string", "Increments the integer value of a key by a number.", string::incrby),
+    spec!("decrby", 3, WF, KEY1, "string", "Decrements the integer value of a key by a number.", string::decrby),
+    spec!("incrbyfloat", 3, WF, KEY1, "string", "Increments the floating point value of a key.", string::incrbyfloat),
+    spec!("append", 3, WF, KEY1, "string", "Appends a string to the value of a key.", string::append),
+    spec!("strlen", 2, RF, KEY1, "string", "Returns the length of a string value.", string::strlen),
+    spec!("getrange", 4, R, KEY1, "string", "Returns a substring of the string stored at a key.", string::getrange),
+    spec!("substr", 4, R, KEY1, "string", "Returns a substring of the string stored at a key.", string::getrange),
+    spec!("setrange", 4, W, KEY1, "string", "Overwrites part of a string value from an offset.", string::setrange),
     // generic
-    spec!(
-        "del",
-        -2,
-        D,
-        ALL_KEYS,
-        "generic",
-        "Deletes one or more keys.",
-        keys::del
-    ),
-    spec!(
-        "unlink",
-        -2,
-        DF,
-        ALL_KEYS,
-        "generic",
-        "Deletes one or more keys without blocking.",
-        keys::del
-    ),
-    spec!(
-        "exists",
-        -2,
-        RF,
-        ALL_KEYS,
-        "generic",
-        "Counts how many of the given keys exist.",
-        keys::exists
-    ),
-    spec!(
-        "type",
-        2,
-        RF,
-        KEY1,
-        "generic",
-        "Returns the type of the value stored at a key.",
-        keys::key_type
-    ),
-    spec!(
-        "expire",
-        -3,
-        DF,
-        KEY1,
-        "generic",
-        "Sets the expiration time of a key in seconds.",
-        keys::expire
-    ),
-    spec!(
-        "pexpire",
-        -3,
-        DF,
-        KEY1,
-        "generic",
-        "Sets the expiration time of a key in milliseconds.",
-        keys::pexpire
-    ),
-    spec!(
-        "expireat",
-        -3,
-        DF,
-        KEY1,
-        "generic",
-        "Sets the expiration time of a key to a Unix timestamp.",
-        keys::expireat
-    ),
-    spec!(
-        "pexpireat",
-        -3,
-        DF,
-        KEY1,
-        "generic",
-        "Sets the expiration time of a key to a Unix milliseconds timestamp.",
-        keys::pexpireat
-    ),
-    spec!(
-        "ttl",
-        2,
-        RF,
-        KEY1,
-        "generic",
-        "Returns the expiration time in seconds of a key.",
-        keys::ttl
-    ),
-    spec!(
-        "pttl",
-        2,
-        RF,
-        KEY1,
-        "generic",
-        "Returns the expiration time in milliseconds of a key.",
-        keys::pttl
-    ),
-    spec!(
-        "expiretime",
-        2,
-        RF,
-        KEY1,
-        "generic",
-        "Returns the expiration time of a key as a Unix timestamp.",
-        keys::expiretime
-    ),
-    spec!(
-        "pexpiretime",
-        2,
-        RF,
-        KEY1,
-        "generic",
-        "Returns the expiration time of a key as a Unix milliseconds timestamp.",
-        keys::pexpiretime
-    ),
-    spec!(
-        "persist",
-        2,
-        DF,
-        KEY1,
-        "generic",
-        "Removes the expiration time of a key.",
-        keys::persist
-    ),
-    spec!(
-        "rename",
-        3,
-        D,
-        KEY12,
-        "generic",
-        "Renames a key and overwrites the destination.",
-        keys::rename
-    ),
-    spec!(
-        "renamenx",
-        3,
-        DF,
-        KEY12,
-        "generic",
-        "Renames a key only when the target key name doesn't exist.",
-        keys::renamenx
-    ),
-    spec!(
-        "copy",
-        -3,
-        W,
-        KEY12,
-        "generic",
-        "Copies the value of a key to a new key.",
-        keys::copy
-    ),
-    spec!(
-        "move",
-        3,
-        DF,
-        KEY1,
-        "generic",
-        "Moves a key to another database.",
-        keys::move_key
-    ),
-    spec!(
-        "keys",
-        2,
-        R,
-        NO_KEYS,
-        "generic",
-        "Returns all key names that match a pattern.",
-        keys::keys
-    ),
-    spec!(
-        "scan",
-        -2,
-        R,
-        NO_KEYS,
-        "generic",
-        "Iterates over the key names in the database.",
-        keys::scan
-    ),
-    spec!(
-        "randomkey",
-        1,
-        R,
-        NO_KEYS,
-        "generic",
-        "Returns a random key name from the database.",
-        keys::randomkey
-    ),
-    spec!(
-        "touch",
-        -2,
-        RF,
-        ALL_KEYS,
-        "generic",
-        "Returns the number of existing keys out of those specified.",
-        keys::touch
-    ),
-    spec!(
-        "object",
-        -2,
-        R,
-        (2, 2, 1),
-        "generic",
-        "A container for object introspection commands.",
-        keys::object
-    ),
+    spec!("del", -2, D, ALL_KEYS, "generic", "Deletes one or more keys.", keys::del),
+    spec!("unlink", -2, DF, ALL_KEYS, "generic", "Deletes one or more keys without blocking.", keys::del),
+    spec!("exists", -2, RF, ALL_KEYS, "generic", "Counts how many of the given keys exist.", keys::exists),
+    spec!("type", 2, RF, KEY1, "generic", "Returns the type of the value stored at a key.", keys::key_type),
+    spec!("expire", -3, DF, KEY1, "generic", "Sets the expiration time of a key in seconds.", keys::expire),
+    spec!("pexpire", -3, DF, KEY1, "generic", "Sets the expiration time of a key in milliseconds.", keys::pexpire),
+    spec!("expireat", -3, DF, KEY1, "generic", "Sets the expiration time of a key to a Unix timestamp.", keys::expireat),
+    spec!("pexpireat", -3, DF, KEY1, "generic", "Sets the expiration time of a key to a Unix milliseconds timestamp.", keys::pexpireat),
+    spec!("ttl", 2, RF, KEY1, "generic", "Returns the expiration time in seconds of a key.", keys::ttl),
+    spec!("pttl", 2, RF, KEY1, "generic", "Returns the expiration time in milliseconds of a key.", keys::pttl),
+    spec!("expiretime", 2, RF, KEY1, "generic", "Returns the expiration time of a key as a Unix timestamp.", keys::expiretime),
+    spec!("pexpiretime", 2, RF, KEY1, "generic", "Returns the expiration time of a key as a Unix milliseconds timestamp.", keys::pexpiretime),
+    spec!("persist", 2, DF, KEY1, "generic", "Removes the expiration time of a key.", keys::persist),
+    spec!("rename", 3, D, KEY12, "generic", "Renames a key and overwrites the destination.", keys::rename),
+    spec!("renamenx", 3, DF, KEY12, "generic", "Renames a key only when the target key name doesn't exist.", keys::renamenx),
+    spec!("copy", -3, W, KEY12, "generic", "Copies the value of a key to a new key.", keys::copy),
+    spec!("move", 3, DF, KEY1, "generic", "Moves a key to another database.", keys::move_key),
+    spec!("keys", 2, R, NO_KEYS, "generic", "Returns all key names that match a pattern.", keys::keys),
+    spec!("scan", -2, R, NO_KEYS, "generic", "Iterates over the key names in the database.", keys::scan),
+    spec!("randomkey", 1, R, NO_KEYS, "generic", "Returns a random key name from the database.", keys::randomkey),
+    spec!("touch", -2, RF, ALL_KEYS, "generic", "Returns the number of existing keys out of those specified.", keys::touch),
+    spec!("object", -2, R, (2, 2, 1), "generic", "A container for object introspection commands.", keys::object),
+    // hashes
+    spec!("hset", -4, WF, KEY1, "hash", "Creates or modifies the value of a field in a hash.", hash::hset),
+    spec!("hsetnx", 4, WF, KEY1, "hash", "Sets the value of a field in a hash only when the field doesn't exist.", hash::hsetnx),
+    spec!("hmset", -4, WF, KEY1, "hash", "Sets the values of multiple fields.", hash::hmset),
+    spec!("hget", 3, RF, KEY1, "hash", "Returns the value of a field in a hash.", hash::hget),
+    spec!("hmget", -3, RF, KEY1, "hash", "Returns the values of all fields in a hash.", hash::hmget),
+    spec!("hgetall", 2, R, KEY1, "hash", "Returns all fields and values in a hash.", hash::hgetall),
+    spec!("hkeys", 2, R, KEY1, "hash", "Returns all fields in a hash.", hash::hkeys),
+    spec!("hvals", 2, R, KEY1, "hash", "Returns all values in a hash.", hash::hvals),
+    spec!("hdel", -3, DF, KEY1, "hash", "Deletes one or more fields and their values from a hash.", hash::hdel),
+    spec!("hlen", 2, RF, KEY1, "hash", "Returns the number of fields in a hash.", hash::hlen),
+    spec!("hexists", 3, RF, KEY1, "hash", "Determines whether a field exists in a hash.", hash::hexists),
+    spec!("hstrlen", 3, RF, KEY1, "hash", "Returns the length of the value of a field.", hash::hstrlen),
+    spec!("hincrby", 4, WF, KEY1, "hash", "Increments the integer value of a field in a hash by a number.", hash::hincrby),
+    spec!("hincrbyfloat", 4, WF, KEY1, "hash", "Increments the floating point value of a field by a number.", hash::hincrbyfloat),
+    spec!("hrandfield", -2, R, KEY1, "hash", "Returns one or more random fields from a hash.", hash::hrandfield),
+    spec!("hscan", -3, R, KEY1, "hash", "Iterates over fields and values of a hash.", hash::hscan),
+    // lists
+    spec!("lpush", -3, WF, KEY1, "list", "Prepends one or more elements to a list.", list::lpush),
+    spec!("rpush", -3, WF, KEY1, "list", "Appends one or more elements to a list.", list::rpush),
+    spec!("lpushx", -3, WF, KEY1, "list", "Prepends elements to a list only when the list exists.", list::lpushx),
+    spec!("rpushx", -3, WF, KEY1, "list", "Appends elements to a list only when the list exists.", list::rpushx),
+    spec!("lpop", -2, DF, KEY1, "list", "Returns the first elements in a list after removing it.", list::lpop),
+    spec!("rpop", -2, DF, KEY1, "list", "Returns and removes the last elements of a list.", list::rpop),
+    spec!("llen", 2, RF, KEY1, "list", "Returns the length of a list.", list::llen),
+    spec!("lrange", 4, R, KEY1, "list", "Returns a range of elements from a list.", list::lrange),
+    spec!("lindex", 3, R, KEY1, "list", "Returns an element from a list by its index.", list::lindex),
+    spec!("lset", 4, W, KEY1, "list", "Sets the value of an element in a list by its index.", list::lset),
+    spec!("linsert", 5, W, KEY1, "list", "Inserts an element before or after another element in a list.", list::linsert),
+    spec!("lrem", 4, D, KEY1, "list", "Removes elements from a list.", list::lrem),
+    spec!("ltrim", 4, D, KEY1, "list", "Removes elements from both ends a list.", list::ltrim),
+    spec!("lpos", -3, R, KEY1, "list", "Returns the index of matching elements in a list.", list::lpos),
+    spec!("lmove", 5, W, KEY12, "list", "Returns an element after popping it from one list and pushing it to another.", list::lmove),
+    spec!("rpoplpush", 3, W, KEY12, "list", "Returns the last element of a list after removing and pushing it to another list.", list::rpoplpush),
+    spec!("lmpop", -4, D, NO_KEYS, "list", "Returns multiple elements from a list after removing them.", list::lmpop),
+    // sets
+    spec!("sadd", -3, WF, KEY1, "set", "Adds one or more members to a set.", set::sadd),
+    spec!("srem", -3, DF, KEY1, "set", "Removes one or more members from a set.", set::srem),
+    spec!("smembers", 2, R, KEY1, "set", "Returns all members of a set.", set::smembers),
+    spec!("sismember", 3, RF, KEY1, "set", "Determines whether a member belongs to a set.", set::sismember),
+    spec!("smismember", -3, RF, KEY1, "set", "Determines whether multiple members belong to a set.", set::smismember),
+    spec!("scard", 2, RF, KEY1, "set", "Returns the number of members in a set.", set::scard),
+    spec!("spop", -2, DF, KEY1, "set", "Returns one or more random members from a set after removing them.", set::spop),
+    spec!("srandmember", -2, R, KEY1, "set", "Get one or multiple random members from a set.", set::srandmember),
+    spec!("smove", 4, DF, KEY12, "set", "Moves a member from one set to another.", set::smove),
+    spec!("sinter", -2, R, ALL_KEYS, "set", "Returns the intersect of multiple sets.", set::sinter),
+    spec!("sunion", -2, R, ALL_KEYS, "set", "Returns the union of multiple sets.", set::sunion),
+    spec!("sdiff", -2, R, ALL_KEYS, "set", "Returns the difference of multiple sets.", set::sdiff),
+    spec!("sinterstore", -3, W, ALL_KEYS, "set", "Stores the intersect of multiple sets in a key.", set::sinterstore),
+    spec!("sunionstore", -3, W, ALL_KEYS, "set", "Stores the union of multiple sets in a key.", set::sunionstore),
+    spec!("sdiffstore", -3, W, ALL_KEYS, "set", "Stores the difference of multiple sets in a key.", set::sdiffstore),
+    spec!("sintercard", -3, R, NO_KEYS, "set", "Returns the number of members of the intersect of multiple sets.", set::sintercard),
+    spec!("sscan", -3, R, KEY1, "set", "Iterates over members of a set.", set::sscan),
+    // sorted sets
+    spec!("zadd", -4, WF, KEY1, "sorted-set", "Adds one or more members to a sorted set, or updates their scores.", zset::zadd),
+    spec!("zincrby", 4, WF, KEY1, "sorted-set", "Increments the score of a member in a sorted set.", zset::zincrby),
+    spec!("zrem", -3, DF, KEY1, "sorted-set", "Removes one or more members from a sorted set.", zset::zrem),
+    spec!("zscore", 3, RF, KEY1, "sorted-set", "Returns the score of a member in a sorted set.", zset::zscore),
+    spec!("zmscore", -3, RF, KEY1, "sorted-set", "Returns the score of one or more members in a sorted set.", zset::zmscore),
+    spec!("zcard", 2, RF, KEY1, "sorted-set", "Returns the number of members in a sorted set.", zset::zcard),
+    spec!("zcount", 4, RF, KEY1, "sorted-set", "Returns the count of members in a sorted set that have scores within a range.", zset::zcount),
+    spec!("zlexcount", 4, RF, KEY1, "sorted-set", "Returns the number of members in a sorted set within a lexicographical range.", zset::zlexcount),
+    spec!("zrange", -4, R, KEY1, "sorted-set", "Returns members in a sorted set within a range of indexes.", zset::zrange),
+    spec!("zrangestore", -5, W, KEY12, "sorted-set", "Stores a range of members from sorted set in a key.", zset::zrangestore),
+    spec!("zrangebyscore", -4, R, KEY1, "sorted-set", "Returns members in a sorted set within a range of scores.", zset::zrangebyscore),
+    spec!("zrevrangebyscore", -4, R, KEY1, "sorted-set", "Returns members in a sorted set within a range of scores in reverse order.", zset::zrevrangebyscore),
+    spec!("zrangebylex", -4, R, KEY1, "sorted-set", "Returns members in a sorted set within a lexicographical range.", zset::zrangebylex),
+    spec!("zrevrangebylex", -4, R, KEY1, "sorted-set", "Returns members in a sorted set within a lexicographical range in reverse order.", zset::zrevrangebylex),
+    spec!("zrevrange", -4, R, KEY1, "sorted-set", "Returns members in a sorted set within a range of indexes in reverse order.", zset::zrevrange),
+    spec!("zrank", -3, RF, KEY1, "sorted-set", "Returns the index of a member in a sorted set ordered by ascending scores.", zset::zrank),
+    spec!("zrevrank", -3, RF, KEY1, "sorted-set", "Returns the index of a member in a sorted set ordered by descending scores.", zset::zrevrank),
+    spec!("zremrangebyrank", 4, D, KEY1, "sorted-set", "Removes members in a sorted set within a range of indexes.", zset::zremrangebyrank),
+    spec!("zremrangebyscore", 4, D, KEY1, "sorted-set", "Removes members in a sorted set within a range of scores.", zset::zremrangebyscore),
+    spec!("zremrangebylex", 4, D, KEY1, "sorted-set", "Removes members in a sorted set within a lexicographical range.", zset::zremrangebylex),
+    spec!("zpopmin", -2, DF, KEY1, "sorted-set", "Returns the lowest-scoring members from a sorted set after removing them.", zset::zpopmin),
+    spec!("zpopmax", -2, DF, KEY1, "sorted-set", "Returns the highest-scoring members from a sorted set after removing them.", zset::zpopmax),
+    spec!("zmpop", -4, D, NO_KEYS, "sorted-set", "Returns the highest- or lowest-scoring members from sorted sets after removing them.", zset::zmpop),
+    spec!("zrandmember", -2, R, KEY1, "sorted-set", "Returns one or more random members from a sorted set.", zset::zrandmember),
+    spec!("zunion", -3, R, NO_KEYS, "sorted-set", "Returns the union of multiple sorted sets.", zset::zunion),
+    spec!("zinter", -3, R, NO_KEYS, "sorted-set", "Returns the intersect of multiple sorted sets.", zset::zinter),
+    spec!("zdiff", -3, R, NO_KEYS, "sorted-set", "Returns the difference between multiple sorted sets.", zset::zdiff),
+    spec!("zunionstore", -4, W, KEY1, "sorted-set", "Stores the union of multiple sorted sets in a key.", zset::zunionstore),
+    spec!("zinterstore", -4, W, KEY1, "sorted-set", "Stores the intersect of multiple sorted sets in a key.", zset::zinterstore),
+    spec!("zdiffstore", -4, W, KEY1, "sorted-set", "Stores the difference of multiple sorted sets in a key.", zset::zdiffstore),
+    spec!("zintercard", -3, R, NO_KEYS, "sorted-set", "Returns the number of members of the intersect of multiple sorted sets.", zset::zintercard),
+    spec!("zscan", -3, R, KEY1, "sorted-set", "Iterates over members and scores of a sorted set.", zset::zscan),
 ];
 
 static BY_NAME: LazyLock<HashMap<&'static str, &'static CommandSpec>> =

@@ -71,7 +71,7 @@ impl<'a> Db<'a> {
             let mut change = Change::default();
             match self.raw_meta(key)? {
                 Some(meta) if meta.expire_at == *at => {
-                    self.stage_replace(&mut change, key, Some(&meta), None);
+                    self.stage_replace(&mut change, key, Some(&meta), None)?;
                 }
                 _ => {
                     change

@@ -60,7 +60,7 @@ impl<'a> Db<'a> {
             seen.push(key);
             if let Some(meta) = self.raw_meta(key)? {
                 deleted += !meta.is_expired(now) as i64;
-                self.stage_replace(&mut change, key, Some(&meta), None);
+                self.stage_replace(&mut change, key, Some(&meta), None)?;
             }
         }
         self.write(change)?;
@@ -100,13 +100,13 @@ impl<'a> Db<'a> {
         }
         let mut change = Change::default();
         if at_ms <= now as i64 {
-            self.stage_replace(&mut change, key, Some(&old), None);
+            self.stage_replace(&mut change, key, Some(&old), None)?;
         } else {
             let new = Metadata {
                 expire_at: at_ms as u64,
                 ..old.clone()
             };
-            self.stage_replace(&mut change, key, Some(&old), Some(&new));
+            self.stage_replace(&mut change, key, Some(&old), Some(&new))?;
         }
         self.write(change)?;
         Ok(true)
@@ -125,7 +125,7 @@ impl<'a> Db<'a> {
             ..old.clone()
         };
         let mut change = Change::default();
-        self.stage_replace(&mut change, key, Some(&old), Some(&new));
+        self.stage_replace(&mut change, key, Some(&old), Some(&new))?;
         self.write(change)?;
         Ok(true)
     }
@@ -146,8 +146,8 @@ impl<'a> Db<'a> {
         }
         let mut change = Change::default();
         let moved = self.stage_clone(&mut change, src, &old_src, *self, dst)?;
-        self.stage_replace(&mut change, dst, old_dst.as_ref(), Some(&moved));
-        self.stage_replace(&mut change, src, Some(&old_src), None);
+        self.stage_replace(&mut change, dst, old_dst.as_ref(), Some(&moved))?;
+        self.stage_replace(&mut change, src, Some(&old_src), None)?;
         self.write(change)?;
         Ok(true)
     }
@@ -174,7 +174,7 @@ impl<'a> Db<'a> {
         }
         let mut change = Change::default();
         let copy = self.stage_clone(&mut change, src, &source, target, dst)?;
-        target.stage_replace(&mut change, dst, old_dst.as_ref(), Some(&copy));
+        target.stage_replace(&mut change, dst, old_dst.as_ref(), Some(&copy))?;
         self.write(change)?;
         Ok(true)
     }
@@ -195,8 +195,8 @@ impl<'a> Db<'a> {
         }
         let mut change = Change::default();
         let moved = self.stage_clone(&mut change, key, &source, target, key)?;
-        target.stage_replace(&mut change, key, old_dst.as_ref(), Some(&moved));
-        self.stage_replace(&mut change, key, Some(&source), None);
+        target.stage_replace(&mut change, key, old_dst.as_ref(), Some(&moved))?;
+        self.stage_replace(&mut change, key, Some(&source), None)?;
         self.write(change)?;
         Ok(true)
     }

@@ -5,13 +5,18 @@
 //! in one [`WriteBatch`] (through [`Db::stage_replace`], which keeps the key counters, the
 //! expiry index and old elements in step), and write the batch.
 
+mod collection;
 mod cursor;
 pub mod expiry;
+pub mod hash;
 mod keys;
+pub mod list;
 mod locks;
 pub mod pattern;
+pub mod set;
 pub mod string;
 mod version;
+pub mod zset;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -20,8 +25,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use shale_storage::keys as k;
-use shale_storage::metadata::{KeyKind, Metadata};
-use shale_storage::{Cf, Engine, WriteBatch};
+use shale_storage::metadata::{Body, KeyKind, Metadata};
+use shale_storage::{Cf, Engine, ScanDirection, WriteBatch};
 
 pub use cursor::CursorTable;
 pub use keys::{ExpireCondition, KeyRange, ScanPage};
@@ -29,6 +34,9 @@ pub use locks::{KeyGuard, LockTable};
 pub use version::VersionGenerator;
 
 use crate::error::Error;
+
+/// Collections up to this size are deleted element by element, larger ones by range deletes.
+const POINT_DELETE_LIMIT: u64 = 128;
 
 /// Counters that INFO reports.
 #[derive(Default)]
@@ -157,13 +165,13 @@ impl<'a> Db<'a> {
         key: &[u8],
         old: Option<&Metadata>,
         new: Option<&Metadata>,
-    ) {
+    ) -> Result<(), Error> {
         let db = self.index;
         let batch = &mut change.batch;
         let mut removes_due_expiry = false;
-        if let Some(version) = old.and_then(Metadata::version) {
-            if new.and_then(Metadata::version) != Some(version) {
-                stage_element_deletes(batch, db, key, version);
+        if let Some(Body::Collection { version, size, .. }) = old.map(|m| &m.body) {
+            if new.and_then(Metadata::version) != Some(*version) {
+                self.stage_element_deletes(batch, key, *version, *size)?;
             }
         }
         let old_expiry = old.map_or(0, |m| m.expire_at);
@@ -186,11 +194,41 @@ impl<'a> Db<'a> {
         };
         change.removes_due_expiry |= removes_due_expiry;
         change.count(db, delta(|_| true), delta(|m| m.expire_at != 0));
+        Ok(())
     }
 
     /// Writes a command's changes atomically, then updates the in-memory counters.
     pub(crate) fn write(&self, change: Change) -> Result<(), Error> {
         self.ks.write(change)
+    }
+
+    /// Deletes every element of one collection version in every element family. Reads never
+    /// walk over them afterwards: they are bounded by the `key|version` prefix of a live
+    /// version. Small collections get point deletes; large ones one range delete per family,
+    /// which is O(1) however large the collection (too many range tombstones in a memtable
+    /// would slow every read, so they are kept for collections where they pay off).
+    fn stage_element_deletes(
+        &self,
+        batch: &mut WriteBatch,
+        key: &[u8],
+        version: u64,
+        size: u64,
+    ) -> Result<(), Error> {
+        let prefix = k::element_prefix(self.index, key, version);
+        let end = k::prefix_end(&prefix);
+        if size <= POINT_DELETE_LIMIT {
+            for cf in [Cf::Data, Cf::Score] {
+                self.engine()
+                    .scan(cf, &prefix, &end, ScanDirection::Forward, &mut |raw, _| {
+                        batch.delete(cf, raw.to_vec());
+                        true
+                    })?;
+            }
+        } else {
+            batch.delete_range(Cf::Data, prefix.clone(), end.clone());
+            batch.delete_range(Cf::Score, prefix, end);
+        }
+        Ok(())
     }
 
     pub(crate) fn record_lookup(&self, hit: bool) {
@@ -231,6 +269,13 @@ pub(crate) struct Change {
 }
 
 impl Change {
+    /// Adds another command part's changes to this one.
+    pub(crate) fn append(&mut self, other: Change) {
+        self.batch.ops.extend(other.batch.ops);
+        self.counts.extend(other.counts);
+        self.removes_due_expiry |= other.removes_due_expiry;
+    }
+
     /// Adds `keys` and `expires` to the counters of `db`.
     pub(crate) fn count(&mut self, db: u8, keys: i64, expires: i64) {
         if keys == 0 && expires == 0 {
@@ -249,19 +294,10 @@ impl Change {
     }
 }
 
-/// Deletes every element of one collection version, in every element family, with range
-/// deletes: O(1) however large the collection, and reads never walk over the dead elements.
-fn stage_element_deletes(batch: &mut WriteBatch, db: u8, key: &[u8], version: u64) {
-    let prefix = k::element_prefix(db, key, version);
-    let end = k::prefix_end(&prefix);
-    batch.delete_range(Cf::Data, prefix.clone(), end.clone());
-    batch.delete_range(Cf::Score, prefix, end);
-}
-
 /// The value of a string record, or `WRONGTYPE`.
 pub(crate) fn string_value(meta: &Metadata) -> Result<Bytes, Error> {
     match (&meta.kind, &meta.body) {
-        (KeyKind::String, shale_storage::metadata::Body::Inline(v)) => Ok(v.clone()),
+        (KeyKind::String, Body::Inline(v)) => Ok(v.clone()),
         _ => Err(Error::WrongType),
     }
 }

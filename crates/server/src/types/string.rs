@@ -143,7 +143,7 @@ impl<'a> Db<'a> {
         };
         let new = expire_at.map(|at| Metadata::string(value, at));
         let mut change = Change::default();
-        self.stage_replace(&mut change, key, stored.as_ref(), new.as_ref());
+        self.stage_replace(&mut change, key, stored.as_ref(), new.as_ref())?;
         self.write(change)?;
         Ok(SetOutcome {
             written: true,
@@ -172,7 +172,7 @@ impl<'a> Db<'a> {
             }
             let first = pairs.iter().position(|(k2, _)| k2 == key).unwrap_or(i);
             let new = Metadata::string(value.clone(), 0);
-            self.stage_replace(&mut change, key, stored[first].as_ref(), Some(&new));
+            self.stage_replace(&mut change, key, stored[first].as_ref(), Some(&new))?;
         }
         self.write(change)?;
         Ok(true)
@@ -185,7 +185,7 @@ impl<'a> Db<'a> {
         };
         let value = string_value(&meta)?;
         let mut change = Change::default();
-        self.stage_replace(&mut change, key, Some(&meta), None);
+        self.stage_replace(&mut change, key, Some(&meta), None)?;
         self.write(change)?;
         Ok(Some(value))
     }
@@ -211,7 +211,7 @@ impl<'a> Db<'a> {
         };
         if new.as_ref() != Some(&meta) {
             let mut change = Change::default();
-            self.stage_replace(&mut change, key, Some(&meta), new.as_ref());
+            self.stage_replace(&mut change, key, Some(&meta), new.as_ref())?;
             self.write(change)?;
         }
         Ok(Some(value))
@@ -232,7 +232,7 @@ impl<'a> Db<'a> {
         let (value, result) = update(current.as_ref())?;
         let new = Metadata::string(value, live.map_or(0, |m| m.expire_at));
         let mut change = Change::default();
-        self.stage_replace(&mut change, key, stored.as_ref(), Some(&new));
+        self.stage_replace(&mut change, key, stored.as_ref(), Some(&new))?;
         self.write(change)?;
         Ok(result)
     }

@@ -1,0 +1,213 @@
+//! List commands.
+
+use bytes::Bytes;
+use shale_protocol::Reply;
+
+use super::args::{int, is};
+use super::set::numkeys;
+use super::Context;
+use crate::error::Error;
+use crate::types::list::{End, PosOptions};
+
+fn push(
+    ctx: &mut Context<'_>,
+    args: &[Bytes],
+    end: End,
+    only_if_exists: bool,
+) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.db().push(
+        &args[1],
+        end,
+        &args[2..],
+        only_if_exists,
+    )?))
+}
+
+pub fn lpush(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    push(ctx, args, End::Left, false)
+}
+
+pub fn rpush(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    push(ctx, args, End::Right, false)
+}
+
+pub fn lpushx(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    push(ctx, args, End::Left, true)
+}
+
+pub fn rpushx(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    push(ctx, args, End::Right, true)
+}
+
+fn positive_count(arg: &[u8]) -> Result<u64, Error> {
+    let n = int(arg).map_err(|_| Error::msg("value is out of range, must be positive"))?;
+    u64::try_from(n).map_err(|_| Error::msg("value is out of range, must be positive"))
+}
+
+/// LPOP/RPOP key [count]
+fn pop(ctx: &mut Context<'_>, args: &[Bytes], end: End) -> Result<Reply, Error> {
+    let count = match args.len() {
+        2 => None,
+        3 => Some(positive_count(&args[2])?),
+        _ => return Err(Error::Syntax),
+    };
+    let popped = ctx.db().pop(&args[1], end, count.unwrap_or(1))?;
+    Ok(match (popped, count) {
+        (None, Some(_)) => Reply::NullArray,
+        (None, None) => Reply::Null,
+        (Some(values), Some(_)) => Reply::Array(values.into_iter().map(Reply::Bulk).collect()),
+        (Some(values), None) => Reply::bulk_or_null(values.into_iter().next()),
+    })
+}
+
+pub fn lpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    pop(ctx, args, End::Left)
+}
+
+pub fn rpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    pop(ctx, args, End::Right)
+}
+
+pub fn llen(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.db().llen(&args[1])?))
+}
+
+pub fn lrange(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let (start, stop) = (int(&args[2])?, int(&args[3])?);
+    let values = ctx.db().lrange(&args[1], start, stop)?;
+    Ok(Reply::Array(values.into_iter().map(Reply::Bulk).collect()))
+}
+
+pub fn lindex(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::bulk_or_null(
+        ctx.db().lindex(&args[1], int(&args[2])?)?,
+    ))
+}
+
+pub fn lset(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    ctx.db().lset(&args[1], int(&args[2])?, &args[3])?;
+    Ok(Reply::OK)
+}
+
+/// LINSERT key BEFORE|AFTER pivot element
+pub fn linsert(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let before = if is(&args[2], "before") {
+        true
+    } else if is(&args[2], "after") {
+        false
+    } else {
+        return Err(Error::Syntax);
+    };
+    Ok(Reply::Integer(
+        ctx.db().linsert(&args[1], before, &args[3], &args[4])?,
+    ))
+}
+
+pub fn lrem(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.db().lrem(
+        &args[1],
+        int(&args[2])?,
+        &args[3],
+    )?))
+}
+
+pub fn ltrim(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    ctx.db().ltrim(&args[1], int(&args[2])?, int(&args[3])?)?;
+    Ok(Reply::OK)
+}
+
+/// LPOS key element [RANK rank] [COUNT num-matches] [MAXLEN len]
+pub fn lpos(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let mut options = PosOptions {
+        rank: 1,
+        count: 0,
+        maxlen: 0,
+    };
+    let mut with_count = false;
+    for pair in args[3..].chunks(2) {
+        let [name, value] = pair else {
+            return Err(Error::Syntax);
+        };
+        let n = int(value)?;
+        if is(name, "rank") {
+            if n == 0 {
+                return Err(Error::msg("RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list"));
+            }
+            if n == i64::MIN {
+                return Err(Error::msg("value is out of range"));
+            }
+            options.rank = n;
+        } else if is(name, "count") {
+            options.count = u64::try_from(n).map_err(|_| Error::msg("COUNT can't be negative"))?;
+            with_count = true;
+        } else if is(name, "maxlen") {
+            options.maxlen =
+                u64::try_from(n).map_err(|_| Error::msg("MAXLEN can't be negative"))?;
+        } else {
+            return Err(Error::Syntax);
+        }
+    }
+    let found = ctx.db().lpos(
+        &args[1],
+        &args[2],
+        PosOptions {
+            count: if with_count { options.count } else { 1 },
+            ..options
+        },
+    )?;
+    Ok(if with_count {
+        Reply::Array(found.into_iter().map(Reply::Integer).collect())
+    } else {
+        found.first().map_or(Reply::Null, |&i| Reply::Integer(i))
+    })
+}
+
+fn end(arg: &[u8]) -> Result<End, Error> {
+    if is(arg, "left") {
+        Ok(End::Left)
+    } else if is(arg, "right") {
+        Ok(End::Right)
+    } else {
+        Err(Error::Syntax)
+    }
+}
+
+/// LMOVE source destination LEFT|RIGHT LEFT|RIGHT
+pub fn lmove(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let (from, to) = (end(&args[3])?, end(&args[4])?);
+    Ok(Reply::bulk_or_null(
+        ctx.db().lmove(&args[1], &args[2], from, to)?,
+    ))
+}
+
+pub fn rpoplpush(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::bulk_or_null(ctx.db().lmove(
+        &args[1],
+        &args[2],
+        End::Right,
+        End::Left,
+    )?))
+}
+
+/// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]
+pub fn lmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let (keys, rest) = numkeys(&args[1..])?;
+    let (which, count) = match rest {
+        [which] => (end(which)?, 1),
+        [which, option, n] if is(option, "count") => {
+            let n = int(n)
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| Error::msg("count should be greater than 0"))?;
+            (end(which)?, n as u64)
+        }
+        _ => return Err(Error::Syntax),
+    };
+    Ok(match ctx.db().lmpop(keys, which, count)? {
+        Some((key, values)) => Reply::Array(vec![
+            Reply::Bulk(key),
+            Reply::Array(values.into_iter().map(Reply::Bulk).collect()),
+        ]),
+        None => Reply::NullArray,
+    })
+}

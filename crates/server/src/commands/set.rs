@@ -1,0 +1,162 @@
+//! Set commands.
+
+use bytes::Bytes;
+use shale_protocol::Reply;
+
+use super::args::{count, int, is, scan_args, scan_matches};
+use super::hash::scan_reply;
+use super::Context;
+use crate::error::Error;
+use crate::types::set::SetOp;
+
+fn members(values: Vec<Bytes>) -> Reply {
+    Reply::Set(values.into_iter().map(Reply::Bulk).collect())
+}
+
+pub fn sadd(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.db().sadd(&args[1], &args[2..])?))
+}
+
+pub fn srem(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.db().srem(&args[1], &args[2..])?))
+}
+
+pub fn smembers(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(members(ctx.db().smembers(&args[1])?))
+}
+
+pub fn sismember(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let found = ctx.db().smismember(&args[1], &args[2..3])?;
+    Ok(Reply::Integer(found[0] as i64))
+}
+
+pub fn smismember(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let found = ctx.db().smismember(&args[1], &args[2..])?;
+    Ok(Reply::Array(
+        found
+            .into_iter()
+            .map(|f| Reply::Integer(f as i64))
+            .collect(),
+    ))
+}
+
+pub fn scard(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.db().scard(&args[1])?))
+}
+
+/// SPOP key [count]
+pub fn spop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    match args.get(2) {
+        None => Ok(Reply::bulk_or_null(
+            ctx.db().spop(&args[1], 1)?.into_iter().next(),
+        )),
+        Some(n) if args.len() == 3 => {
+            let n = int(n)
+                .ok()
+                .filter(|&n| n >= 0)
+                .ok_or_else(|| Error::msg("value is out of range, must be positive"))?;
+            Ok(members(ctx.db().spop(&args[1], n as u64)?))
+        }
+        Some(_) => Err(Error::Syntax),
+    }
+}
+
+/// SRANDMEMBER key [count]
+pub fn srandmember(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    match args.get(2) {
+        None => Ok(Reply::bulk_or_null(
+            ctx.db().srandmember(&args[1], 1)?.into_iter().next(),
+        )),
+        Some(n) if args.len() == 3 => {
+            let picked = ctx.db().srandmember(&args[1], int(n)?)?;
+            Ok(Reply::Array(picked.into_iter().map(Reply::Bulk).collect()))
+        }
+        Some(_) => Err(Error::Syntax),
+    }
+}
+
+pub fn smove(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(
+        ctx.db().smove(&args[1], &args[2], &args[3])? as i64,
+    ))
+}
+
+pub fn sinter(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(members(ctx.db().set_algebra(SetOp::Inter, &args[1..])?))
+}
+
+pub fn sunion(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(members(ctx.db().set_algebra(SetOp::Union, &args[1..])?))
+}
+
+pub fn sdiff(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(members(ctx.db().set_algebra(SetOp::Diff, &args[1..])?))
+}
+
+pub fn sinterstore(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.db().set_algebra_store(
+        SetOp::Inter,
+        &args[1],
+        &args[2..],
+    )?))
+}
+
+pub fn sunionstore(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.db().set_algebra_store(
+        SetOp::Union,
+        &args[1],
+        &args[2..],
+    )?))
+}
+
+pub fn sdiffstore(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.db().set_algebra_store(
+        SetOp::Diff,
+        &args[1],
+        &args[2..],
+    )?))
+}
+
+/// Splits `numkeys key [key ...] rest...` (SINTERCARD, ZINTERCARD, LMPOP, ZMPOP) into the
+/// keys and the rest, with Redis's messages.
+pub(super) fn numkeys(args: &[Bytes]) -> Result<(&[Bytes], &[Bytes]), Error> {
+    let n = int(&args[0])
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| Error::msg("numkeys should be greater than 0"))?;
+    let n = n as usize;
+    if args.len() < 1 + n {
+        return Err(Error::msg(
+            "Number of keys can't be greater than number of args",
+        ));
+    }
+    Ok((&args[1..1 + n], &args[1 + n..]))
+}
+
+/// SINTERCARD numkeys key [key ...] [LIMIT limit]
+pub fn sintercard(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let (keys, rest) = numkeys(&args[1..])?;
+    let limit = match rest {
+        [] => 0,
+        [option, value] if is(option, "limit") => {
+            count(value).map_err(|_| Error::msg("LIMIT can't be negative"))?
+        }
+        _ => return Err(Error::Syntax),
+    };
+    Ok(Reply::Integer(ctx.db().sintercard(keys, limit)?))
+}
+
+/// SSCAN key cursor [MATCH pattern] [COUNT count]
+pub fn sscan(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let options = scan_args(&args[2..], false)?;
+    let db = ctx.db();
+    let after = db.element_cursor(&args[1], options.cursor);
+    let (page, resume) = db.sscan(&args[1], after.as_deref(), options.count)?;
+    let cursor = resume.map_or(0, |last| db.save_element_cursor(&args[1], &last));
+    let items = page
+        .into_iter()
+        .filter(|m| scan_matches(options.pattern, m))
+        .map(Reply::Bulk)
+        .collect();
+    Ok(scan_reply(cursor, items))
+}

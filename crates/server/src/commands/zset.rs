@@ -1,0 +1,577 @@
+//! Sorted-set commands, with Redis's score and range syntax.
+
+use bytes::Bytes;
+use shale_protocol::Reply;
+
+use super::args::{count, int, is, scan_args, scan_matches};
+use super::hash::scan_reply;
+use super::set::numkeys;
+use super::Context;
+use crate::error::Error;
+use crate::types::set::SetOp;
+use crate::types::zset::{
+    Aggregate, LexBound, RangeBy, RangeSpec, ScoreBound, ScoredMember, ZaddOptions,
+};
+
+/// A score as `strtod` reads it: `inf`, `+inf`, `-inf` allowed, NaN and spaces not.
+pub(crate) fn parse_score(arg: &[u8]) -> Option<f64> {
+    let text = std::str::from_utf8(arg).ok()?;
+    if text.is_empty()
+        || text.starts_with(char::is_whitespace)
+        || text.ends_with(char::is_whitespace)
+    {
+        return None;
+    }
+    let value = match text.to_ascii_lowercase().as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        lower if lower.contains("inf") || lower.contains("nan") => return None,
+        _ => text.parse().ok()?,
+    };
+    (!value.is_nan()).then_some(value)
+}
+
+fn score(arg: &[u8]) -> Result<f64, Error> {
+    parse_score(arg).ok_or(Error::NotFloat)
+}
+
+fn score_bound(arg: &[u8]) -> Result<ScoreBound, Error> {
+    let (exclusive, text) = match arg.strip_prefix(b"(") {
+        Some(rest) => (true, rest),
+        None => (false, arg),
+    };
+    let value = parse_score(text).ok_or_else(|| Error::msg("min or max is not a float"))?;
+    Ok(ScoreBound { value, exclusive })
+}
+
+fn lex_bound(arg: &Bytes) -> Result<LexBound, Error> {
+    match arg.first() {
+        Some(b'-') if arg.len() == 1 => Ok(LexBound::Min),
+        Some(b'+') if arg.len() == 1 => Ok(LexBound::Max),
+        Some(b'[') => Ok(LexBound::Inclusive(arg.slice(1..))),
+        Some(b'(') => Ok(LexBound::Exclusive(arg.slice(1..))),
+        _ => Err(Error::msg("min or max not valid string range item")),
+    }
+}
+
+/// Members with optional scores: flat in RESP2, `[member, score]` pairs in RESP3.
+fn scored_reply(items: Vec<ScoredMember>, with_scores: bool, resp3: bool) -> Reply {
+    if !with_scores {
+        return Reply::Array(items.into_iter().map(|(m, _)| Reply::Bulk(m)).collect());
+    }
+    if resp3 {
+        return Reply::Array(
+            items
+                .into_iter()
+                .map(|(m, s)| Reply::Array(vec![Reply::Bulk(m), Reply::Double(s)]))
+                .collect(),
+        );
+    }
+    Reply::Array(
+        items
+            .into_iter()
+            .flat_map(|(m, s)| [Reply::Bulk(m), Reply::Double(s)])
+            .collect(),
+    )
+}
+
+/// ZADD key [NX | XX] [GT | LT] [CH] [INCR] score member [score member ...]
+pub fn zadd(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let mut options = ZaddOptions::default();
+    let mut i = 2;
+    while i < args.len() {
+        let arg = &args[i];
+        let flag = if is(arg, "nx") {
+            &mut options.nx
+        } else if is(arg, "xx") {
+            &mut options.xx
+        } else if is(arg, "gt") {
+            &mut options.gt
+        } else if is(arg, "lt") {
+            &mut options.lt
+        } else if is(arg, "ch") {
+            &mut options.ch
+        } else if is(arg, "incr") {
+            &mut options.incr
+        } else {
+            break;
+        };
+        *flag = true;
+        i += 1;
+    }
+    let rest = &args[i..];
+    if rest.is_empty() || rest.len() % 2 != 0 {
+        return Err(Error::Syntax);
+    }
+    if options.nx && options.xx {
+        return Err(Error::msg(
+            "XX and NX options at the same time are not compatible",
+        ));
+    }
+    if (options.gt && options.lt) || (options.nx && (options.gt || options.lt)) {
+        return Err(Error::msg(
+            "GT, LT, and/or NX options at the same time are not compatible",
+        ));
+    }
+    if options.incr && rest.len() > 2 {
+        return Err(Error::msg(
+            "INCR option supports a single increment-element pair",
+        ));
+    }
+    let pairs = rest
+        .chunks_exact(2)
+        .map(|p| Ok((score(&p[0])?, p[1].clone())))
+        .collect::<Result<Vec<_>, Error>>()?;
+    let (count, last) = ctx.db().zadd(&args[1], options, &pairs)?;
+    Ok(if options.incr {
+        last.map_or(Reply::Null, Reply::Double)
+    } else {
+        Reply::Integer(count)
+    })
+}
+
+pub fn zincrby(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let options = ZaddOptions {
+        incr: true,
+        ..ZaddOptions::default()
+    };
+    let (_, last) = ctx
+        .db()
+        .zadd(&args[1], options, &[(score(&args[2])?, args[3].clone())])?;
+    Ok(last.map_or(Reply::Null, Reply::Double))
+}
+
+pub fn zrem(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.db().zrem(&args[1], &args[2..])?))
+}
+
+pub fn zscore(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(ctx
+        .db()
+        .zscore(&args[1], &args[2])?
+        .map_or(Reply::Null, Reply::Double))
+}
+
+pub fn zmscore(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let scores = ctx.db().zmscore(&args[1], &args[2..])?;
+    Ok(Reply::Array(
+        scores
+            .into_iter()
+            .map(|s| s.map_or(Reply::Null, Reply::Double))
+            .collect(),
+    ))
+}
+
+pub fn zcard(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.db().zcard(&args[1])?))
+}
+
+pub fn zcount(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let by = RangeBy::Score(score_bound(&args[2])?, score_bound(&args[3])?);
+    Ok(Reply::Integer(ctx.db().zcount(&args[1], by)?))
+}
+
+pub fn zlexcount(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let by = RangeBy::Lex(lex_bound(&args[2])?, lex_bound(&args[3])?);
+    Ok(Reply::Integer(ctx.db().zcount(&args[1], by)?))
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RangeKind {
+    Rank,
+    Score,
+    Lex,
+}
+
+/// The range selected by `first second` under `kind`; with `rev`, score and lex ranges are
+/// given as max then min.
+fn range_by(kind: RangeKind, first: &Bytes, second: &Bytes, rev: bool) -> Result<RangeBy, Error> {
+    let (low, high) = if rev {
+        (second, first)
+    } else {
+        (first, second)
+    };
+    Ok(match kind {
+        RangeKind::Rank => RangeBy::Rank(int(first)?, int(second)?),
+        RangeKind::Score => RangeBy::Score(score_bound(low)?, score_bound(high)?),
+        RangeKind::Lex => RangeBy::Lex(lex_bound(low)?, lex_bound(high)?),
+    })
+}
+
+struct RangeOptions {
+    kind: RangeKind,
+    rev: bool,
+    limit: Option<(i64, i64)>,
+    with_scores: bool,
+}
+
+/// Parses the options after `min max`. `fixed` is the kind a legacy command implies (then
+/// BYSCORE/BYLEX/REV are not accepted); `allow_scores` is false for ZRANGESTORE and the lex
+/// commands.
+fn range_options(
+    rest: &[Bytes],
+    fixed: Option<(RangeKind, bool)>,
+    allow_scores: bool,
+) -> Result<RangeOptions, Error> {
+    let (mut kind, mut rev) = fixed.unwrap_or((RangeKind::Rank, false));
+    let mut limit = None;
+    let mut with_scores = false;
+    let mut i = 0;
+    while i < rest.len() {
+        let arg = &rest[i];
+        if fixed.is_none() && is(arg, "byscore") {
+            kind = RangeKind::Score;
+        } else if fixed.is_none() && is(arg, "bylex") {
+            kind = RangeKind::Lex;
+        } else if fixed.is_none() && is(arg, "rev") {
+            rev = true;
+        } else if is(arg, "withscores") && allow_scores {
+            with_scores = true;
+        } else if is(arg, "limit") && i + 2 < rest.len() {
+            limit = Some((int(&rest[i + 1])?, int(&rest[i + 2])?));
+            i += 2;
+        } else {
+            return Err(Error::Syntax);
+        }
+        i += 1;
+    }
+    if limit.is_some() && kind == RangeKind::Rank {
+        return Err(Error::msg(
+            "syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+        ));
+    }
+    if with_scores && kind == RangeKind::Lex {
+        return Err(Error::msg(
+            "syntax error, WITHSCORES not supported in combination with BYLEX",
+        ));
+    }
+    Ok(RangeOptions {
+        kind,
+        rev,
+        limit,
+        with_scores,
+    })
+}
+
+fn range_reply(
+    ctx: &mut Context<'_>,
+    args: &[Bytes],
+    fixed: Option<(RangeKind, bool)>,
+) -> Result<Reply, Error> {
+    let allow_scores = fixed.is_none_or(|(kind, _)| kind != RangeKind::Lex);
+    let options = range_options(&args[4..], fixed, allow_scores)?;
+    let spec = RangeSpec {
+        by: range_by(options.kind, &args[2], &args[3], options.rev)?,
+        rev: options.rev,
+        limit: options.limit,
+    };
+    let items = ctx.db().zrange(&args[1], &spec)?;
+    Ok(scored_reply(items, options.with_scores, ctx.client.resp3))
+}
+
+/// ZRANGE key start stop [BYSCORE | BYLEX] [REV] [LIMIT offset count] [WITHSCORES]
+pub fn zrange(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    range_reply(ctx, args, None)
+}
+
+pub fn zrevrange(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    if args[4..].iter().any(|a| is(a, "limit")) {
+        return Err(Error::Syntax);
+    }
+    range_reply(ctx, args, Some((RangeKind::Rank, true)))
+}
+
+pub fn zrangebyscore(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    range_reply(ctx, args, Some((RangeKind::Score, false)))
+}
+
+pub fn zrevrangebyscore(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    range_reply(ctx, args, Some((RangeKind::Score, true)))
+}
+
+pub fn zrangebylex(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    range_reply(ctx, args, Some((RangeKind::Lex, false)))
+}
+
+pub fn zrevrangebylex(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    range_reply(ctx, args, Some((RangeKind::Lex, true)))
+}
+
+/// ZRANGESTORE dst src min max [BYSCORE | BYLEX] [REV] [LIMIT offset count]
+pub fn zrangestore(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let options = range_options(&args[5..], None, false)?;
+    let spec = RangeSpec {
+        by: range_by(options.kind, &args[3], &args[4], options.rev)?,
+        rev: options.rev,
+        limit: options.limit,
+    };
+    Ok(Reply::Integer(
+        ctx.db().zrangestore(&args[1], &args[2], &spec)?,
+    ))
+}
+
+/// ZRANK/ZREVRANK key member [WITHSCORE]
+fn rank(ctx: &mut Context<'_>, args: &[Bytes], rev: bool) -> Result<Reply, Error> {
+    let with_score = match args.get(3) {
+        None => false,
+        Some(a) if is(a, "withscore") && args.len() == 4 => true,
+        Some(_) => return Err(Error::Syntax),
+    };
+    Ok(match ctx.db().zrank(&args[1], &args[2], rev)? {
+        None if with_score => Reply::NullArray,
+        None => Reply::Null,
+        Some((rank, score)) if with_score => {
+            Reply::Array(vec![Reply::Integer(rank), Reply::Double(score)])
+        }
+        Some((rank, _)) => Reply::Integer(rank),
+    })
+}
+
+pub fn zrank(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    rank(ctx, args, false)
+}
+
+pub fn zrevrank(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    rank(ctx, args, true)
+}
+
+pub fn zremrangebyrank(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let by = RangeBy::Rank(int(&args[2])?, int(&args[3])?);
+    Ok(Reply::Integer(ctx.db().zremrange(&args[1], by)?))
+}
+
+pub fn zremrangebyscore(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let by = RangeBy::Score(score_bound(&args[2])?, score_bound(&args[3])?);
+    Ok(Reply::Integer(ctx.db().zremrange(&args[1], by)?))
+}
+
+pub fn zremrangebylex(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let by = RangeBy::Lex(lex_bound(&args[2])?, lex_bound(&args[3])?);
+    Ok(Reply::Integer(ctx.db().zremrange(&args[1], by)?))
+}
+
+/// ZPOPMIN/ZPOPMAX key [count]
+fn pop(ctx: &mut Context<'_>, args: &[Bytes], max: bool) -> Result<Reply, Error> {
+    let n = match args.get(2) {
+        None => None,
+        Some(n) if args.len() == 3 => Some(
+            u64::try_from(int(n)?)
+                .map_err(|_| Error::msg("value is out of range, must be positive"))?,
+        ),
+        Some(_) => return Err(Error::Syntax),
+    };
+    let popped = ctx.db().zpop(&args[1], max, n.unwrap_or(1))?;
+    if n.is_none() {
+        return Ok(Reply::Array(
+            popped
+                .into_iter()
+                .flat_map(|(m, s)| [Reply::Bulk(m), Reply::Double(s)])
+                .collect(),
+        ));
+    }
+    Ok(scored_reply(popped, true, ctx.client.resp3))
+}
+
+pub fn zpopmin(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    pop(ctx, args, false)
+}
+
+pub fn zpopmax(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    pop(ctx, args, true)
+}
+
+/// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]
+pub fn zmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let (keys, rest) = numkeys(&args[1..])?;
+    let (which, n) = match rest {
+        [which] => (which, 1),
+        [which, option, n] if is(option, "count") => {
+            let n = int(n)
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| Error::msg("count should be greater than 0"))?;
+            (which, n as u64)
+        }
+        _ => return Err(Error::Syntax),
+    };
+    let max = if is(which, "max") {
+        true
+    } else if is(which, "min") {
+        false
+    } else {
+        return Err(Error::Syntax);
+    };
+    Ok(match ctx.db().zmpop(keys, max, n)? {
+        None => Reply::NullArray,
+        Some((key, popped)) => Reply::Array(vec![
+            Reply::Bulk(key),
+            Reply::Array(
+                popped
+                    .into_iter()
+                    .map(|(m, s)| Reply::Array(vec![Reply::Bulk(m), Reply::Double(s)]))
+                    .collect(),
+            ),
+        ]),
+    })
+}
+
+/// ZRANDMEMBER key [count [WITHSCORES]]
+pub fn zrandmember(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let Some(n) = args.get(2) else {
+        let picked = ctx.db().zrandmember(&args[1], 1)?;
+        return Ok(Reply::bulk_or_null(
+            picked.into_iter().next().map(|(m, _)| m),
+        ));
+    };
+    let with_scores = match args.get(3) {
+        None => false,
+        Some(a) if is(a, "withscores") && args.len() == 4 => true,
+        Some(_) => return Err(Error::Syntax),
+    };
+    let picked = ctx.db().zrandmember(&args[1], int(n)?)?;
+    Ok(scored_reply(picked, with_scores, ctx.client.resp3))
+}
+
+/// Parsed `numkeys key... [WEIGHTS w...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES]`.
+struct Combine<'a> {
+    keys: &'a [Bytes],
+    weights: Vec<f64>,
+    aggregate: Aggregate,
+    with_scores: bool,
+}
+
+fn combine_args<'a>(
+    args: &'a [Bytes],
+    command: &str,
+    op: SetOp,
+    allow_scores: bool,
+) -> Result<Combine<'a>, Error> {
+    let n = int(&args[0])?;
+    if n <= 0 {
+        return Err(Error::msg(format!(
+            "at least 1 input key is needed for '{command}' command"
+        )));
+    }
+    let n = n as usize;
+    if args.len() < 1 + n {
+        return Err(Error::Syntax);
+    }
+    let mut parsed = Combine {
+        keys: &args[1..1 + n],
+        weights: Vec::new(),
+        aggregate: Aggregate::Sum,
+        with_scores: false,
+    };
+    let mut i = 1 + n;
+    while i < args.len() {
+        let arg = &args[i];
+        if op != SetOp::Diff && is(arg, "weights") && i + n < args.len() {
+            parsed.weights = args[i + 1..=i + n]
+                .iter()
+                .map(|w| parse_score(w).ok_or_else(|| Error::msg("weight value is not a float")))
+                .collect::<Result<_, _>>()?;
+            i += n;
+        } else if op != SetOp::Diff && is(arg, "aggregate") && i + 1 < args.len() {
+            let which = &args[i + 1];
+            parsed.aggregate = if is(which, "sum") {
+                Aggregate::Sum
+            } else if is(which, "min") {
+                Aggregate::Min
+            } else if is(which, "max") {
+                Aggregate::Max
+            } else {
+                return Err(Error::Syntax);
+            };
+            i += 1;
+        } else if allow_scores && is(arg, "withscores") {
+            parsed.with_scores = true;
+        } else {
+            return Err(Error::Syntax);
+        }
+        i += 1;
+    }
+    Ok(parsed)
+}
+
+fn combine(
+    ctx: &mut Context<'_>,
+    args: &[Bytes],
+    op: SetOp,
+    command: &str,
+) -> Result<Reply, Error> {
+    let parsed = combine_args(&args[1..], command, op, true)?;
+    let items = ctx
+        .db()
+        .zcombine(op, parsed.keys, &parsed.weights, parsed.aggregate)?;
+    Ok(scored_reply(items, parsed.with_scores, ctx.client.resp3))
+}
+
+fn combine_store(
+    ctx: &mut Context<'_>,
+    args: &[Bytes],
+    op: SetOp,
+    command: &str,
+) -> Result<Reply, Error> {
+    let parsed = combine_args(&args[2..], command, op, false)?;
+    Ok(Reply::Integer(ctx.db().zcombine_store(
+        op,
+        &args[1],
+        parsed.keys,
+        &parsed.weights,
+        parsed.aggregate,
+    )?))
+}
+
+pub fn zunion(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    combine(ctx, args, SetOp::Union, "zunion")
+}
+
+pub fn zinter(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    combine(ctx, args, SetOp::Inter, "zinter")
+}
+
+pub fn zdiff(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    combine(ctx, args, SetOp::Diff, "zdiff")
+}
+
+pub fn zunionstore(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    combine_store(ctx, args, SetOp::Union, "zunionstore")
+}
+
+pub fn zinterstore(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    combine_store(ctx, args, SetOp::Inter, "zinterstore")
+}
+
+pub fn zdiffstore(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    combine_store(ctx, args, SetOp::Diff, "zdiffstore")
+}
+
+/// ZINTERCARD numkeys key [key ...] [LIMIT limit]
+pub fn zintercard(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let (keys, rest) = numkeys(&args[1..])?;
+    let limit = match rest {
+        [] => 0,
+        [option, value] if is(option, "limit") => {
+            count(value).map_err(|_| Error::msg("LIMIT can't be negative"))?
+        }
+        _ => return Err(Error::Syntax),
+    };
+    Ok(Reply::Integer(ctx.db().zintercard(keys, limit)?))
+}
+
+/// ZSCAN key cursor [MATCH pattern] [COUNT count]
+pub fn zscan(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let options = scan_args(&args[2..], false)?;
+    let db = ctx.db();
+    let after = db.element_cursor(&args[1], options.cursor);
+    let (page, resume) = db.zscan(&args[1], after.as_deref(), options.count)?;
+    let cursor = resume.map_or(0, |last| db.save_element_cursor(&args[1], &last));
+    let mut items = Vec::new();
+    for (member, s) in page {
+        if scan_matches(options.pattern, &member) {
+            items.push(Reply::Bulk(member));
+            items.push(Reply::bulk(shale_protocol::format_double(s)));
+        }
+    }
+    Ok(scan_reply(cursor, items))
+}

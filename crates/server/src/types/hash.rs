@@ -1,0 +1,212 @@
+//! Hashes: one element per field in the data family, `key|version|field → value`.
+
+use bytes::Bytes;
+use shale_storage::metadata::KeyKind;
+use shale_storage::{Cf, ScanDirection};
+
+use super::string::{parse_strict_f64, parse_strict_i64};
+use super::Db;
+use crate::error::Error;
+
+impl<'a> Db<'a> {
+    /// HSET/HMSET: returns how many fields were new.
+    pub fn hset(&self, key: &[u8], pairs: &[(Bytes, Bytes)]) -> Result<i64, Error> {
+        let _guard = self.lock(&[key]);
+        let mut write = self.open_for_write(key, KeyKind::Hash)?;
+        let fields: Vec<&[u8]> = pairs.iter().map(|(f, _)| f.as_ref()).collect();
+        let existing = write.get_many(Cf::Data, &fields)?;
+        let mut added = 0;
+        for (i, (field, value)) in pairs.iter().enumerate() {
+            let repeated = pairs[..i].iter().any(|(f, _)| f == field);
+            if existing[i].is_none() && !repeated {
+                added += 1;
+            }
+            write.put(Cf::Data, field, value.to_vec());
+        }
+        write.size += added as u64;
+        write.commit()?;
+        Ok(added)
+    }
+
+    pub fn hsetnx(&self, key: &[u8], field: &[u8], value: &[u8]) -> Result<bool, Error> {
+        let _guard = self.lock(&[key]);
+        let mut write = self.open_for_write(key, KeyKind::Hash)?;
+        if write.get(Cf::Data, field)?.is_some() {
+            return Ok(false);
+        }
+        write.put(Cf::Data, field, value.to_vec());
+        write.size += 1;
+        write.commit()?;
+        Ok(true)
+    }
+
+    pub fn hget(&self, key: &[u8], field: &[u8]) -> Result<Option<Bytes>, Error> {
+        let Some(hash) = self.collection(key, KeyKind::Hash)? else {
+            return Ok(None);
+        };
+        Ok(self
+            .get_element(Cf::Data, key, hash.version, field)?
+            .map(Bytes::from))
+    }
+
+    pub fn hmget(&self, key: &[u8], fields: &[Bytes]) -> Result<Vec<Option<Bytes>>, Error> {
+        let Some(hash) = self.collection(key, KeyKind::Hash)? else {
+            return Ok(vec![None; fields.len()]);
+        };
+        let subs: Vec<&[u8]> = fields.iter().map(|f| f.as_ref()).collect();
+        Ok(self
+            .get_elements(Cf::Data, key, hash.version, &subs)?
+            .into_iter()
+            .map(|v| v.map(Bytes::from))
+            .collect())
+    }
+
+    /// Every field and value, in field order.
+    pub fn hgetall(&self, key: &[u8]) -> Result<Vec<(Bytes, Bytes)>, Error> {
+        let Some(hash) = self.collection(key, KeyKind::Hash)? else {
+            return Ok(Vec::new());
+        };
+        self.all_elements(Cf::Data, key, hash.version)
+    }
+
+    pub fn hdel(&self, key: &[u8], fields: &[Bytes]) -> Result<i64, Error> {
+        let _guard = self.lock(&[key]);
+        let mut write = self.open_for_write(key, KeyKind::Hash)?;
+        if !write.existed {
+            return Ok(0);
+        }
+        let subs: Vec<&[u8]> = fields.iter().map(|f| f.as_ref()).collect();
+        let existing = write.get_many(Cf::Data, &subs)?;
+        let mut removed = 0;
+        for (i, field) in fields.iter().enumerate() {
+            if existing[i].is_some() && !fields[..i].contains(field) {
+                write.delete(Cf::Data, field);
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            write.size -= removed as u64;
+            write.commit()?;
+        }
+        Ok(removed)
+    }
+
+    pub fn hlen(&self, key: &[u8]) -> Result<i64, Error> {
+        Ok(self
+            .collection(key, KeyKind::Hash)?
+            .map_or(0, |h| h.size as i64))
+    }
+
+    pub fn hexists(&self, key: &[u8], field: &[u8]) -> Result<bool, Error> {
+        Ok(self.hget(key, field)?.is_some())
+    }
+
+    pub fn hstrlen(&self, key: &[u8], field: &[u8]) -> Result<i64, Error> {
+        Ok(self.hget(key, field)?.map_or(0, |v| v.len() as i64))
+    }
+
+    /// Read-modify-write of one field: `update` gets the current value.
+    fn hupdate<R>(
+        &self,
+        key: &[u8],
+        field: &[u8],
+        update: impl FnOnce(Option<&[u8]>) -> Result<(Vec<u8>, R), Error>,
+    ) -> Result<R, Error> {
+        let _guard = self.lock(&[key]);
+        let mut write = self.open_for_write(key, KeyKind::Hash)?;
+        let current = write.get(Cf::Data, field)?;
+        let (value, result) = update(current.as_deref())?;
+        if current.is_none() {
+            write.size += 1;
+        }
+        write.put(Cf::Data, field, value);
+        write.commit()?;
+        Ok(result)
+    }
+
+    pub fn hincrby(&self, key: &[u8], field: &[u8], delta: i64) -> Result<i64, Error> {
+        self.hupdate(key, field, |current| {
+            let old = match current {
+                Some(v) => {
+                    parse_strict_i64(v).ok_or_else(|| Error::msg("hash value is not an integer"))?
+                }
+                None => 0,
+            };
+            let new = old.checked_add(delta).ok_or(Error::Overflow)?;
+            Ok((new.to_string().into_bytes(), new))
+        })
+    }
+
+    pub fn hincrbyfloat(&self, key: &[u8], field: &[u8], delta: f64) -> Result<Bytes, Error> {
+        self.hupdate(key, field, |current| {
+            let old = match current {
+                Some(v) => {
+                    parse_strict_f64(v).ok_or_else(|| Error::msg("hash value is not a float"))?
+                }
+                None => 0.0,
+            };
+            let new = old + delta;
+            if !new.is_finite() {
+                return Err(Error::msg("increment would produce NaN or Infinity"));
+            }
+            let text = format!("{new}");
+            Ok((text.clone().into_bytes(), Bytes::from(text)))
+        })
+    }
+
+    /// HRANDFIELD: `count` as in Redis (negative allows repeats); `None` picks one field.
+    pub fn hrandfield(&self, key: &[u8], count: Option<i64>) -> Result<Vec<(Bytes, Bytes)>, Error> {
+        let Some(hash) = self.collection(key, KeyKind::Hash)? else {
+            return Ok(Vec::new());
+        };
+        self.random_elements(Cf::Data, key, &hash, count.unwrap_or(1))
+    }
+
+    /// One page of HSCAN from the field after `after` (`None`: the start).
+    pub fn hscan(
+        &self,
+        key: &[u8],
+        after: Option<&[u8]>,
+        count: usize,
+    ) -> Result<(Vec<(Bytes, Bytes)>, Option<Bytes>), Error> {
+        let Some(hash) = self.collection(key, KeyKind::Hash)? else {
+            return Ok((Vec::new(), None));
+        };
+        self.scan_page(Cf::Data, key, hash.version, after, count)
+    }
+
+    /// Up to `count` elements after `after`, and the last one returned if more remain.
+    pub(crate) fn scan_page(
+        &self,
+        cf: Cf,
+        key: &[u8],
+        version: u64,
+        after: Option<&[u8]>,
+        count: usize,
+    ) -> Result<(Vec<(Bytes, Bytes)>, Option<Bytes>), Error> {
+        let start = after.map(|a| [a, &[0u8][..]].concat()).unwrap_or_default();
+        let mut page = Vec::new();
+        let mut more = false;
+        self.scan_elements(
+            cf,
+            key,
+            version,
+            (&start, None),
+            ScanDirection::Forward,
+            &mut |sub, value| {
+                if page.len() == count {
+                    more = true;
+                    return false;
+                }
+                page.push((Bytes::copy_from_slice(sub), Bytes::copy_from_slice(value)));
+                true
+            },
+        )?;
+        let resume = if more {
+            page.last().map(|(sub, _)| sub.clone())
+        } else {
+            None
+        };
+        Ok((page, resume))
+    }
+}
