@@ -8,7 +8,7 @@ use super::Context;
 use crate::error::Error;
 
 fn field_pairs(args: &[Bytes], command: &str) -> Result<Vec<(Bytes, Bytes)>, Error> {
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err(Error::WrongArity(command.into()));
     }
     Ok(args
@@ -141,10 +141,12 @@ pub fn hscan(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let options = scan_args(&args[2..], false)?;
     let db = ctx.db();
     let after = db.element_cursor(&args[1], options.cursor);
-    let (page, resume) = db.hscan(&args[1], after.as_deref(), options.count)?;
-    let cursor = resume.map_or(0, |last| db.save_element_cursor(&args[1], &last));
+    let page = db.hscan(&args[1], after.as_deref(), options.count)?;
+    let cursor = page
+        .resume
+        .map_or(0, |last| db.save_element_cursor(&args[1], &last));
     let mut items = Vec::new();
-    for (field, value) in page {
+    for (field, value) in page.items {
         if scan_matches(options.pattern, &field) {
             items.push(Reply::Bulk(field));
             items.push(Reply::Bulk(value));

@@ -151,9 +151,12 @@ pub fn sscan(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let options = scan_args(&args[2..], false)?;
     let db = ctx.db();
     let after = db.element_cursor(&args[1], options.cursor);
-    let (page, resume) = db.sscan(&args[1], after.as_deref(), options.count)?;
-    let cursor = resume.map_or(0, |last| db.save_element_cursor(&args[1], &last));
+    let page = db.sscan(&args[1], after.as_deref(), options.count)?;
+    let cursor = page
+        .resume
+        .map_or(0, |last| db.save_element_cursor(&args[1], &last));
     let items = page
+        .items
         .into_iter()
         .filter(|m| scan_matches(options.pattern, m))
         .map(Reply::Bulk)

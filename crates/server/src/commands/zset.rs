@@ -100,7 +100,7 @@ pub fn zadd(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         i += 1;
     }
     let rest = &args[i..];
-    if rest.is_empty() || rest.len() % 2 != 0 {
+    if rest.is_empty() || !rest.len().is_multiple_of(2) {
         return Err(Error::Syntax);
     }
     if options.nx && options.xx {
@@ -564,10 +564,12 @@ pub fn zscan(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let options = scan_args(&args[2..], false)?;
     let db = ctx.db();
     let after = db.element_cursor(&args[1], options.cursor);
-    let (page, resume) = db.zscan(&args[1], after.as_deref(), options.count)?;
-    let cursor = resume.map_or(0, |last| db.save_element_cursor(&args[1], &last));
+    let page = db.zscan(&args[1], after.as_deref(), options.count)?;
+    let cursor = page
+        .resume
+        .map_or(0, |last| db.save_element_cursor(&args[1], &last));
     let mut items = Vec::new();
-    for (member, s) in page {
+    for (member, s) in page.items {
         if scan_matches(options.pattern, &member) {
             items.push(Reply::Bulk(member));
             items.push(Reply::bulk(shale_protocol::format_double(s)));

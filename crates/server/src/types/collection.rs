@@ -271,7 +271,61 @@ impl Db<'_> {
     }
 }
 
+/// One page of an HSCAN/SSCAN/ZSCAN: the items, and the element to resume after if more
+/// remain.
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub resume: Option<Bytes>,
+}
+
+impl<T> Default for Page<T> {
+    fn default() -> Self {
+        Page {
+            items: Vec::new(),
+            resume: None,
+        }
+    }
+}
+
 impl Db<'_> {
+    /// Up to `count` elements after `after`, and the last one returned if more remain.
+    pub(crate) fn scan_page(
+        &self,
+        cf: Cf,
+        key: &[u8],
+        version: u64,
+        after: Option<&[u8]>,
+        count: usize,
+    ) -> Result<Page<(Bytes, Bytes)>, Error> {
+        let start = after.map(|a| [a, &[0u8][..]].concat()).unwrap_or_default();
+        let mut page = Vec::new();
+        let mut more = false;
+        self.scan_elements(
+            cf,
+            key,
+            version,
+            (&start, None),
+            ScanDirection::Forward,
+            &mut |sub, value| {
+                if page.len() == count {
+                    more = true;
+                    return false;
+                }
+                page.push((Bytes::copy_from_slice(sub), Bytes::copy_from_slice(value)));
+                true
+            },
+        )?;
+        let resume = if more {
+            page.last().map(|(sub, _)| sub.clone())
+        } else {
+            None
+        };
+        Ok(Page {
+            items: page,
+            resume,
+        })
+    }
+
     /// The element an HSCAN/SSCAN/ZSCAN cursor of `key` resumes after; a cursor that was
     /// forgotten (or belongs to another key) starts over, which SCAN's contract allows.
     pub fn element_cursor(&self, key: &[u8], cursor: u64) -> Option<Bytes> {

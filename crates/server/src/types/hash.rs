@@ -2,8 +2,9 @@
 
 use bytes::Bytes;
 use shale_storage::metadata::KeyKind;
-use shale_storage::{Cf, ScanDirection};
+use shale_storage::Cf;
 
+use super::collection::Page;
 use super::string::{parse_strict_f64, parse_strict_i64};
 use super::Db;
 use crate::error::Error;
@@ -168,45 +169,10 @@ impl<'a> Db<'a> {
         key: &[u8],
         after: Option<&[u8]>,
         count: usize,
-    ) -> Result<(Vec<(Bytes, Bytes)>, Option<Bytes>), Error> {
+    ) -> Result<Page<(Bytes, Bytes)>, Error> {
         let Some(hash) = self.collection(key, KeyKind::Hash)? else {
-            return Ok((Vec::new(), None));
+            return Ok(Page::default());
         };
         self.scan_page(Cf::Data, key, hash.version, after, count)
-    }
-
-    /// Up to `count` elements after `after`, and the last one returned if more remain.
-    pub(crate) fn scan_page(
-        &self,
-        cf: Cf,
-        key: &[u8],
-        version: u64,
-        after: Option<&[u8]>,
-        count: usize,
-    ) -> Result<(Vec<(Bytes, Bytes)>, Option<Bytes>), Error> {
-        let start = after.map(|a| [a, &[0u8][..]].concat()).unwrap_or_default();
-        let mut page = Vec::new();
-        let mut more = false;
-        self.scan_elements(
-            cf,
-            key,
-            version,
-            (&start, None),
-            ScanDirection::Forward,
-            &mut |sub, value| {
-                if page.len() == count {
-                    more = true;
-                    return false;
-                }
-                page.push((Bytes::copy_from_slice(sub), Bytes::copy_from_slice(value)));
-                true
-            },
-        )?;
-        let resume = if more {
-            page.last().map(|(sub, _)| sub.clone())
-        } else {
-            None
-        };
-        Ok((page, resume))
     }
 }

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use shale_storage::metadata::KeyKind;
 use shale_storage::Cf;
 
-use super::collection::Collection;
+use super::collection::{Collection, Page};
 use super::Db;
 use crate::error::Error;
 
@@ -264,11 +264,14 @@ impl<'a> Db<'a> {
         key: &[u8],
         after: Option<&[u8]>,
         count: usize,
-    ) -> Result<(Vec<Bytes>, Option<Bytes>), Error> {
+    ) -> Result<Page<Bytes>, Error> {
         let Some(set) = self.set_of(key)? else {
-            return Ok((Vec::new(), None));
+            return Ok(Page::default());
         };
-        let (page, resume) = self.scan_page(Cf::Data, key, set.version, after, count)?;
-        Ok((page.into_iter().map(|(m, _)| m).collect(), resume))
+        let page = self.scan_page(Cf::Data, key, set.version, after, count)?;
+        Ok(Page {
+            items: page.items.into_iter().map(|(m, _)| m).collect(),
+            resume: page.resume,
+        })
     }
 }

@@ -8,7 +8,7 @@ use shale_storage::keys::{score_bytes, score_from_bytes, score_suffix};
 use shale_storage::metadata::KeyKind;
 use shale_storage::{Cf, ScanDirection};
 
-use super::collection::{Collection, CollectionWrite};
+use super::collection::{Collection, CollectionWrite, Page};
 use super::Db;
 use crate::error::Error;
 
@@ -177,7 +177,7 @@ impl<'a> Db<'a> {
             let allowed = match old {
                 None => !options.xx,
                 Some(old) => {
-                    !options.nx && !(options.gt && new <= old) && !(options.lt && new >= old)
+                    !options.nx && (!options.gt || new > old) && (!options.lt || new < old)
                 }
             };
             if !allowed {
@@ -636,17 +636,20 @@ impl<'a> Db<'a> {
         key: &[u8],
         after: Option<&[u8]>,
         count: usize,
-    ) -> Result<(Vec<ScoredMember>, Option<Bytes>), Error> {
+    ) -> Result<Page<ScoredMember>, Error> {
         let Some(zset) = self.zset_of(key)? else {
-            return Ok((Vec::new(), None));
+            return Ok(Page::default());
         };
-        let (page, resume) = self.scan_page(Cf::Data, key, zset.version, after, count)?;
-        Ok((
-            page.into_iter()
-                .map(|(m, s)| (m, decode_score(&s)))
-                .collect(),
-            resume,
-        ))
+        let page = self.scan_page(Cf::Data, key, zset.version, after, count)?;
+        let items = page
+            .items
+            .into_iter()
+            .map(|(m, s)| (m, decode_score(&s)))
+            .collect();
+        Ok(Page {
+            items,
+            resume: page.resume,
+        })
     }
 }
 
