@@ -196,6 +196,18 @@ impl<'a> Db<'a> {
     }
 }
 
+/// A random key between `first` and `last`: their common prefix, then a byte drawn between
+/// theirs at the first difference, then random bytes.
+fn random_probe(first: &[u8], last: &[u8], rng: &mut impl Rng) -> Vec<u8> {
+    let common = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+    let mut probe = first[..common].to_vec();
+    let low = first.get(common).copied().unwrap_or(0);
+    let high = last.get(common).copied().unwrap_or(u8::MAX);
+    probe.push(rng.random_range(low..=high.max(low)));
+    probe.extend((0..8).map(|_| rng.random::<u8>()));
+    probe
+}
+
 /// Collections up to this size are sampled uniformly from a full read; larger ones by random
 /// seeks, which favours elements after gaps in the key space but reads only what it returns.
 const FULL_SAMPLE_LIMIT: u64 = 1024;
@@ -226,20 +238,57 @@ impl Db<'_> {
                 .map(|_| all[rng.random_range(0..all.len())].clone())
                 .collect());
         }
+        let version = collection.version;
+        let (Some(first), Some(last)) = (
+            self.edge_element(cf, key, version, ScanDirection::Forward)?,
+            self.edge_element(cf, key, version, ScanDirection::Reverse)?,
+        ) else {
+            return Ok(Vec::new());
+        };
         let mut picked: Vec<(Bytes, Bytes)> = Vec::new();
         let mut attempts = 0;
-        while (picked.len() as u64) < wanted && attempts < wanted * 8 + 64 {
+        while (picked.len() as u64) < wanted && attempts < wanted * 4 + 16 {
             attempts += 1;
-            let probe: [u8; 8] = rng.random();
-            let Some(element) = self.first_element_from(cf, key, collection.version, &probe)?
-            else {
+            let probe = random_probe(&first, &last, &mut rng);
+            let Some(element) = self.first_element_from(cf, key, version, &probe)? else {
                 continue;
             };
             if count < 0 || !picked.iter().any(|(sub, _)| *sub == element.0) {
                 picked.push(element);
             }
         }
+        if (picked.len() as u64) < wanted {
+            // Unlucky probes: fill up with the elements that follow the first pick.
+            let start = picked.first().map(|(sub, _)| sub.to_vec()).unwrap_or_default();
+            for bounds in [(start.as_slice(), None), (&[][..], Some(start.as_slice()))] {
+                self.scan_elements(cf, key, version, bounds, ScanDirection::Forward, &mut |sub, value| {
+                    if (picked.len() as u64) >= wanted {
+                        return false;
+                    }
+                    if !picked.iter().any(|(p, _)| p.as_ref() == sub) {
+                        picked.push((Bytes::copy_from_slice(sub), Bytes::copy_from_slice(value)));
+                    }
+                    true
+                })?;
+            }
+        }
         Ok(picked)
+    }
+
+    /// The suffix of the first (or last) element.
+    fn edge_element(
+        &self,
+        cf: Cf,
+        key: &[u8],
+        version: u64,
+        direction: ScanDirection,
+    ) -> Result<Option<Bytes>, Error> {
+        let mut found = None;
+        self.scan_elements(cf, key, version, (&[], None), direction, &mut |sub, _| {
+            found = Some(Bytes::copy_from_slice(sub));
+            false
+        })?;
+        Ok(found)
     }
 
     /// The first element at or after `probe`, wrapping around to the first one.
