@@ -18,16 +18,28 @@ fn add_remove_members() {
     assert_eq!(run::<i64>(&mut con, &["SADD", "s", "c", "d"]), 1);
     assert_eq!(run::<i64>(&mut con, &["SCARD", "s"]), 4);
     assert_eq!(run::<i64>(&mut con, &["SCARD", "nokey"]), 0);
-    assert_eq!(sorted(run(&mut con, &["SMEMBERS", "s"])), ["a", "b", "c", "d"]);
+    assert_eq!(
+        sorted(run(&mut con, &["SMEMBERS", "s"])),
+        ["a", "b", "c", "d"]
+    );
     assert!(run::<Vec<String>>(&mut con, &["SMEMBERS", "nokey"]).is_empty());
     assert_eq!(run::<i64>(&mut con, &["SISMEMBER", "s", "a"]), 1);
     assert_eq!(run::<i64>(&mut con, &["SISMEMBER", "s", "z"]), 0);
-    assert_eq!(run::<Vec<i64>>(&mut con, &["SMISMEMBER", "s", "a", "z", "d"]), [1, 0, 1]);
-    assert_eq!(run::<Vec<i64>>(&mut con, &["SMISMEMBER", "nokey", "a"]), [0]);
+    assert_eq!(
+        run::<Vec<i64>>(&mut con, &["SMISMEMBER", "s", "a", "z", "d"]),
+        [1, 0, 1]
+    );
+    assert_eq!(
+        run::<Vec<i64>>(&mut con, &["SMISMEMBER", "nokey", "a"]),
+        [0]
+    );
     assert_eq!(run::<i64>(&mut con, &["SREM", "s", "a", "z", "a"]), 1);
     assert_eq!(run::<i64>(&mut con, &["SREM", "s", "b", "c", "d"]), 3);
     assert_eq!(run::<i64>(&mut con, &["EXISTS", "s"]), 0);
-    assert_eq!(fails(&mut con, &["SADD", "s"]), "ERR wrong number of arguments for 'sadd' command");
+    assert_eq!(
+        fails(&mut con, &["SADD", "s"]),
+        "ERR wrong number of arguments for 'sadd' command"
+    );
 }
 
 #[test]
@@ -35,17 +47,30 @@ fn spop_and_srandmember() {
     let server = TestServer::start();
     let mut con = server.client();
     assert_eq!(run::<Value>(&mut con, &["SPOP", "nokey"]), Value::Nil);
-    assert_eq!(run::<Value>(&mut con, &["SRANDMEMBER", "nokey"]), Value::Nil);
+    assert_eq!(
+        run::<Value>(&mut con, &["SRANDMEMBER", "nokey"]),
+        Value::Nil
+    );
     assert!(run::<Vec<String>>(&mut con, &["SRANDMEMBER", "nokey", "5"]).is_empty());
     run::<()>(&mut con, &["SADD", "s", "a", "b", "c", "d", "e"]);
-    assert_eq!(sorted(run(&mut con, &["SRANDMEMBER", "s", "10"])), ["a", "b", "c", "d", "e"]);
+    assert_eq!(
+        sorted(run(&mut con, &["SRANDMEMBER", "s", "10"])),
+        ["a", "b", "c", "d", "e"]
+    );
     let three: Vec<String> = run(&mut con, &["SRANDMEMBER", "s", "3"]);
     assert_eq!(sorted(three.clone()).len(), 3);
     let mut dedup = sorted(three);
     dedup.dedup();
     assert_eq!(dedup.len(), 3, "positive counts are distinct");
-    assert_eq!(run::<Vec<String>>(&mut con, &["SRANDMEMBER", "s", "-12"]).len(), 12);
-    assert_eq!(run::<i64>(&mut con, &["SCARD", "s"]), 5, "SRANDMEMBER does not remove");
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["SRANDMEMBER", "s", "-12"]).len(),
+        12
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["SCARD", "s"]),
+        5,
+        "SRANDMEMBER does not remove"
+    );
     let popped: String = run(&mut con, &["SPOP", "s"]);
     assert_eq!(run::<i64>(&mut con, &["SISMEMBER", "s", &popped]), 0);
     let popped: Vec<String> = run(&mut con, &["SPOP", "s", "2"]);
@@ -54,7 +79,10 @@ fn spop_and_srandmember() {
     assert!(run::<Vec<String>>(&mut con, &["SPOP", "s", "0"]).is_empty());
     assert_eq!(run::<Vec<String>>(&mut con, &["SPOP", "s", "10"]).len(), 2);
     assert_eq!(run::<i64>(&mut con, &["EXISTS", "s"]), 0);
-    assert_eq!(fails(&mut con, &["SPOP", "s", "-1"]), "ERR value is out of range, must be positive");
+    assert_eq!(
+        fails(&mut con, &["SPOP", "s", "-1"]),
+        "ERR value is out of range, must be positive"
+    );
 }
 
 #[test]
@@ -89,7 +117,11 @@ fn smove() {
     assert_eq!(run::<i64>(&mut con, &["SMOVE", "a", "a", "y"]), 1);
     assert_eq!(run::<Vec<String>>(&mut con, &["SMEMBERS", "b"]), ["x"]);
     run::<()>(&mut con, &["SADD", "b", "y"]);
-    assert_eq!(run::<i64>(&mut con, &["SMOVE", "a", "b", "y"]), 1, "already in the target");
+    assert_eq!(
+        run::<i64>(&mut con, &["SMOVE", "a", "b", "y"]),
+        1,
+        "already in the target"
+    );
     assert_eq!(run::<i64>(&mut con, &["EXISTS", "a"]), 0);
     assert_eq!(run::<i64>(&mut con, &["SCARD", "b"]), 2);
     run::<()>(&mut con, &["SET", "str", "v"]);
@@ -109,30 +141,63 @@ fn algebra_and_store() {
     run::<()>(&mut con, &["SADD", "k3", "a", "c", "e"]);
     assert_eq!(sorted(run(&mut con, &["SINTER", "k1", "k2", "k3"])), ["c"]);
     assert!(run::<Vec<String>>(&mut con, &["SINTER", "k1", "nokey"]).is_empty());
-    assert_eq!(sorted(run(&mut con, &["SUNION", "k1", "k2", "k3", "nokey"])), ["a", "b", "c", "d", "e"]);
-    assert_eq!(sorted(run(&mut con, &["SDIFF", "k1", "k2", "k3"])), ["b", "d"]);
+    assert_eq!(
+        sorted(run(&mut con, &["SUNION", "k1", "k2", "k3", "nokey"])),
+        ["a", "b", "c", "d", "e"]
+    );
+    assert_eq!(
+        sorted(run(&mut con, &["SDIFF", "k1", "k2", "k3"])),
+        ["b", "d"]
+    );
     assert!(run::<Vec<String>>(&mut con, &["SDIFF", "nokey", "k1"]).is_empty());
     assert_eq!(run::<i64>(&mut con, &["SINTERCARD", "2", "k1", "k3"]), 2);
-    assert_eq!(run::<i64>(&mut con, &["SINTERCARD", "2", "k1", "k3", "LIMIT", "1"]), 1);
-    assert_eq!(run::<i64>(&mut con, &["SINTERCARD", "2", "k1", "k3", "LIMIT", "0"]), 2);
-    assert_eq!(fails(&mut con, &["SINTERCARD", "0", "k1"]), "ERR numkeys should be greater than 0");
+    assert_eq!(
+        run::<i64>(&mut con, &["SINTERCARD", "2", "k1", "k3", "LIMIT", "1"]),
+        1
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["SINTERCARD", "2", "k1", "k3", "LIMIT", "0"]),
+        2
+    );
+    assert_eq!(
+        fails(&mut con, &["SINTERCARD", "0", "k1"]),
+        "ERR numkeys should be greater than 0"
+    );
     assert_eq!(
         fails(&mut con, &["SINTERCARD", "3", "k1"]),
         "ERR Number of keys can't be greater than number of args"
     );
-    assert_eq!(fails(&mut con, &["SINTERCARD", "1", "k1", "LIMIT", "-1"]), "ERR LIMIT can't be negative");
+    assert_eq!(
+        fails(&mut con, &["SINTERCARD", "1", "k1", "LIMIT", "-1"]),
+        "ERR LIMIT can't be negative"
+    );
 
     assert_eq!(run::<i64>(&mut con, &["SINTERSTORE", "dst", "k1", "k3"]), 2);
     assert_eq!(sorted(run(&mut con, &["SMEMBERS", "dst"])), ["a", "c"]);
     assert_eq!(run::<i64>(&mut con, &["SUNIONSTORE", "dst", "k2", "k3"]), 3);
     assert_eq!(sorted(run(&mut con, &["SMEMBERS", "dst"])), ["a", "c", "e"]);
-    assert_eq!(run::<i64>(&mut con, &["SDIFFSTORE", "k1", "k1", "k2"]), 3, "destination may be a source");
+    assert_eq!(
+        run::<i64>(&mut con, &["SDIFFSTORE", "k1", "k1", "k2"]),
+        3,
+        "destination may be a source"
+    );
     assert_eq!(sorted(run(&mut con, &["SMEMBERS", "k1"])), ["a", "b", "d"]);
     run::<()>(&mut con, &["SET", "str", "v"]);
-    assert_eq!(run::<i64>(&mut con, &["SUNIONSTORE", "str", "k2"]), 1, "overwrites other types");
+    assert_eq!(
+        run::<i64>(&mut con, &["SUNIONSTORE", "str", "k2"]),
+        1,
+        "overwrites other types"
+    );
     assert_eq!(run::<String>(&mut con, &["TYPE", "str"]), "set");
-    assert_eq!(run::<i64>(&mut con, &["SINTERSTORE", "dst", "k2", "nokey"]), 0);
-    assert_eq!(run::<i64>(&mut con, &["EXISTS", "dst"]), 0, "an empty result deletes the destination");
+    assert_eq!(
+        run::<i64>(&mut con, &["SINTERSTORE", "dst", "k2", "nokey"]),
+        0
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["EXISTS", "dst"]),
+        0,
+        "an empty result deletes the destination"
+    );
     run::<()>(&mut con, &["HSET", "h", "f", "v"]);
     assert_eq!(
         fails(&mut con, &["SUNION", "k2", "h"]),
@@ -153,7 +218,8 @@ fn sscan_pages() {
     let mut seen = Vec::new();
     let mut cursor = "0".to_string();
     loop {
-        let (next, items): (String, Vec<String>) = run(&mut con, &["SSCAN", "s", &cursor, "COUNT", "7"]);
+        let (next, items): (String, Vec<String>) =
+            run(&mut con, &["SSCAN", "s", &cursor, "COUNT", "7"]);
         seen.extend(items);
         if next == "0" {
             break;
@@ -161,6 +227,9 @@ fn sscan_pages() {
         cursor = next;
     }
     assert_eq!(sorted(seen).len(), 120);
-    let (_, matched): (String, Vec<String>) = run(&mut con, &["SSCAN", "s", "0", "MATCH", "m1?", "COUNT", "200"]);
+    let (_, matched): (String, Vec<String>) = run(
+        &mut con,
+        &["SSCAN", "s", "0", "MATCH", "m1?", "COUNT", "200"],
+    );
     assert_eq!(matched.len(), 10);
 }

@@ -10,7 +10,12 @@ fn strs(v: &[&str]) -> Vec<String> {
 }
 
 fn fill(con: &mut redis::Connection) {
-    run::<()>(con, &["ZADD", "z", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e"]);
+    run::<()>(
+        con,
+        &[
+            "ZADD", "z", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e",
+        ],
+    );
 }
 
 #[test]
@@ -20,35 +25,92 @@ fn zadd_options_and_scores() {
     fill(&mut con);
     assert_eq!(run::<i64>(&mut con, &["ZADD", "z", "2.5", "c"]), 0);
     assert_eq!(run::<String>(&mut con, &["ZSCORE", "z", "c"]), "2.5");
-    assert_eq!(run::<i64>(&mut con, &["ZADD", "z", "CH", "GT", "2", "c", "10", "a"]), 1);
+    assert_eq!(
+        run::<i64>(&mut con, &["ZADD", "z", "CH", "GT", "2", "c", "10", "a"]),
+        1
+    );
     let all: Vec<String> = run(&mut con, &["ZRANGE", "z", "0", "-1", "WITHSCORES"]);
-    assert_eq!(all, strs(&["b", "2", "c", "2.5", "d", "4", "e", "5", "a", "10"]));
-    assert_eq!(run::<String>(&mut con, &["ZADD", "z", "INCR", "0.1", "b"]), "2.1000000000000001");
+    assert_eq!(
+        all,
+        strs(&["b", "2", "c", "2.5", "d", "4", "e", "5", "a", "10"])
+    );
+    assert_eq!(
+        run::<String>(&mut con, &["ZADD", "z", "INCR", "0.1", "b"]),
+        "2.1000000000000001"
+    );
     assert_eq!(run::<i64>(&mut con, &["ZADD", "z", "XX", "7", "nope"]), 0);
     assert_eq!(run::<Value>(&mut con, &["ZSCORE", "z", "nope"]), Value::Nil);
-    assert_eq!(run::<Value>(&mut con, &["ZADD", "z", "NX", "INCR", "1", "a"]), Value::Nil);
-    assert_eq!(run::<i64>(&mut con, &["ZADD", "z", "LT", "CH", "1", "a", "1", "new"]), 2);
-    assert_eq!(run::<String>(&mut con, &["ZINCRBY", "z", "-1e308", "a"]), "-1e+308");
-    assert_eq!(run::<String>(&mut con, &["ZADD", "z", "INCR", "3.0e1", "f"]), "30");
-    run::<()>(&mut con, &["ZADD", "z", "-0.0", "g", "+inf", "top", "-inf", "bottom"]);
+    assert_eq!(
+        run::<Value>(&mut con, &["ZADD", "z", "NX", "INCR", "1", "a"]),
+        Value::Nil
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["ZADD", "z", "LT", "CH", "1", "a", "1", "new"]),
+        2
+    );
+    assert_eq!(
+        run::<String>(&mut con, &["ZINCRBY", "z", "-1e308", "a"]),
+        "-1e+308"
+    );
+    assert_eq!(
+        run::<String>(&mut con, &["ZADD", "z", "INCR", "3.0e1", "f"]),
+        "30"
+    );
+    run::<()>(
+        &mut con,
+        &["ZADD", "z", "-0.0", "g", "+inf", "top", "-inf", "bottom"],
+    );
     assert_eq!(run::<String>(&mut con, &["ZSCORE", "z", "g"]), "0");
     assert_eq!(run::<String>(&mut con, &["ZSCORE", "z", "top"]), "inf");
     assert_eq!(run::<String>(&mut con, &["ZSCORE", "z", "bottom"]), "-inf");
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZRANGE", "z", "0", "1"]), strs(&["bottom", "a"]));
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANGE", "z", "0", "1"]),
+        strs(&["bottom", "a"])
+    );
     assert_eq!(run::<i64>(&mut con, &["ZCARD", "z"]), 10);
     let scores: Vec<Option<String>> = run(&mut con, &["ZMSCORE", "z", "e", "nope", "f"]);
     assert_eq!(scores, vec![Some("5".into()), None, Some("30".into())]);
 
-    assert_eq!(fails(&mut con, &["ZADD", "z", "nan", "x"]), "ERR value is not a valid float");
-    assert_eq!(fails(&mut con, &["ZADD", "z", "abc", "x"]), "ERR value is not a valid float");
-    assert_eq!(fails(&mut con, &["ZADD", "z", "1", "x", "2"]), "ERR syntax error");
-    assert_eq!(fails(&mut con, &["ZADD", "z", "NX", "XX", "1", "x"]), "ERR XX and NX options at the same time are not compatible");
-    assert_eq!(fails(&mut con, &["ZADD", "z", "NX", "GT", "1", "x"]), "ERR GT, LT, and/or NX options at the same time are not compatible");
-    assert_eq!(fails(&mut con, &["ZADD", "z", "GT", "LT", "1", "x"]), "ERR GT, LT, and/or NX options at the same time are not compatible");
-    assert_eq!(fails(&mut con, &["ZADD", "z", "INCR", "1", "x", "2", "y"]), "ERR INCR option supports a single increment-element pair");
-    assert_eq!(fails(&mut con, &["ZADD", "z", "INCR", "-inf", "top"]), "ERR resulting score is not a number (NaN)");
-    assert_eq!(fails(&mut con, &["ZINCRBY", "z", "x", "a"]), "ERR value is not a valid float");
-    assert_eq!(fails(&mut con, &["ZADD", "z", "1"]), "ERR wrong number of arguments for 'zadd' command");
+    assert_eq!(
+        fails(&mut con, &["ZADD", "z", "nan", "x"]),
+        "ERR value is not a valid float"
+    );
+    assert_eq!(
+        fails(&mut con, &["ZADD", "z", "abc", "x"]),
+        "ERR value is not a valid float"
+    );
+    assert_eq!(
+        fails(&mut con, &["ZADD", "z", "1", "x", "2"]),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        fails(&mut con, &["ZADD", "z", "NX", "XX", "1", "x"]),
+        "ERR XX and NX options at the same time are not compatible"
+    );
+    assert_eq!(
+        fails(&mut con, &["ZADD", "z", "NX", "GT", "1", "x"]),
+        "ERR GT, LT, and/or NX options at the same time are not compatible"
+    );
+    assert_eq!(
+        fails(&mut con, &["ZADD", "z", "GT", "LT", "1", "x"]),
+        "ERR GT, LT, and/or NX options at the same time are not compatible"
+    );
+    assert_eq!(
+        fails(&mut con, &["ZADD", "z", "INCR", "1", "x", "2", "y"]),
+        "ERR INCR option supports a single increment-element pair"
+    );
+    assert_eq!(
+        fails(&mut con, &["ZADD", "z", "INCR", "-inf", "top"]),
+        "ERR resulting score is not a number (NaN)"
+    );
+    assert_eq!(
+        fails(&mut con, &["ZINCRBY", "z", "x", "a"]),
+        "ERR value is not a valid float"
+    );
+    assert_eq!(
+        fails(&mut con, &["ZADD", "z", "1"]),
+        "ERR wrong number of arguments for 'zadd' command"
+    );
 }
 
 #[test]
@@ -56,23 +118,80 @@ fn ranges_by_rank_score_and_lex() {
     let server = TestServer::start();
     let mut con = server.client();
     fill(&mut con);
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZRANGE", "z", "1", "2", "REV", "WITHSCORES"]), strs(&["d", "4", "c", "3"]));
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZREVRANGE", "z", "0", "1"]), strs(&["e", "d"]));
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZRANGE", "z", "-2", "-1"]), strs(&["d", "e"]));
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANGE", "z", "1", "2", "REV", "WITHSCORES"]),
+        strs(&["d", "4", "c", "3"])
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZREVRANGE", "z", "0", "1"]),
+        strs(&["e", "d"])
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANGE", "z", "-2", "-1"]),
+        strs(&["d", "e"])
+    );
     assert!(run::<Vec<String>>(&mut con, &["ZRANGE", "z", "3", "1"]).is_empty());
     assert!(run::<Vec<String>>(&mut con, &["ZRANGE", "nokey", "0", "-1"]).is_empty());
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZRANGEBYSCORE", "z", "(1", "3", "WITHSCORES"]), strs(&["b", "2", "c", "3"]));
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZRANGEBYSCORE", "z", "-inf", "+inf", "LIMIT", "1", "2"]), strs(&["b", "c"]));
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZREVRANGEBYSCORE", "z", "4", "(2", "LIMIT", "1", "5"]), strs(&["c"]));
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZRANGE", "z", "4", "(2", "BYSCORE", "REV"]), strs(&["d", "c"]));
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZRANGE", "z", "(1", "(2", "BYSCORE"]), Vec::<String>::new());
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZRANGE", "z", "5", "1", "BYSCORE"]), Vec::<String>::new());
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZRANGE", "z", "0", "10", "BYSCORE", "LIMIT", "-1", "2"]), Vec::<String>::new());
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZRANGE", "z", "0", "10", "BYSCORE", "LIMIT", "3", "-1"]), strs(&["d", "e"]));
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZRANGE", "z", "[b", "(d", "BYLEX"]), strs(&["b", "c"]));
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZRANGEBYLEX", "z", "-", "+", "LIMIT", "0", "2"]), strs(&["a", "b"]));
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZREVRANGEBYLEX", "z", "+", "[d"]), strs(&["e", "d"]));
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZRANGE", "z", "+", "-", "BYLEX"]), Vec::<String>::new());
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANGEBYSCORE", "z", "(1", "3", "WITHSCORES"]),
+        strs(&["b", "2", "c", "3"])
+    );
+    assert_eq!(
+        run::<Vec<String>>(
+            &mut con,
+            &["ZRANGEBYSCORE", "z", "-inf", "+inf", "LIMIT", "1", "2"]
+        ),
+        strs(&["b", "c"])
+    );
+    assert_eq!(
+        run::<Vec<String>>(
+            &mut con,
+            &["ZREVRANGEBYSCORE", "z", "4", "(2", "LIMIT", "1", "5"]
+        ),
+        strs(&["c"])
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANGE", "z", "4", "(2", "BYSCORE", "REV"]),
+        strs(&["d", "c"])
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANGE", "z", "(1", "(2", "BYSCORE"]),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANGE", "z", "5", "1", "BYSCORE"]),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        run::<Vec<String>>(
+            &mut con,
+            &["ZRANGE", "z", "0", "10", "BYSCORE", "LIMIT", "-1", "2"]
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        run::<Vec<String>>(
+            &mut con,
+            &["ZRANGE", "z", "0", "10", "BYSCORE", "LIMIT", "3", "-1"]
+        ),
+        strs(&["d", "e"])
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANGE", "z", "[b", "(d", "BYLEX"]),
+        strs(&["b", "c"])
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANGEBYLEX", "z", "-", "+", "LIMIT", "0", "2"]),
+        strs(&["a", "b"])
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZREVRANGEBYLEX", "z", "+", "[d"]),
+        strs(&["e", "d"])
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANGE", "z", "+", "-", "BYLEX"]),
+        Vec::<String>::new()
+    );
     assert_eq!(run::<i64>(&mut con, &["ZCOUNT", "z", "-inf", "+inf"]), 5);
     assert_eq!(run::<i64>(&mut con, &["ZCOUNT", "z", "(1", "(5"]), 3);
     assert_eq!(run::<i64>(&mut con, &["ZLEXCOUNT", "z", "-", "+"]), 5);
@@ -86,11 +205,26 @@ fn ranges_by_rank_score_and_lex() {
         fails(&mut con, &["ZRANGE", "z", "-", "+", "BYLEX", "WITHSCORES"]),
         "ERR syntax error, WITHSCORES not supported in combination with BYLEX"
     );
-    assert_eq!(fails(&mut con, &["ZRANGEBYSCORE", "z", "a", "b"]), "ERR min or max is not a float");
-    assert_eq!(fails(&mut con, &["ZRANGEBYLEX", "z", "x", "y"]), "ERR min or max not valid string range item");
-    assert_eq!(fails(&mut con, &["ZCOUNT", "z", "(x", "1"]), "ERR min or max is not a float");
-    assert_eq!(fails(&mut con, &["ZRANGE", "z", "a", "1"]), "ERR value is not an integer or out of range");
-    assert_eq!(fails(&mut con, &["ZRANGE", "z", "0", "1", "BOGUS"]), "ERR syntax error");
+    assert_eq!(
+        fails(&mut con, &["ZRANGEBYSCORE", "z", "a", "b"]),
+        "ERR min or max is not a float"
+    );
+    assert_eq!(
+        fails(&mut con, &["ZRANGEBYLEX", "z", "x", "y"]),
+        "ERR min or max not valid string range item"
+    );
+    assert_eq!(
+        fails(&mut con, &["ZCOUNT", "z", "(x", "1"]),
+        "ERR min or max is not a float"
+    );
+    assert_eq!(
+        fails(&mut con, &["ZRANGE", "z", "a", "1"]),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        fails(&mut con, &["ZRANGE", "z", "0", "1", "BOGUS"]),
+        "ERR syntax error"
+    );
 }
 
 #[test]
@@ -102,25 +236,69 @@ fn rank_remove_pop() {
     assert_eq!(run::<i64>(&mut con, &["ZREVRANK", "z", "c"]), 2);
     assert_eq!(run::<i64>(&mut con, &["ZREVRANK", "z", "e"]), 0);
     assert_eq!(run::<Value>(&mut con, &["ZRANK", "z", "nope"]), Value::Nil);
-    assert_eq!(run::<(i64, String)>(&mut con, &["ZRANK", "z", "d", "WITHSCORE"]), (3, "4".to_string()));
-    assert_eq!(run::<Value>(&mut con, &["ZRANK", "z", "nope", "WITHSCORE"]), Value::Nil);
+    assert_eq!(
+        run::<(i64, String)>(&mut con, &["ZRANK", "z", "d", "WITHSCORE"]),
+        (3, "4".to_string())
+    );
+    assert_eq!(
+        run::<Value>(&mut con, &["ZRANK", "z", "nope", "WITHSCORE"]),
+        Value::Nil
+    );
     assert_eq!(run::<i64>(&mut con, &["ZREM", "z", "a", "a", "nope"]), 1);
-    assert_eq!(run::<i64>(&mut con, &["ZREMRANGEBYRANK", "z", "-1", "-1"]), 1);
-    assert_eq!(run::<i64>(&mut con, &["ZREMRANGEBYSCORE", "z", "-inf", "(3"]), 1);
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZRANGE", "z", "0", "-1"]), strs(&["c", "d"]));
+    assert_eq!(
+        run::<i64>(&mut con, &["ZREMRANGEBYRANK", "z", "-1", "-1"]),
+        1
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["ZREMRANGEBYSCORE", "z", "-inf", "(3"]),
+        1
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANGE", "z", "0", "-1"]),
+        strs(&["c", "d"])
+    );
     assert_eq!(run::<i64>(&mut con, &["ZREMRANGEBYLEX", "z", "-", "(d"]), 1);
     fill(&mut con);
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZPOPMIN", "z"]), strs(&["a", "1"]));
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZPOPMAX", "z", "2"]), strs(&["e", "5", "d", "4"]));
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZPOPMIN", "z"]),
+        strs(&["a", "1"])
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZPOPMAX", "z", "2"]),
+        strs(&["e", "5", "d", "4"])
+    );
     assert!(run::<Vec<String>>(&mut con, &["ZPOPMIN", "z", "0"]).is_empty());
     assert!(run::<Vec<String>>(&mut con, &["ZPOPMIN", "nokey"]).is_empty());
-    assert_eq!(fails(&mut con, &["ZPOPMIN", "z", "-1"]), "ERR value is out of range, must be positive");
-    let popped: (String, Vec<(String, String)>) = run(&mut con, &["ZMPOP", "2", "nokey", "z", "MIN", "COUNT", "5"]);
-    assert_eq!(popped, ("z".to_string(), vec![("b".into(), "2".into()), ("c".into(), "3".into())]));
-    assert_eq!(run::<i64>(&mut con, &["EXISTS", "z"]), 0, "an emptied sorted set disappears");
-    assert_eq!(run::<Value>(&mut con, &["ZMPOP", "1", "z", "MAX"]), Value::Nil);
-    assert_eq!(fails(&mut con, &["ZMPOP", "1", "z", "UP"]), "ERR syntax error");
-    assert_eq!(fails(&mut con, &["ZMPOP", "0", "z", "MIN"]), "ERR numkeys should be greater than 0");
+    assert_eq!(
+        fails(&mut con, &["ZPOPMIN", "z", "-1"]),
+        "ERR value is out of range, must be positive"
+    );
+    let popped: (String, Vec<(String, String)>) =
+        run(&mut con, &["ZMPOP", "2", "nokey", "z", "MIN", "COUNT", "5"]);
+    assert_eq!(
+        popped,
+        (
+            "z".to_string(),
+            vec![("b".into(), "2".into()), ("c".into(), "3".into())]
+        )
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["EXISTS", "z"]),
+        0,
+        "an emptied sorted set disappears"
+    );
+    assert_eq!(
+        run::<Value>(&mut con, &["ZMPOP", "1", "z", "MAX"]),
+        Value::Nil
+    );
+    assert_eq!(
+        fails(&mut con, &["ZMPOP", "1", "z", "UP"]),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        fails(&mut con, &["ZMPOP", "0", "z", "MIN"]),
+        "ERR numkeys should be greater than 0"
+    );
 }
 
 #[test]
@@ -135,39 +313,125 @@ fn combine_sets() {
         strs(&["a", "1", "b", "12", "c", "23", "d", "30"])
     );
     assert_eq!(
-        run::<Vec<String>>(&mut con, &["ZINTER", "2", "z1", "z2", "WEIGHTS", "2", "0.5", "AGGREGATE", "MAX", "WITHSCORES"]),
+        run::<Vec<String>>(
+            &mut con,
+            &[
+                "ZINTER",
+                "2",
+                "z1",
+                "z2",
+                "WEIGHTS",
+                "2",
+                "0.5",
+                "AGGREGATE",
+                "MAX",
+                "WITHSCORES"
+            ]
+        ),
         strs(&["b", "5", "c", "10"])
     );
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZDIFF", "2", "z1", "z2"]), strs(&["a"]));
     assert_eq!(
-        run::<Vec<String>>(&mut con, &["ZUNION", "2", "z1", "plain", "AGGREGATE", "MIN", "WITHSCORES"]),
+        run::<Vec<String>>(&mut con, &["ZDIFF", "2", "z1", "z2"]),
+        strs(&["a"])
+    );
+    assert_eq!(
+        run::<Vec<String>>(
+            &mut con,
+            &[
+                "ZUNION",
+                "2",
+                "z1",
+                "plain",
+                "AGGREGATE",
+                "MIN",
+                "WITHSCORES"
+            ]
+        ),
         strs(&["a", "1", "d", "1", "b", "2", "c", "3"]),
         "sets count as score 1"
     );
-    assert_eq!(run::<i64>(&mut con, &["ZUNIONSTORE", "out", "2", "z1", "z2"]), 4);
+    assert_eq!(
+        run::<i64>(&mut con, &["ZUNIONSTORE", "out", "2", "z1", "z2"]),
+        4
+    );
     assert_eq!(run::<String>(&mut con, &["ZSCORE", "out", "c"]), "23");
-    assert_eq!(run::<i64>(&mut con, &["ZINTERSTORE", "out", "2", "z1", "z2", "AGGREGATE", "MIN"]), 2);
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZRANGE", "out", "0", "-1", "WITHSCORES"]), strs(&["b", "2", "c", "3"]));
-    assert_eq!(run::<i64>(&mut con, &["ZDIFFSTORE", "out", "2", "z2", "z1"]), 1);
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZRANGE", "out", "0", "-1"]), strs(&["d"]));
-    assert_eq!(run::<i64>(&mut con, &["ZINTERSTORE", "out", "2", "z1", "nokey"]), 0);
+    assert_eq!(
+        run::<i64>(
+            &mut con,
+            &["ZINTERSTORE", "out", "2", "z1", "z2", "AGGREGATE", "MIN"]
+        ),
+        2
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANGE", "out", "0", "-1", "WITHSCORES"]),
+        strs(&["b", "2", "c", "3"])
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["ZDIFFSTORE", "out", "2", "z2", "z1"]),
+        1
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANGE", "out", "0", "-1"]),
+        strs(&["d"])
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["ZINTERSTORE", "out", "2", "z1", "nokey"]),
+        0
+    );
     assert_eq!(run::<i64>(&mut con, &["EXISTS", "out"]), 0);
     assert_eq!(run::<i64>(&mut con, &["ZINTERCARD", "2", "z1", "z2"]), 2);
-    assert_eq!(run::<i64>(&mut con, &["ZINTERCARD", "2", "z1", "z2", "LIMIT", "1"]), 1);
-    assert_eq!(run::<i64>(&mut con, &["ZRANGESTORE", "out", "z2", "15", "+inf", "BYSCORE"]), 2);
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZRANGE", "out", "0", "-1"]), strs(&["c", "d"]));
+    assert_eq!(
+        run::<i64>(&mut con, &["ZINTERCARD", "2", "z1", "z2", "LIMIT", "1"]),
+        1
+    );
+    assert_eq!(
+        run::<i64>(
+            &mut con,
+            &["ZRANGESTORE", "out", "z2", "15", "+inf", "BYSCORE"]
+        ),
+        2
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANGE", "out", "0", "-1"]),
+        strs(&["c", "d"])
+    );
     run::<()>(&mut con, &["ZADD", "inf1", "+inf", "x"]);
     run::<()>(&mut con, &["ZADD", "inf2", "-inf", "x"]);
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZUNION", "2", "inf1", "inf2", "WITHSCORES"]), strs(&["x", "0"]), "inf + -inf is 0");
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZUNION", "2", "inf1", "inf2", "WITHSCORES"]),
+        strs(&["x", "0"]),
+        "inf + -inf is 0"
+    );
 
-    assert_eq!(fails(&mut con, &["ZUNIONSTORE", "out", "0", "z1"]), "ERR at least 1 input key is needed for 'zunionstore' command");
-    assert_eq!(fails(&mut con, &["ZUNION", "0", "z1"]), "ERR at least 1 input key is needed for 'zunion' command");
-    assert_eq!(fails(&mut con, &["ZUNIONSTORE", "out", "3", "z1"]), "ERR syntax error");
-    assert_eq!(fails(&mut con, &["ZUNION", "2", "z1", "z2", "WEIGHTS", "1", "x"]), "ERR weight value is not a float");
-    assert_eq!(fails(&mut con, &["ZUNION", "2", "z1", "z2", "AGGREGATE", "AVG"]), "ERR syntax error");
-    assert_eq!(fails(&mut con, &["ZINTERCARD", "0", "z1"]), "ERR numkeys should be greater than 0");
+    assert_eq!(
+        fails(&mut con, &["ZUNIONSTORE", "out", "0", "z1"]),
+        "ERR at least 1 input key is needed for 'zunionstore' command"
+    );
+    assert_eq!(
+        fails(&mut con, &["ZUNION", "0", "z1"]),
+        "ERR at least 1 input key is needed for 'zunion' command"
+    );
+    assert_eq!(
+        fails(&mut con, &["ZUNIONSTORE", "out", "3", "z1"]),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        fails(&mut con, &["ZUNION", "2", "z1", "z2", "WEIGHTS", "1", "x"]),
+        "ERR weight value is not a float"
+    );
+    assert_eq!(
+        fails(&mut con, &["ZUNION", "2", "z1", "z2", "AGGREGATE", "AVG"]),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        fails(&mut con, &["ZINTERCARD", "0", "z1"]),
+        "ERR numkeys should be greater than 0"
+    );
     run::<()>(&mut con, &["SET", "str", "v"]);
-    assert_eq!(fails(&mut con, &["ZUNION", "2", "z1", "str"]), "WRONGTYPE Operation against a key holding the wrong kind of value");
+    assert_eq!(
+        fails(&mut con, &["ZUNION", "2", "z1", "str"]),
+        "WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
 }
 
 #[test]
@@ -177,15 +441,31 @@ fn random_members_and_scan() {
     fill(&mut con);
     let one: String = run(&mut con, &["ZRANDMEMBER", "z"]);
     assert!(["a", "b", "c", "d", "e"].contains(&one.as_str()));
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZRANDMEMBER", "z", "10"]).len(), 5);
-    assert_eq!(run::<Vec<String>>(&mut con, &["ZRANDMEMBER", "z", "-10"]).len(), 10);
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANDMEMBER", "z", "10"]).len(),
+        5
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANDMEMBER", "z", "-10"]).len(),
+        10
+    );
     let with_scores: Vec<String> = run(&mut con, &["ZRANDMEMBER", "z", "2", "WITHSCORES"]);
     assert_eq!(with_scores.len(), 4);
-    assert_eq!(with_scores[1], ((with_scores[0].as_bytes()[0] - b'a' + 1) as i64).to_string());
-    assert_eq!(run::<Value>(&mut con, &["ZRANDMEMBER", "nokey"]), Value::Nil);
-    let (cursor, items): (String, Vec<String>) = run(&mut con, &["ZSCAN", "z", "0", "COUNT", "100"]);
+    assert_eq!(
+        with_scores[1],
+        ((with_scores[0].as_bytes()[0] - b'a' + 1) as i64).to_string()
+    );
+    assert_eq!(
+        run::<Value>(&mut con, &["ZRANDMEMBER", "nokey"]),
+        Value::Nil
+    );
+    let (cursor, items): (String, Vec<String>) =
+        run(&mut con, &["ZSCAN", "z", "0", "COUNT", "100"]);
     assert_eq!(cursor, "0");
-    assert_eq!(items, strs(&["a", "1", "b", "2", "c", "3", "d", "4", "e", "5"]));
+    assert_eq!(
+        items,
+        strs(&["a", "1", "b", "2", "c", "3", "d", "4", "e", "5"])
+    );
     let (next, first): (String, Vec<String>) = run(&mut con, &["ZSCAN", "z", "0", "COUNT", "2"]);
     assert_eq!(first, strs(&["a", "1", "b", "2"]));
     let (_, rest): (String, Vec<String>) = run(&mut con, &["ZSCAN", "z", &next, "COUNT", "10"]);

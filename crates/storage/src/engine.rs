@@ -115,6 +115,11 @@ pub struct EngineStats {
     pub running_flushes: u64,
     pub bytes_written: u64,
     pub wal_syncs: u64,
+    /// Iterator seeks and steps, and internal entries (old versions, tombstones) that
+    /// iterators stepped over: the cost reads pay for garbage.
+    pub iter_seeks: u64,
+    pub iter_nexts: u64,
+    pub iter_skipped: u64,
 }
 
 #[derive(Debug, Error)]

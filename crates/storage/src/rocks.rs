@@ -264,6 +264,10 @@ impl Engine for RocksEngine {
                 .unwrap_or(0),
             bytes_written: self.options.get_ticker_count(Ticker::BytesWritten),
             wal_syncs: self.options.get_ticker_count(Ticker::WalFileSynced),
+            iter_seeks: self.options.get_ticker_count(Ticker::NumberDbSeek),
+            iter_nexts: self.options.get_ticker_count(Ticker::NumberDbNext)
+                + self.options.get_ticker_count(Ticker::NumberDbPrev),
+            iter_skipped: self.options.get_ticker_count(Ticker::NumberIterSkip),
         }
     }
 }

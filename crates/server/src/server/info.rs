@@ -283,5 +283,8 @@ fn rocksdb(services: &Services, keyspace: &Keyspace, out: &mut String) {
     );
     line(out, "bytes_written", engine.bytes_written);
     line(out, "wal_file_synced", engine.wal_syncs);
+    line(out, "iter_seeks", engine.iter_seeks);
+    line(out, "iter_nexts", engine.iter_nexts);
+    line(out, "iter_skipped_entries", engine.iter_skipped);
     line(out, "appendfsync_syncs", services.durability.syncs());
 }

@@ -259,17 +259,28 @@ impl Db<'_> {
         }
         if (picked.len() as u64) < wanted {
             // Unlucky probes: fill up with the elements that follow the first pick.
-            let start = picked.first().map(|(sub, _)| sub.to_vec()).unwrap_or_default();
+            let start = picked
+                .first()
+                .map(|(sub, _)| sub.to_vec())
+                .unwrap_or_default();
             for bounds in [(start.as_slice(), None), (&[][..], Some(start.as_slice()))] {
-                self.scan_elements(cf, key, version, bounds, ScanDirection::Forward, &mut |sub, value| {
-                    if (picked.len() as u64) >= wanted {
-                        return false;
-                    }
-                    if !picked.iter().any(|(p, _)| p.as_ref() == sub) {
-                        picked.push((Bytes::copy_from_slice(sub), Bytes::copy_from_slice(value)));
-                    }
-                    true
-                })?;
+                self.scan_elements(
+                    cf,
+                    key,
+                    version,
+                    bounds,
+                    ScanDirection::Forward,
+                    &mut |sub, value| {
+                        if (picked.len() as u64) >= wanted {
+                            return false;
+                        }
+                        if !picked.iter().any(|(p, _)| p.as_ref() == sub) {
+                            picked
+                                .push((Bytes::copy_from_slice(sub), Bytes::copy_from_slice(value)));
+                        }
+                        true
+                    },
+                )?;
             }
         }
         Ok(picked)

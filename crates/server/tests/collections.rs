@@ -1,0 +1,204 @@
+//! What all collection types share: generic key commands, deletion and expiry of large
+//! collections, and what stays on disk afterwards.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::{fails, run, TestServer};
+use redis::Value;
+use shale_storage::{Cf, Engine, RocksConfig, RocksEngine, ScanDirection};
+
+fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> u64 {
+    let info: String = run(con, &["INFO", section]);
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} missing from INFO {section}"))
+}
+
+/// Counts every record of a column family in a stopped server's data directory.
+fn count_records(server: &TestServer, cf: Cf) -> usize {
+    let engine = RocksEngine::open(
+        &server.dir.path().join("data").join("db"),
+        &RocksConfig::default(),
+    )
+    .unwrap();
+    let mut count = 0;
+    engine
+        .scan(cf, &[], &[0xFF; 16], ScanDirection::Forward, &mut |_, _| {
+            count += 1;
+            true
+        })
+        .unwrap();
+    count
+}
+
+fn fill_hash(con: &mut redis::Connection, key: &str, fields: usize) {
+    for chunk in (0..fields).collect::<Vec<_>>().chunks(2000) {
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(key);
+        for i in chunk {
+            cmd.arg(format!("field:{i:07}")).arg(*i);
+        }
+        cmd.query::<()>(con).unwrap();
+    }
+}
+
+#[test]
+fn generic_commands_on_every_type() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["HSET", "h", "f", "v"]);
+    run::<()>(&mut con, &["RPUSH", "l", "a", "b"]);
+    run::<()>(&mut con, &["SADD", "s", "m"]);
+    run::<()>(&mut con, &["ZADD", "z", "1", "m"]);
+    for (key, kind, encoding) in [
+        ("h", "hash", "hashtable"),
+        ("l", "list", "quicklist"),
+        ("s", "set", "hashtable"),
+        ("z", "zset", "skiplist"),
+    ] {
+        assert_eq!(run::<String>(&mut con, &["TYPE", key]), kind);
+        assert_eq!(
+            run::<String>(&mut con, &["OBJECT", "ENCODING", key]),
+            encoding
+        );
+        let (_, found): (String, Vec<String>) =
+            run(&mut con, &["SCAN", "0", "TYPE", kind, "COUNT", "100"]);
+        assert_eq!(found, vec![key.to_string()]);
+        assert_eq!(run::<i64>(&mut con, &["EXPIRE", key, "100"]), 1);
+        assert!(run::<i64>(&mut con, &["TTL", key]) > 90);
+        assert_eq!(run::<i64>(&mut con, &["PERSIST", key]), 1);
+    }
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 4);
+
+    run::<()>(&mut con, &["RENAME", "h", "h2"]);
+    assert_eq!(run::<String>(&mut con, &["HGET", "h2", "f"]), "v");
+    assert_eq!(run::<i64>(&mut con, &["HLEN", "h"]), 0);
+    assert_eq!(run::<i64>(&mut con, &["COPY", "l", "l2"]), 1);
+    run::<()>(&mut con, &["RPUSH", "l2", "c"]);
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["LRANGE", "l", "0", "-1"]),
+        ["a", "b"],
+        "copies are independent"
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["LRANGE", "l2", "0", "-1"]),
+        ["a", "b", "c"]
+    );
+    run::<()>(&mut con, &["RENAME", "l2", "z"]);
+    assert_eq!(
+        run::<String>(&mut con, &["TYPE", "z"]),
+        "list",
+        "RENAME overwrites another type"
+    );
+    assert_eq!(run::<i64>(&mut con, &["MOVE", "s", "3"]), 1);
+    run::<()>(&mut con, &["SELECT", "3"]);
+    assert_eq!(run::<Vec<String>>(&mut con, &["SMEMBERS", "s"]), ["m"]);
+    assert_eq!(run::<i64>(&mut con, &["COPY", "s", "s", "DB", "0"]), 1);
+    run::<()>(&mut con, &["SELECT", "0"]);
+    assert_eq!(run::<i64>(&mut con, &["SISMEMBER", "s", "m"]), 1);
+    assert_eq!(run::<i64>(&mut con, &["DEL", "h2", "l", "z", "s"]), 4);
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 0);
+    assert_eq!(fails(&mut con, &["RENAME", "h", "x"]), "ERR no such key");
+}
+
+#[test]
+fn expired_collections_are_recreated_empty() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["HSET", "h", "old", "1"]);
+    run::<()>(&mut con, &["SADD", "s", "old"]);
+    run::<()>(&mut con, &["PEXPIRE", "h", "30"]);
+    run::<()>(&mut con, &["PEXPIRE", "s", "30"]);
+    std::thread::sleep(Duration::from_millis(50));
+    // Re-created before the reaper may have run: old elements must not come back.
+    run::<()>(&mut con, &["HSET", "h", "new", "2"]);
+    run::<()>(&mut con, &["SADD", "s", "new"]);
+    let all: HashMap<String, String> = run(&mut con, &["HGETALL", "h"]);
+    assert_eq!(all.keys().collect::<Vec<_>>(), ["new"]);
+    assert_eq!(run::<Vec<String>>(&mut con, &["SMEMBERS", "s"]), ["new"]);
+    assert_eq!(run::<i64>(&mut con, &["TTL", "h"]), -1);
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 2);
+}
+
+#[test]
+fn million_element_hash_deletes_without_slowing_neighbours() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["HSET", "{t}b", "x", "1", "y", "2"]);
+    fill_hash(&mut con, "{t}a", 1_000_000);
+    assert_eq!(run::<i64>(&mut con, &["HLEN", "{t}a"]), 1_000_000);
+
+    let mut seen = 0;
+    let mut cursor = "0".to_string();
+    loop {
+        let (next, items): (String, Vec<Value>) =
+            run(&mut con, &["HSCAN", "{t}a", &cursor, "COUNT", "20000"]);
+        seen += items.len() / 2;
+        if next == "0" {
+            break;
+        }
+        cursor = next;
+    }
+    assert_eq!(seen, 1_000_000);
+
+    let neighbour_read_cost = |con: &mut redis::Connection| {
+        let before = info_field(con, "rocksdb", "iter_skipped_entries");
+        let all: HashMap<String, String> = run(con, &["HGETALL", "{t}b"]);
+        assert_eq!(all.len(), 2);
+        info_field(con, "rocksdb", "iter_skipped_entries") - before
+    };
+    let before_delete = neighbour_read_cost(&mut con);
+    assert_eq!(run::<i64>(&mut con, &["DEL", "{t}a"]), 1);
+    assert_eq!(run::<i64>(&mut con, &["EXISTS", "{t}a"]), 0);
+    let after_delete = neighbour_read_cost(&mut con);
+    assert_eq!(
+        after_delete, before_delete,
+        "the read skipped no dead elements"
+    );
+    let (_, items): (String, Vec<Value>) = run(&mut con, &["HSCAN", "{t}a", "0", "COUNT", "10"]);
+    assert!(items.is_empty());
+    fill_hash(&mut con, "{t}a", 10);
+    assert_eq!(
+        run::<i64>(&mut con, &["HLEN", "{t}a"]),
+        10,
+        "a re-created key starts empty"
+    );
+}
+
+#[test]
+fn expired_hash_vanishes_and_its_elements_leave_the_disk() {
+    let mut server = TestServer::start();
+    let mut con = server.client();
+    fill_hash(&mut con, "big", 100_000);
+    run::<()>(&mut con, &["HSET", "small", "f", "v"]);
+    assert_eq!(run::<i64>(&mut con, &["PEXPIRE", "big", "200"]), 1);
+    std::thread::sleep(Duration::from_millis(250));
+    assert_eq!(run::<i64>(&mut con, &["EXISTS", "big"]), 0);
+    assert_eq!(run::<i64>(&mut con, &["HLEN", "big"]), 0);
+    assert_eq!(
+        run::<Value>(&mut con, &["HGET", "big", "field:0000001"]),
+        Value::Nil
+    );
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 1);
+    // Give the expiry cycle time to reap it, then look at the data family directly.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while info_field(&mut con, "stats", "expired_keys") < 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "expiry cycle did not run"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(con);
+    server.stop();
+    assert_eq!(
+        count_records(&server, Cf::Data),
+        1,
+        "only the small hash's element is left"
+    );
+    assert_eq!(count_records(&server, Cf::Expire), 0);
+}
