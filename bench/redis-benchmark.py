@@ -138,7 +138,8 @@ def main():
     args = parser.parse_args()
 
     ensure_tools()
-    subprocess.run(["cargo", "build", "--release", "--bin", "shale-server"], cwd=ROOT, check=True)
+    subprocess.run(["cargo", "build", "--release", "--bin", "shale-server"], cwd=ROOT, check=True,
+                   env=dict(os.environ, CARGO_TARGET_DIR=TARGET))
     experiments = [
         ("Strings", ["set", "get", "incr", "mset"], (1, 16)),
         ("Collections", ["lpush", "rpush", "lpop", "rpop", "sadd", "hset", "spop", "zadd", "lrange_100", "lrange_600"], (1,)),

@@ -3,6 +3,7 @@
 //! ```text
 //! kind:u8 expire_at_ms:u64            (0 = no expiry)
 //! string:      value bytes            (the whole string, inline: GET is one lookup)
+//! fragmented string (kind byte 7): version:u64 length:u64, bytes in 4 KiB fragments
 //! collections: version:u64 size:u64 extra bytes (per type, e.g. list head and tail)
 //! ```
 
@@ -11,6 +12,8 @@ use bytes::Bytes;
 use crate::StorageError;
 
 const HEADER_LEN: usize = 9;
+/// The kind byte of a string stored in fragments; it reads back as [`KeyKind::String`].
+const FRAGMENTED_STRING: u8 = 7;
 
 /// The Redis type of a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -33,6 +36,7 @@ impl KeyKind {
             4 => KeyKind::Set,
             5 => KeyKind::ZSet,
             6 => KeyKind::Roaring,
+            FRAGMENTED_STRING => KeyKind::String,
             _ => return None,
         })
     }
@@ -98,7 +102,10 @@ impl Metadata {
             Body::Collection { extra, .. } => 16 + extra.len(),
         };
         let mut out = Vec::with_capacity(HEADER_LEN + body_len);
-        out.push(self.kind as u8);
+        out.push(match (&self.kind, &self.body) {
+            (KeyKind::String, Body::Collection { .. }) => FRAGMENTED_STRING,
+            (kind, _) => *kind as u8,
+        });
         out.extend_from_slice(&self.expire_at.to_be_bytes());
         match &self.body {
             Body::Inline(v) => out.extend_from_slice(v),
@@ -119,7 +126,7 @@ impl Metadata {
         let (kind, expire_at) =
             peek_header(&raw).ok_or(StorageError::Corrupt("metadata header"))?;
         let raw = Bytes::from(raw);
-        let body = if kind == KeyKind::String {
+        let body = if raw[0] == KeyKind::String as u8 {
             Body::Inline(raw.slice(HEADER_LEN..))
         } else {
             if raw.len() < HEADER_LEN + 16 {
@@ -151,7 +158,8 @@ pub fn peek_header(raw: &[u8]) -> Option<(KeyKind, u64)> {
 /// Whether a metadata record is an inline string whose own expiry has passed, the only kind
 /// of record the compaction filter may drop: it needs nothing but the record in hand.
 pub fn is_expired_inline_string(raw: &[u8], now_ms: u64) -> bool {
-    matches!(peek_header(raw), Some((KeyKind::String, at)) if at != 0 && at <= now_ms)
+    raw.first() == Some(&(KeyKind::String as u8))
+        && matches!(peek_header(raw), Some((_, at)) if at != 0 && at <= now_ms)
 }
 
 #[cfg(test)]
@@ -178,6 +186,26 @@ mod tests {
             },
         };
         assert_eq!(Metadata::decode(meta.encode()).unwrap(), meta);
+    }
+
+    #[test]
+    fn fragmented_strings_read_back_as_strings() {
+        let meta = Metadata {
+            kind: KeyKind::String,
+            expire_at: 5,
+            body: Body::Collection {
+                version: 3,
+                size: 1 << 20,
+                extra: Bytes::new(),
+            },
+        };
+        let raw = meta.encode();
+        assert_eq!(raw[0], FRAGMENTED_STRING);
+        assert_eq!(Metadata::decode(raw.clone()).unwrap(), meta);
+        assert!(
+            !is_expired_inline_string(&raw, 100),
+            "fragments must be reaped with their metadata"
+        );
     }
 
     #[test]

@@ -5,10 +5,12 @@
 //! command code runs, so handlers start from well-formed argument counts.
 
 mod args;
+mod bitmap;
 mod connection;
 mod hash;
 mod keys;
 mod list;
+mod roaring;
 mod server;
 mod set;
 mod string;

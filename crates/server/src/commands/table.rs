@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use super::{connection, hash, keys, list, server, set, string, zset, Handler};
+use super::{bitmap, connection, hash, keys, list, roaring, server, set, string, zset, Handler};
 
 /// Command flags, named as COMMAND INFO reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -253,6 +253,40 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("zdiffstore", -4, W, KEY1, "sorted-set", "Stores the difference of multiple sorted sets in a key.", zset::zdiffstore),
     spec!("zintercard", -3, R, NO_KEYS, "sorted-set", "Returns the number of members of the intersect of multiple sorted sets.", zset::zintercard),
     spec!("zscan", -3, R, KEY1, "sorted-set", "Iterates over members and scores of a sorted set.", zset::zscan),
+    // roaring bitmaps (TairRoaring)
+    spec!("tr.setbit", 4, WF, KEY1, "tairroaring", "Sets or clears one bit of a Roaring bitmap.", roaring::setbit),
+    spec!("tr.setbits", -3, W, KEY1, "tairroaring", "Sets bits of a Roaring bitmap.", roaring::setbits),
+    spec!("tr.clearbits", -3, D, KEY1, "tairroaring", "Clears bits of a Roaring bitmap.", roaring::clearbits),
+    spec!("tr.setrange", 4, W, KEY1, "tairroaring", "Sets every bit of a range.", roaring::setrange),
+    spec!("tr.fliprange", 4, W, KEY1, "tairroaring", "Inverts every bit of a range.", roaring::fliprange),
+    spec!("tr.appendbitarray", 4, W, KEY1, "tairroaring", "Writes a string of 0 and 1 after an offset.", roaring::appendbitarray),
+    spec!("tr.setbitarray", 3, W, KEY1, "tairroaring", "Replaces a Roaring bitmap with a string of 0 and 1.", roaring::setbitarray),
+    spec!("tr.setintarray", -3, W, KEY1, "tairroaring", "Replaces a Roaring bitmap with a list of offsets.", roaring::setintarray),
+    spec!("tr.appendintarray", -3, W, KEY1, "tairroaring", "Sets bits of a Roaring bitmap.", roaring::appendintarray),
+    spec!("tr.bitop", -4, W, ALL_KEYS, "tairroaring", "Stores AND, OR, XOR, DIFF or NOT of Roaring bitmaps.", roaring::bitop),
+    spec!("tr.bitopcard", -3, R, NO_KEYS, "tairroaring", "Counts AND, OR, XOR, DIFF or NOT of Roaring bitmaps.", roaring::bitopcard),
+    spec!("tr.optimize", 2, W, KEY1, "tairroaring", "Re-packs the containers of a Roaring bitmap.", roaring::optimize),
+    spec!("tr.getbit", 3, RF, KEY1, "tairroaring", "Returns one bit of a Roaring bitmap.", roaring::getbit),
+    spec!("tr.getbits", -3, RF, KEY1, "tairroaring", "Returns bits of a Roaring bitmap.", roaring::getbits),
+    spec!("tr.bitcount", -2, R, KEY1, "tairroaring", "Counts the set bits, optionally within a range.", roaring::bitcount),
+    spec!("tr.bitpos", -3, R, KEY1, "tairroaring", "Returns the offset of the n-th bit equal to a value.", roaring::bitpos),
+    spec!("tr.scan", -3, R, KEY1, "tairroaring", "Iterates over the set bits from an offset.", roaring::scan),
+    spec!("tr.range", 4, R, KEY1, "tairroaring", "Returns the set bits within a range.", roaring::range_cmd),
+    spec!("tr.rangebitarray", 4, R, KEY1, "tairroaring", "Returns a range as a string of 0 and 1.", roaring::rangebitarray),
+    spec!("tr.min", 2, RF, KEY1, "tairroaring", "Returns the smallest set bit.", roaring::min),
+    spec!("tr.max", 2, RF, KEY1, "tairroaring", "Returns the largest set bit.", roaring::max),
+    spec!("tr.rank", 3, R, KEY1, "tairroaring", "Counts the set bits up to an offset.", roaring::rank),
+    spec!("tr.jaccard", 3, R, KEY12, "tairroaring", "Returns the Jaccard similarity of two Roaring bitmaps.", roaring::jaccard),
+    spec!("tr.contains", 3, R, KEY12, "tairroaring", "Tells whether one Roaring bitmap contains another.", roaring::contains),
+    spec!("tr.stat", -2, R, KEY1, "tairroaring", "Returns statistics of a Roaring bitmap.", roaring::stat),
+    // bitmaps on strings
+    spec!("setbit", 4, W, KEY1, "bitmap", "Sets or clears the bit at offset of the string value.", bitmap::setbit),
+    spec!("getbit", 3, RF, KEY1, "bitmap", "Returns a bit value by offset.", bitmap::getbit),
+    spec!("bitcount", -2, R, KEY1, "bitmap", "Counts the number of set bits in a string.", bitmap::bitcount),
+    spec!("bitpos", -3, R, KEY1, "bitmap", "Finds the first set or clear bit in a string.", bitmap::bitpos),
+    spec!("bitop", -4, W, (2, -1, 1), "bitmap", "Performs bitwise operations on multiple strings, and stores the result.", bitmap::bitop),
+    spec!("bitfield", -2, W, KEY1, "bitmap", "Performs arbitrary bitfield integer operations on strings.", bitmap::bitfield),
+    spec!("bitfield_ro", -2, RF, KEY1, "bitmap", "Performs arbitrary read-only bitfield integer operations on strings.", bitmap::bitfield_ro),
 ];
 
 static BY_NAME: LazyLock<HashMap<&'static str, &'static CommandSpec>> =

@@ -120,6 +120,31 @@ impl<'a> Db<'a> {
         write.commit()
     }
 
+    /// Points `key` at a collection whose elements were already written under `version`
+    /// (by a command too large for one batch), replacing whatever it held.
+    pub(crate) fn replace_with_version(
+        &self,
+        key: &'a [u8],
+        kind: KeyKind,
+        version: u64,
+        size: u64,
+    ) -> Result<(), Error> {
+        let stored = self.raw_meta(key)?;
+        let write = CollectionWrite {
+            db: *self,
+            key,
+            kind,
+            stored,
+            expire_at: 0,
+            existed: false,
+            version,
+            size,
+            extra: Bytes::new(),
+            change: Change::default(),
+        };
+        write.commit()
+    }
+
     /// Visits the elements of one collection version in `cf` from `start` (a suffix after the
     /// prefix; empty for the beginning) in `direction`; `visit` gets the suffix and the value.
     pub(crate) fn scan_elements(
@@ -196,21 +221,24 @@ impl<'a> Db<'a> {
     }
 }
 
-/// A random key between `first` and `last`: their common prefix, then a byte drawn between
-/// theirs at the first difference, then random bytes.
+/// A random key between `first` and `last`: their common prefix, then at each later position
+/// a byte drawn between theirs. Probes spread over the key space the members occupy (for
+/// `member:000123`-style keys, uniformly over the numbers), so they do not pile up where
+/// earlier pops left tombstones.
 fn random_probe(first: &[u8], last: &[u8], rng: &mut impl Rng) -> Vec<u8> {
     let common = first.iter().zip(last).take_while(|(a, b)| a == b).count();
     let mut probe = first[..common].to_vec();
-    let low = first.get(common).copied().unwrap_or(0);
-    let high = last.get(common).copied().unwrap_or(u8::MAX);
-    probe.push(rng.random_range(low..=high.max(low)));
-    probe.extend((0..8).map(|_| rng.random::<u8>()));
+    for i in common..first.len().max(last.len()) {
+        let a = first.get(i).copied().unwrap_or(0);
+        let b = last.get(i).copied().unwrap_or(u8::MAX);
+        probe.push(rng.random_range(a.min(b)..=a.max(b)));
+    }
     probe
 }
 
 /// Collections up to this size are sampled uniformly from a full read; larger ones by random
 /// seeks, which favours elements after gaps in the key space but reads only what it returns.
-const FULL_SAMPLE_LIMIT: u64 = 1024;
+const FULL_SAMPLE_LIMIT: u64 = 128;
 
 impl Db<'_> {
     /// Random elements with Redis's rules: a positive `count` gives distinct elements (all of

@@ -94,22 +94,21 @@ impl<'a> ListWrite<'a> {
         if count == 0 {
             return Ok(Vec::new());
         }
-        let (from, to, direction) = match end {
-            End::Left => (self.head, self.head + count, ScanDirection::Forward),
-            End::Right => (self.tail - count, self.tail, ScanDirection::Reverse),
+        let (from, to) = match end {
+            End::Left => (self.head, self.head + count),
+            End::Right => (self.tail - count, self.tail),
         };
-        let mut values = Vec::with_capacity(count as usize);
-        db.scan_elements(
-            Cf::Data,
-            key,
-            self.inner.version,
-            (&list_suffix(from), Some(&list_suffix(to))),
-            direction,
-            &mut |_, v| {
-                values.push(Bytes::copy_from_slice(v));
-                true
-            },
-        )?;
+        // Positions between head and tail all hold elements: point reads, no iterator.
+        let positions: Vec<[u8; 8]> = match end {
+            End::Left => (from..to).map(list_suffix).collect(),
+            End::Right => (from..to).rev().map(list_suffix).collect(),
+        };
+        let subs: Vec<&[u8]> = positions.iter().map(|p| p.as_slice()).collect();
+        let values: Vec<Bytes> = db
+            .get_elements(Cf::Data, key, self.inner.version, &subs)?
+            .into_iter()
+            .map(|v| Bytes::from(v.unwrap_or_default()))
+            .collect();
         for position in from..to {
             self.inner.delete(Cf::Data, &list_suffix(position));
         }

@@ -5,14 +5,17 @@
 //! in one [`WriteBatch`] (through [`Db::stage_replace`], which keeps the key counters, the
 //! expiry index and old elements in step), and write the batch.
 
+pub mod bitmap;
 mod collection;
 mod cursor;
 pub mod expiry;
+mod fragments;
 pub mod hash;
 mod keys;
 pub mod list;
 mod locks;
 pub mod pattern;
+pub mod roaring;
 pub mod set;
 pub mod string;
 mod version;
@@ -22,7 +25,6 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use parking_lot::Mutex;
 use shale_storage::keys as k;
 use shale_storage::metadata::{Body, KeyKind, Metadata};
@@ -166,14 +168,27 @@ impl<'a> Db<'a> {
         old: Option<&Metadata>,
         new: Option<&Metadata>,
     ) -> Result<(), Error> {
+        if let Some(Body::Collection { version, size, .. }) = old.map(|m| &m.body) {
+            if new.and_then(Metadata::version) != Some(*version) {
+                self.stage_element_deletes(&mut change.batch, key, *version, *size)?;
+            }
+        }
+        self.stage_metadata(change, key, old, new);
+        Ok(())
+    }
+
+    /// The metadata part of [`Db::stage_replace`], for callers whose own batch already removes
+    /// every element of `old`.
+    pub(crate) fn stage_metadata(
+        &self,
+        change: &mut Change,
+        key: &[u8],
+        old: Option<&Metadata>,
+        new: Option<&Metadata>,
+    ) {
         let db = self.index;
         let batch = &mut change.batch;
         let mut removes_due_expiry = false;
-        if let Some(Body::Collection { version, size, .. }) = old.map(|m| &m.body) {
-            if new.and_then(Metadata::version) != Some(*version) {
-                self.stage_element_deletes(batch, key, *version, *size)?;
-            }
-        }
         let old_expiry = old.map_or(0, |m| m.expire_at);
         let new_expiry = new.map_or(0, |m| m.expire_at);
         if old_expiry != new_expiry {
@@ -194,7 +209,6 @@ impl<'a> Db<'a> {
         };
         change.removes_due_expiry |= removes_due_expiry;
         change.count(db, delta(|_| true), delta(|m| m.expire_at != 0));
-        Ok(())
     }
 
     /// Writes a command's changes atomically, then updates the in-memory counters.
@@ -291,14 +305,6 @@ impl Change {
             }
             None => self.counts.push((db, keys, expires)),
         }
-    }
-}
-
-/// The value of a string record, or `WRONGTYPE`.
-pub(crate) fn string_value(meta: &Metadata) -> Result<Bytes, Error> {
-    match (&meta.kind, &meta.body) {
-        (KeyKind::String, Body::Inline(v)) => Ok(v.clone()),
-        _ => Err(Error::WrongType),
     }
 }
 

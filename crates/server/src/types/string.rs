@@ -1,11 +1,11 @@
 //! Strings: values stored inline in their metadata record, so GET is one point read.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use shale_storage::keys as k;
-use shale_storage::metadata::{KeyKind, Metadata};
+use shale_storage::metadata::{Body, KeyKind, Metadata};
 use shale_storage::Cf;
 
-use super::{now_ms, string_value, Change, Db};
+use super::{now_ms, Change, Db};
 use crate::error::Error;
 
 /// The NX/XX condition of SET.
@@ -82,7 +82,7 @@ pub fn parse_strict_f64(v: &[u8]) -> Option<f64> {
 impl<'a> Db<'a> {
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, Error> {
         let value = match self.typed_meta(key, KeyKind::String)? {
-            Some(meta) => Some(string_value(&meta)?),
+            Some(meta) => Some(self.string_bytes(key, &meta)?),
             None => None,
         };
         self.record_lookup(value.is_some());
@@ -97,14 +97,17 @@ impl<'a> Db<'a> {
             .collect();
         let now = now_ms();
         let mut out = Vec::with_capacity(keys.len());
-        for raw in self.engine().multi_get(Cf::Meta, &raw_keys)? {
+        for (key, raw) in keys
+            .iter()
+            .zip(self.engine().multi_get(Cf::Meta, &raw_keys)?)
+        {
             let value = match raw {
                 Some(raw) => {
                     let meta = Metadata::decode(raw)?;
                     if meta.is_expired(now) {
                         None
                     } else {
-                        string_value(&meta).ok()
+                        self.string_bytes(key, &meta).ok()
                     }
                 }
                 None => None,
@@ -121,7 +124,7 @@ impl<'a> Db<'a> {
         let stored = self.raw_meta(key)?;
         let live = stored.as_ref().filter(|m| !m.is_expired(now));
         let previous = match live {
-            Some(meta) if options.get => Some(string_value(meta)?),
+            Some(meta) if options.get => Some(self.string_bytes(key, meta)?),
             _ => None,
         };
         let allowed = match options.condition {
@@ -183,7 +186,7 @@ impl<'a> Db<'a> {
         let Some(meta) = self.typed_meta(key, KeyKind::String)? else {
             return Ok(None);
         };
-        let value = string_value(&meta)?;
+        let value = self.string_bytes(key, &meta)?;
         let mut change = Change::default();
         self.stage_replace(&mut change, key, Some(&meta), None)?;
         self.write(change)?;
@@ -196,7 +199,7 @@ impl<'a> Db<'a> {
         let Some(meta) = self.typed_meta(key, KeyKind::String)? else {
             return Ok(None);
         };
-        let value = string_value(&meta)?;
+        let value = self.string_bytes(key, &meta)?;
         let new = match change {
             ExpiryChange::Keep => return Ok(Some(value)),
             ExpiryChange::Clear => Some(Metadata {
@@ -228,7 +231,7 @@ impl<'a> Db<'a> {
         let now = now_ms();
         let stored = self.raw_meta(key)?;
         let live = stored.as_ref().filter(|m| !m.is_expired(now));
-        let current = live.map(string_value).transpose()?;
+        let current = live.map(|m| self.string_bytes(key, m)).transpose()?;
         let (value, result) = update(current.as_ref())?;
         let new = Metadata::string(value, live.map_or(0, |m| m.expire_at));
         let mut change = Change::default();
@@ -264,34 +267,32 @@ impl<'a> Db<'a> {
         })
     }
 
-    pub fn append(&self, key: &[u8], tail: &[u8], max_len: usize) -> Result<i64, Error> {
-        self.update_string(key, |current| {
-            let old = current.map_or(&[][..], |v| v.as_ref());
-            if old.len() + tail.len() > max_len {
-                return Err(Error::StringTooLong);
-            }
-            let mut value = BytesMut::with_capacity(old.len() + tail.len());
-            value.extend_from_slice(old);
-            value.extend_from_slice(tail);
-            let len = value.len() as i64;
-            Ok((value.freeze(), len))
-        })
+    pub fn append(&self, key: &'a [u8], tail: &[u8], max_len: usize) -> Result<i64, Error> {
+        let _guard = self.lock(&[key]);
+        let mut string = self.open_string(key)?;
+        let len = string.len();
+        if len as usize + tail.len() > max_len {
+            return Err(Error::StringTooLong);
+        }
+        string.write(len, tail)?;
+        let new_len = string.len() as i64;
+        string.commit()?;
+        Ok(new_len)
     }
 
     pub fn strlen(&self, key: &[u8]) -> Result<i64, Error> {
-        match self.typed_meta(key, KeyKind::String)? {
-            Some(meta) => Ok(string_value(&meta)?.len() as i64),
-            None => Ok(0),
-        }
+        Ok(self
+            .typed_meta(key, KeyKind::String)?
+            .map_or(0, |meta| string_len(&meta)))
     }
 
-    /// GETRANGE with Redis's index rules (negative counts from the end, both ends inclusive).
+    /// GETRANGE with Redis's index rules (negative counts from the end, both ends inclusive);
+    /// reads only the fragments the range covers.
     pub fn getrange(&self, key: &[u8], start: i64, end: i64) -> Result<Bytes, Error> {
         let Some(meta) = self.typed_meta(key, KeyKind::String)? else {
             return Ok(Bytes::new());
         };
-        let value = string_value(&meta)?;
-        let len = value.len() as i64;
+        let len = string_len(&meta);
         if len == 0 || (start < 0 && end < 0 && start > end) {
             return Ok(Bytes::new());
         }
@@ -308,13 +309,18 @@ impl<'a> Db<'a> {
         if start > end || start >= len {
             return Ok(Bytes::new());
         }
-        Ok(value.slice(start as usize..=end as usize))
+        Ok(Bytes::from(self.string_range(
+            key,
+            &meta,
+            start as u64,
+            end as u64 + 1,
+        )?))
     }
 
     /// SETRANGE: returns the new length. An empty `patch` only reports the length.
     pub fn setrange(
         &self,
-        key: &[u8],
+        key: &'a [u8],
         offset: usize,
         patch: &[u8],
         max_len: usize,
@@ -325,16 +331,20 @@ impl<'a> Db<'a> {
         if offset.saturating_add(patch.len()) > max_len {
             return Err(Error::StringTooLong);
         }
-        self.update_string(key, |current| {
-            let old = current.map_or(&[][..], |v| v.as_ref());
-            let mut value = BytesMut::from(old);
-            if value.len() < offset + patch.len() {
-                value.resize(offset + patch.len(), 0);
-            }
-            value[offset..offset + patch.len()].copy_from_slice(patch);
-            let len = value.len() as i64;
-            Ok((value.freeze(), len))
-        })
+        let _guard = self.lock(&[key]);
+        let mut string = self.open_string(key)?;
+        string.write(offset as u64, patch)?;
+        let new_len = string.len() as i64;
+        string.commit()?;
+        Ok(new_len)
+    }
+}
+
+/// The length of a string record, without reading fragments.
+pub(crate) fn string_len(meta: &Metadata) -> i64 {
+    match &meta.body {
+        Body::Inline(v) => v.len() as i64,
+        Body::Collection { size, .. } => *size as i64,
     }
 }
 

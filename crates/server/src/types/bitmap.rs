@@ -1,0 +1,421 @@
+//! Redis bitmaps: bit-level commands on strings. They read and write only the bytes (and so
+//! the fragments) they touch; see `fragments` for how long strings are stored.
+
+use bytes::Bytes;
+use shale_storage::metadata::{KeyKind, Metadata};
+
+use super::string::string_len;
+use super::Db;
+use crate::error::Error;
+
+/// Bytes read at a time by BITCOUNT, BITPOS and BITOP.
+const CHUNK: u64 = 64 * 1024;
+
+/// Whether BITCOUNT/BITPOS indexes count bytes or bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Byte,
+    Bit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BitwiseOp {
+    And,
+    Or,
+    Xor,
+    Not,
+}
+
+/// A BITFIELD integer type: `i1`..`i64` or `u1`..`u63`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldType {
+    pub signed: bool,
+    pub bits: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overflow {
+    Wrap,
+    Sat,
+    Fail,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldOp {
+    Get(FieldType, u64),
+    Set(FieldType, u64, i64),
+    IncrBy(FieldType, u64, i64),
+    Overflow(Overflow),
+}
+
+impl FieldType {
+    fn min(self) -> i128 {
+        if self.signed {
+            -(1i128 << (self.bits - 1))
+        } else {
+            0
+        }
+    }
+
+    fn max(self) -> i128 {
+        if self.signed {
+            (1i128 << (self.bits - 1)) - 1
+        } else {
+            (1i128 << self.bits) - 1
+        }
+    }
+
+    /// Fits `value` into the type under `overflow`; `None` when FAIL refuses it.
+    fn fit(self, value: i128, overflow: Overflow) -> Option<i64> {
+        if (self.min()..=self.max()).contains(&value) {
+            return Some(value as i64);
+        }
+        match overflow {
+            Overflow::Fail => None,
+            Overflow::Sat => Some(value.clamp(self.min(), self.max()) as i64),
+            Overflow::Wrap => {
+                let span = 1i128 << self.bits;
+                let wrapped = value.rem_euclid(span);
+                Some(if self.signed && wrapped > self.max() {
+                    wrapped - span
+                } else {
+                    wrapped
+                } as i64)
+            }
+        }
+    }
+
+    fn decode(self, raw: u64) -> i64 {
+        if self.signed && self.bits < 64 && raw >> (self.bits - 1) & 1 == 1 {
+            (raw as i64) - (1i64 << self.bits)
+        } else {
+            raw as i64
+        }
+    }
+}
+
+/// Reads `bits` bits (at most 64) starting at bit `offset` of `bytes`, where bit 0 is the most
+/// significant bit of byte 0 (Redis's order).
+fn read_bits(bytes: &[u8], offset: u64, bits: u32) -> u64 {
+    (0..bits as u64).fold(0u64, |acc, i| {
+        let at = offset + i;
+        let bit = bytes
+            .get((at / 8) as usize)
+            .map_or(0, |b| b >> (7 - at % 8) & 1);
+        acc << 1 | bit as u64
+    })
+}
+
+fn write_bits(bytes: &mut [u8], offset: u64, bits: u32, value: u64) {
+    for i in 0..bits as u64 {
+        let at = offset + i;
+        let bit = (value >> (bits as u64 - 1 - i)) & 1;
+        let byte = &mut bytes[(at / 8) as usize];
+        let mask = 1u8 << (7 - at % 8);
+        *byte = if bit == 1 {
+            *byte | mask
+        } else {
+            *byte & !mask
+        };
+    }
+}
+
+/// Resolves Redis's start/end (negative from the end) against `len`; `None` if empty.
+fn resolve(start: i64, end: i64, len: i64) -> Option<(u64, u64)> {
+    let start = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let end = if end < 0 {
+        (len + end).max(0)
+    } else {
+        end.min(len - 1)
+    };
+    (len > 0 && start <= end && start < len).then_some((start as u64, end as u64))
+}
+
+impl<'a> Db<'a> {
+    fn string_meta(&self, key: &[u8]) -> Result<Option<Metadata>, Error> {
+        self.typed_meta(key, KeyKind::String)
+    }
+
+    /// SETBIT: returns the bit's previous value.
+    pub fn setbit(&self, key: &'a [u8], offset: u64, on: bool) -> Result<bool, Error> {
+        let _guard = self.lock(&[key]);
+        let mut string = self.open_string(key)?;
+        let byte_at = offset / 8;
+        let mut byte = string.read(byte_at, byte_at + 1)?;
+        let old = read_bits(&byte, offset % 8, 1) == 1;
+        write_bits(&mut byte, offset % 8, 1, on as u64);
+        string.write(byte_at, &byte)?;
+        string.commit()?;
+        Ok(old)
+    }
+
+    pub fn getbit(&self, key: &[u8], offset: u64) -> Result<bool, Error> {
+        let Some(meta) = self.string_meta(key)? else {
+            return Ok(false);
+        };
+        let byte = self.string_range(key, &meta, offset / 8, offset / 8 + 1)?;
+        Ok(read_bits(&byte, offset % 8, 1) == 1)
+    }
+
+    /// Visits bytes `[first, last]` of a string in chunks.
+    fn chunks(
+        &self,
+        key: &[u8],
+        meta: &Metadata,
+        first: u64,
+        last: u64,
+        visit: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<(), Error> {
+        let mut at = first;
+        while at <= last {
+            let end = (at + CHUNK).min(last + 1);
+            let bytes = self.string_range(key, meta, at, end)?;
+            if !visit(at, &bytes) {
+                break;
+            }
+            at = end;
+        }
+        Ok(())
+    }
+
+    /// BITCOUNT key [start end [BYTE|BIT]]
+    pub fn bitcount(&self, key: &[u8], range: Option<(i64, i64, Unit)>) -> Result<u64, Error> {
+        let Some(meta) = self.string_meta(key)? else {
+            return Ok(0);
+        };
+        let len = string_len(&meta);
+        let (start, end, unit) = range.unwrap_or((0, -1, Unit::Byte));
+        let scale = if unit == Unit::Bit { 8 } else { 1 };
+        let Some((first, last)) = resolve(start, end, len * scale) else {
+            return Ok(0);
+        };
+        let (first_bit, last_bit) = if unit == Unit::Bit {
+            (first, last)
+        } else {
+            (first * 8, last * 8 + 7)
+        };
+        let mut count = 0u64;
+        self.chunks(key, &meta, first_bit / 8, last_bit / 8, &mut |at, bytes| {
+            for (i, byte) in bytes.iter().enumerate() {
+                let base = (at + i as u64) * 8;
+                let mut b = *byte;
+                if base < first_bit {
+                    b &= 0xFF >> (first_bit - base);
+                }
+                if base + 7 > last_bit {
+                    b &= 0xFF << (base + 7 - last_bit);
+                }
+                count += b.count_ones() as u64;
+            }
+            true
+        })?;
+        Ok(count)
+    }
+
+    /// BITPOS key bit [start [end [BYTE|BIT]]]
+    pub fn bitpos(
+        &self,
+        key: &[u8],
+        bit: bool,
+        start: Option<i64>,
+        end: Option<i64>,
+        unit: Unit,
+    ) -> Result<i64, Error> {
+        let Some(meta) = self.string_meta(key)? else {
+            return Ok(if bit { -1 } else { 0 });
+        };
+        let len = string_len(&meta);
+        let scale = if unit == Unit::Bit { 8 } else { 1 };
+        let Some((first, last)) = resolve(start.unwrap_or(0), end.unwrap_or(-1), len * scale)
+        else {
+            return Ok(-1);
+        };
+        let (first_bit, last_bit) = if unit == Unit::Bit {
+            (first, last)
+        } else {
+            (first * 8, last * 8 + 7)
+        };
+        let mut found = None;
+        self.chunks(key, &meta, first_bit / 8, last_bit / 8, &mut |at, bytes| {
+            for (i, byte) in bytes.iter().enumerate() {
+                let base = (at + i as u64) * 8;
+                for b in 0..8 {
+                    let position = base + b;
+                    if position < first_bit || position > last_bit {
+                        continue;
+                    }
+                    if (byte >> (7 - b) & 1 == 1) == bit {
+                        found = Some(position as i64);
+                        return false;
+                    }
+                }
+            }
+            true
+        })?;
+        Ok(match found {
+            Some(position) => position,
+            // Looking for a zero without an explicit end: the string counts as padded with zeros.
+            None if !bit && end.is_none() => last_bit as i64 + 1,
+            None => -1,
+        })
+    }
+
+    /// BITOP: stores the result in `dst` (deleting it when empty) and returns its length.
+    pub fn bitop(&self, op: BitwiseOp, dst: &'a [u8], keys: &[Bytes]) -> Result<u64, Error> {
+        let mut all: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
+        all.push(dst);
+        let _guard = self.lock(&all);
+        let sources: Vec<Option<Metadata>> = keys
+            .iter()
+            .map(|k| self.string_meta(k))
+            .collect::<Result<_, _>>()?;
+        let len = sources
+            .iter()
+            .flatten()
+            .map(|m| string_len(m) as u64)
+            .max()
+            .unwrap_or(0);
+        let mut result = self.new_string(dst)?;
+        let mut at = 0;
+        while at < len {
+            let end = (at + CHUNK).min(len);
+            let mut chunk: Option<Vec<u8>> = None;
+            for (key, meta) in keys.iter().zip(&sources) {
+                let mut bytes = match meta {
+                    Some(meta) => self.string_range(key, meta, at, end)?,
+                    None => Vec::new(),
+                };
+                bytes.resize((end - at) as usize, 0);
+                chunk = Some(match chunk {
+                    None if op == BitwiseOp::Not => bytes.iter().map(|b| !b).collect(),
+                    None => bytes,
+                    Some(mut acc) => {
+                        for (a, b) in acc.iter_mut().zip(&bytes) {
+                            *a = match op {
+                                BitwiseOp::And => *a & b,
+                                BitwiseOp::Or => *a | b,
+                                BitwiseOp::Xor | BitwiseOp::Not => *a ^ b,
+                            };
+                        }
+                        acc
+                    }
+                });
+            }
+            result.write(at, &chunk.unwrap_or_default())?;
+            at = end;
+        }
+        result.commit()?;
+        Ok(len)
+    }
+
+    /// BITFIELD and BITFIELD_RO: one reply per GET, SET or INCRBY (`None` where FAIL
+    /// refused an overflow).
+    pub fn bitfield(&self, key: &'a [u8], ops: &[FieldOp]) -> Result<Vec<Option<i64>>, Error> {
+        let writes = ops
+            .iter()
+            .any(|op| matches!(op, FieldOp::Set(..) | FieldOp::IncrBy(..)));
+        let _guard = self.lock(&[key]);
+        let mut string = self.open_string(key)?;
+        let mut overflow = Overflow::Wrap;
+        let mut replies = Vec::new();
+        for op in ops {
+            let (ty, offset) = match *op {
+                FieldOp::Overflow(mode) => {
+                    overflow = mode;
+                    continue;
+                }
+                FieldOp::Get(ty, offset)
+                | FieldOp::Set(ty, offset, _)
+                | FieldOp::IncrBy(ty, offset, _) => (ty, offset),
+            };
+            let (first, last) = (offset / 8, (offset + ty.bits as u64 - 1) / 8);
+            let mut bytes = string.read(first, last + 1)?;
+            let shift = offset % 8;
+            let old = ty.decode(read_bits(&bytes, shift, ty.bits));
+            let new = match *op {
+                FieldOp::Get(..) => {
+                    replies.push(Some(old));
+                    continue;
+                }
+                FieldOp::Set(_, _, value) => ty.fit(value as i128, overflow).map(|v| (v, old)),
+                FieldOp::IncrBy(_, _, incr) => {
+                    ty.fit(old as i128 + incr as i128, overflow).map(|v| (v, v))
+                }
+                FieldOp::Overflow(_) => continue,
+            };
+            match new {
+                None => replies.push(None),
+                Some((stored, reply)) => {
+                    let mask = if ty.bits == 64 {
+                        u64::MAX
+                    } else {
+                        (1u64 << ty.bits) - 1
+                    };
+                    write_bits(&mut bytes, shift, ty.bits, stored as u64 & mask);
+                    string.write(first, &bytes)?;
+                    replies.push(Some(reply));
+                }
+            }
+        }
+        if writes {
+            string.commit()?;
+        }
+        Ok(replies)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bits_are_msb_first() {
+        let mut bytes = [0u8; 2];
+        write_bits(&mut bytes, 1, 1, 1);
+        assert_eq!(bytes, [0b0100_0000, 0]);
+        write_bits(&mut bytes, 6, 4, 0b1011);
+        assert_eq!(bytes, [0b0100_0010, 0b1100_0000]);
+        assert_eq!(read_bits(&bytes, 6, 4), 0b1011);
+        assert_eq!(read_bits(&bytes, 0, 16), 0b0100_0010_1100_0000);
+    }
+
+    #[test]
+    fn overflow_rules() {
+        let u8t = FieldType {
+            signed: false,
+            bits: 8,
+        };
+        let i8t = FieldType {
+            signed: true,
+            bits: 8,
+        };
+        assert_eq!(u8t.fit(300, Overflow::Wrap), Some(44));
+        assert_eq!(u8t.fit(300, Overflow::Sat), Some(255));
+        assert_eq!(u8t.fit(-1, Overflow::Sat), Some(0));
+        assert_eq!(u8t.fit(300, Overflow::Fail), None);
+        assert_eq!(i8t.fit(128, Overflow::Wrap), Some(-128));
+        assert_eq!(i8t.fit(-129, Overflow::Sat), Some(-128));
+        assert_eq!(i8t.decode(0xFF), -1);
+        let i64t = FieldType {
+            signed: true,
+            bits: 64,
+        };
+        assert_eq!(
+            i64t.fit(i64::MAX as i128 + 1, Overflow::Wrap),
+            Some(i64::MIN)
+        );
+    }
+
+    #[test]
+    fn ranges_resolve_like_redis() {
+        assert_eq!(resolve(0, -1, 10), Some((0, 9)));
+        assert_eq!(resolve(-3, -1, 10), Some((7, 9)));
+        assert_eq!(resolve(5, 100, 10), Some((5, 9)));
+        assert_eq!(resolve(5, 2, 10), None);
+        assert_eq!(resolve(0, -1, 0), None);
+    }
+}

@@ -1,0 +1,314 @@
+//! Where a string's bytes live. Small strings sit inline in their metadata record; a string
+//! that bit and range commands grow beyond [`INLINE_LIMIT`] moves into 4 KiB fragments,
+//! `key|version|index:u32 → bytes`, so SETBIT at offset 2^32-1 writes one fragment, not 512 MB.
+//! Missing fragments, and missing bytes at the end of a fragment, read as zeros. GET, STRLEN,
+//! GETRANGE and APPEND see one string either way.
+
+use std::collections::btree_map::Entry;
+use std::collections::BTreeMap;
+
+use bytes::{Bytes, BytesMut};
+use shale_storage::metadata::{Body, KeyKind, Metadata};
+use shale_storage::Cf;
+
+use super::{now_ms, Change, Db};
+use crate::error::Error;
+
+pub const FRAGMENT: u64 = 4096;
+/// Strings written by range and bit commands stay inline up to this length.
+pub const INLINE_LIMIT: u64 = 4096;
+
+fn fragment_suffix(index: u64) -> [u8; 4] {
+    (index as u32).to_be_bytes()
+}
+
+impl<'a> Db<'a> {
+    /// The whole value of a string record, assembled from its fragments if it has them.
+    pub(crate) fn string_bytes(&self, key: &[u8], meta: &Metadata) -> Result<Bytes, Error> {
+        match (&meta.kind, &meta.body) {
+            (KeyKind::String, Body::Inline(v)) => Ok(v.clone()),
+            (KeyKind::String, Body::Collection { size, .. }) => {
+                Ok(Bytes::from(self.string_range(key, meta, 0, *size)?))
+            }
+            _ => Err(Error::WrongType),
+        }
+    }
+
+    /// Bytes `[start, end)` of a string record (clamped to its length).
+    pub(crate) fn string_range(
+        &self,
+        key: &[u8],
+        meta: &Metadata,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<u8>, Error> {
+        match (&meta.kind, &meta.body) {
+            (KeyKind::String, Body::Inline(v)) => {
+                let end = end.min(v.len() as u64);
+                Ok(if start >= end {
+                    Vec::new()
+                } else {
+                    v[start as usize..end as usize].to_vec()
+                })
+            }
+            (KeyKind::String, Body::Collection { version, size, .. }) => {
+                let end = end.min(*size);
+                if start >= end {
+                    return Ok(Vec::new());
+                }
+                let mut out = vec![0u8; (end - start) as usize];
+                let first = start / FRAGMENT;
+                let last = (end - 1) / FRAGMENT;
+                let suffixes: Vec<[u8; 4]> = (first..=last).map(fragment_suffix).collect();
+                let subs: Vec<&[u8]> = suffixes.iter().map(|s| s.as_slice()).collect();
+                let fragments = self.get_elements(Cf::Data, key, *version, &subs)?;
+                for (index, fragment) in (first..=last).zip(fragments) {
+                    let Some(fragment) = fragment else { continue };
+                    copy_overlap(&mut out, start, &fragment, index * FRAGMENT);
+                }
+                Ok(out)
+            }
+            _ => Err(Error::WrongType),
+        }
+    }
+
+    /// Opens the string at `key` for a partial write; the caller holds its lock. A missing or
+    /// expired key is an empty string; another type is `WRONGTYPE`.
+    pub(crate) fn open_string(&self, key: &'a [u8]) -> Result<StringWrite<'a>, Error> {
+        let stored = self.raw_meta(key)?;
+        let live = stored.as_ref().filter(|m| !m.is_expired(now_ms()));
+        let (repr, expire_at, existed) = match live {
+            None => (Repr::Inline(BytesMut::new()), 0, false),
+            Some(meta) if meta.kind != KeyKind::String => return Err(Error::WrongType),
+            Some(Metadata {
+                body: Body::Inline(v),
+                expire_at,
+                ..
+            }) => (Repr::Inline(BytesMut::from(v.as_ref())), *expire_at, true),
+            Some(Metadata {
+                body: Body::Collection { version, size, .. },
+                expire_at,
+                ..
+            }) => (
+                Repr::Fragmented {
+                    version: *version,
+                    len: *size,
+                    dirty: BTreeMap::new(),
+                },
+                *expire_at,
+                true,
+            ),
+        };
+        Ok(StringWrite {
+            db: *self,
+            key,
+            stored,
+            expire_at,
+            existed,
+            repr,
+        })
+    }
+}
+
+impl<'a> Db<'a> {
+    /// A new empty string that will replace whatever `key` holds (BITOP's destination); an
+    /// empty result deletes the key.
+    pub(crate) fn new_string(&self, key: &'a [u8]) -> Result<StringWrite<'a>, Error> {
+        let stored = self.raw_meta(key)?;
+        Ok(StringWrite {
+            db: *self,
+            key,
+            stored,
+            expire_at: 0,
+            existed: false,
+            repr: Repr::Inline(BytesMut::new()),
+        })
+    }
+}
+
+/// Copies the part of `src` (which starts at absolute offset `src_at`) that overlaps `dst`
+/// (which starts at `dst_at`).
+fn copy_overlap(dst: &mut [u8], dst_at: u64, src: &[u8], src_at: u64) {
+    let from = dst_at.max(src_at);
+    let to = (dst_at + dst.len() as u64).min(src_at + src.len() as u64);
+    if from < to {
+        dst[(from - dst_at) as usize..(to - dst_at) as usize]
+            .copy_from_slice(&src[(from - src_at) as usize..(to - src_at) as usize]);
+    }
+}
+
+enum Repr {
+    Inline(BytesMut),
+    /// Fragments changed by this write are in `dirty`; the rest are on disk.
+    Fragmented {
+        version: u64,
+        len: u64,
+        dirty: BTreeMap<u64, Vec<u8>>,
+    },
+}
+
+/// A string opened for partial reads and writes under its key lock.
+pub(crate) struct StringWrite<'a> {
+    db: Db<'a>,
+    key: &'a [u8],
+    stored: Option<Metadata>,
+    expire_at: u64,
+    pub existed: bool,
+    repr: Repr,
+}
+
+impl StringWrite<'_> {
+    pub fn len(&self) -> u64 {
+        match &self.repr {
+            Repr::Inline(v) => v.len() as u64,
+            Repr::Fragmented { len, .. } => *len,
+        }
+    }
+
+    fn fragment(&mut self, index: u64) -> Result<&mut Vec<u8>, Error> {
+        let Repr::Fragmented { version, dirty, .. } = &mut self.repr else {
+            unreachable!("fragment() is only called on fragmented strings")
+        };
+        let slot = match dirty.entry(index) {
+            Entry::Occupied(slot) => slot.into_mut(),
+            Entry::Vacant(slot) => {
+                let suffix = fragment_suffix(index);
+                slot.insert(
+                    self.db
+                        .get_element(Cf::Data, self.key, *version, &suffix)?
+                        .unwrap_or_default(),
+                )
+            }
+        };
+        Ok(slot)
+    }
+
+    /// Bytes `[start, end)`, zero beyond the end of the string.
+    pub fn read(&mut self, start: u64, end: u64) -> Result<Vec<u8>, Error> {
+        let mut out = vec![0u8; end.saturating_sub(start) as usize];
+        match &self.repr {
+            Repr::Inline(v) => copy_overlap(&mut out, start, v, 0),
+            Repr::Fragmented { len, .. } => {
+                let stop = end.min(*len);
+                if start < stop {
+                    for index in start / FRAGMENT..=(stop - 1) / FRAGMENT {
+                        let fragment = self.fragment(index)?.clone();
+                        copy_overlap(&mut out, start, &fragment, index * FRAGMENT);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Writes `data` at `offset`, growing the string with zeros as needed.
+    pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), Error> {
+        let new_len = self.len().max(offset + data.len() as u64);
+        if let Repr::Inline(value) = &mut self.repr {
+            if new_len <= INLINE_LIMIT {
+                value.resize(new_len as usize, 0);
+                value[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+                return Ok(());
+            }
+            self.move_to_fragments()?;
+        }
+        let end = offset + data.len() as u64;
+        if let Repr::Fragmented { len, .. } = &mut self.repr {
+            *len = new_len;
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        for index in offset / FRAGMENT..=(end - 1) / FRAGMENT {
+            let base = index * FRAGMENT;
+            let (from, to) = (offset.max(base), end.min(base + FRAGMENT));
+            let fragment = self.fragment(index)?;
+            if fragment.len() < (to - base) as usize {
+                fragment.resize((to - base) as usize, 0);
+            }
+            fragment[(from - base) as usize..(to - base) as usize]
+                .copy_from_slice(&data[(from - offset) as usize..(to - offset) as usize]);
+        }
+        Ok(())
+    }
+
+    /// Moves an inline value into fragments under a fresh version.
+    fn move_to_fragments(&mut self) -> Result<(), Error> {
+        let Repr::Inline(value) = &self.repr else {
+            return Ok(());
+        };
+        let mut dirty = BTreeMap::new();
+        for (index, chunk) in value.chunks(FRAGMENT as usize).enumerate() {
+            dirty.insert(index as u64, chunk.to_vec());
+        }
+        let len = value.len() as u64;
+        self.repr = Repr::Fragmented {
+            version: self.db.ks.versions.next()?,
+            len,
+            dirty,
+        };
+        Ok(())
+    }
+
+    /// Writes the changed fragments and the metadata in one batch; an empty string that did
+    /// not exist is not created.
+    pub fn commit(self) -> Result<(), Error> {
+        let mut change = Change::default();
+        let db = self.db;
+        if self.len() == 0 && !self.existed {
+            // Nothing to create; a replaced key (BITOP's destination) is deleted.
+            if self.stored.is_some() {
+                db.stage_replace(&mut change, self.key, self.stored.as_ref(), None)?;
+                db.write(change)?;
+            }
+            return Ok(());
+        }
+        let new = match self.repr {
+            Repr::Inline(value) => Metadata::string(value.freeze(), self.expire_at),
+            Repr::Fragmented {
+                version,
+                len,
+                dirty,
+            } => {
+                for (index, fragment) in dirty {
+                    let key = shale_storage::keys::element_key(
+                        db.index,
+                        self.key,
+                        version,
+                        &fragment_suffix(index),
+                    );
+                    change.batch.put(Cf::Data, key, fragment);
+                }
+                Metadata {
+                    kind: KeyKind::String,
+                    expire_at: self.expire_at,
+                    body: Body::Collection {
+                        version,
+                        size: len,
+                        extra: Bytes::new(),
+                    },
+                }
+            }
+        };
+        db.stage_replace(&mut change, self.key, self.stored.as_ref(), Some(&new))?;
+        db.write(change)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::copy_overlap;
+
+    #[test]
+    fn overlaps_copy_only_the_shared_part() {
+        let mut dst = [0u8; 4];
+        copy_overlap(&mut dst, 10, b"abcdef", 8);
+        assert_eq!(&dst, b"cdef");
+        let mut dst = [0u8; 4];
+        copy_overlap(&mut dst, 10, b"xy", 12);
+        assert_eq!(&dst, b"\0\0xy");
+        let mut dst = [0u8; 2];
+        copy_overlap(&mut dst, 0, b"zz", 5);
+        assert_eq!(&dst, b"\0\0");
+    }
+}

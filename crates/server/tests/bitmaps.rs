@@ -1,0 +1,302 @@
+//! Redis bitmap commands on strings, with Redis's documented examples, and the fragmented
+//! storage of long bitmaps.
+
+mod common;
+
+use common::{fails, run, TestServer};
+use redis::Value;
+
+fn bytes_written(con: &mut redis::Connection) -> u64 {
+    let info: String = run(con, &["INFO", "rocksdb"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("bytes_written:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn setbit_getbit_bitcount_bitpos() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    assert_eq!(run::<i64>(&mut con, &["SETBIT", "mykey", "7", "1"]), 0);
+    assert_eq!(run::<i64>(&mut con, &["SETBIT", "mykey", "7", "0"]), 1);
+    assert_eq!(run::<Vec<u8>>(&mut con, &["GET", "mykey"]), b"\x00");
+    assert_eq!(run::<i64>(&mut con, &["GETBIT", "mykey", "100"]), 0);
+    assert_eq!(run::<i64>(&mut con, &["GETBIT", "nokey", "0"]), 0);
+    assert_eq!(
+        fails(&mut con, &["SETBIT", "k", "4294967296", "1"]),
+        "ERR bit offset is not an integer or out of range"
+    );
+    assert_eq!(
+        fails(&mut con, &["SETBIT", "k", "-1", "1"]),
+        "ERR bit offset is not an integer or out of range"
+    );
+    assert_eq!(
+        fails(&mut con, &["SETBIT", "k", "1", "2"]),
+        "ERR bit is not an integer or out of range"
+    );
+
+    run::<()>(&mut con, &["SET", "s", "foobar"]);
+    assert_eq!(run::<i64>(&mut con, &["BITCOUNT", "s"]), 26);
+    assert_eq!(run::<i64>(&mut con, &["BITCOUNT", "s", "0", "0"]), 4);
+    assert_eq!(run::<i64>(&mut con, &["BITCOUNT", "s", "1", "1"]), 6);
+    assert_eq!(
+        run::<i64>(&mut con, &["BITCOUNT", "s", "1", "1", "BYTE"]),
+        6
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["BITCOUNT", "s", "5", "30", "BIT"]),
+        17
+    );
+    assert_eq!(run::<i64>(&mut con, &["BITCOUNT", "s", "-2", "-1"]), 7);
+    assert_eq!(run::<i64>(&mut con, &["BITCOUNT", "nokey"]), 0);
+    assert_eq!(fails(&mut con, &["BITCOUNT", "s", "0"]), "ERR syntax error");
+
+    redis::cmd("SET")
+        .arg("p")
+        .arg(&b"\xff\xf0\x00"[..])
+        .query::<()>(&mut con)
+        .unwrap();
+    assert_eq!(run::<i64>(&mut con, &["BITPOS", "p", "0"]), 12);
+    redis::cmd("SET")
+        .arg("q")
+        .arg(&b"\x00\xff\xf0"[..])
+        .query::<()>(&mut con)
+        .unwrap();
+    assert_eq!(run::<i64>(&mut con, &["BITPOS", "q", "1", "0"]), 8);
+    assert_eq!(run::<i64>(&mut con, &["BITPOS", "q", "1", "2"]), 16);
+    assert_eq!(
+        run::<i64>(&mut con, &["BITPOS", "q", "1", "2", "-1", "BYTE"]),
+        16
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["BITPOS", "q", "1", "7", "15", "BIT"]),
+        8
+    );
+    redis::cmd("SET")
+        .arg("ones")
+        .arg(&b"\xff\xff"[..])
+        .query::<()>(&mut con)
+        .unwrap();
+    assert_eq!(
+        run::<i64>(&mut con, &["BITPOS", "ones", "0"]),
+        16,
+        "padded with zeros"
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["BITPOS", "ones", "0", "0", "-1"]),
+        -1
+    );
+    assert_eq!(run::<i64>(&mut con, &["BITPOS", "nokey", "0"]), 0);
+    assert_eq!(run::<i64>(&mut con, &["BITPOS", "nokey", "1"]), -1);
+    assert_eq!(
+        fails(&mut con, &["BITPOS", "s", "2"]),
+        "ERR The bit argument must be 1 or 0."
+    );
+}
+
+#[test]
+fn bitop() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["SET", "key1", "foobar"]);
+    run::<()>(&mut con, &["SET", "key2", "abcdef"]);
+    assert_eq!(
+        run::<i64>(&mut con, &["BITOP", "AND", "dest", "key1", "key2"]),
+        6
+    );
+    assert_eq!(run::<String>(&mut con, &["GET", "dest"]), "`bc`ab");
+    assert_eq!(
+        run::<i64>(&mut con, &["BITOP", "OR", "dest", "key1", "key2", "nokey"]),
+        6
+    );
+    assert_eq!(run::<String>(&mut con, &["GET", "dest"]), "goofev");
+    assert_eq!(
+        run::<i64>(&mut con, &["BITOP", "XOR", "dest", "key1", "key2"]),
+        6
+    );
+    assert_eq!(
+        run::<Vec<u8>>(&mut con, &["GET", "dest"]),
+        b"\x07\x0d\x0c\x06\x04\x14"
+    );
+    assert_eq!(run::<i64>(&mut con, &["BITOP", "NOT", "dest", "key1"]), 6);
+    assert_eq!(
+        run::<Vec<u8>>(&mut con, &["GET", "dest"]),
+        b"\x99\x90\x90\x9d\x9e\x8d"
+    );
+    assert_eq!(run::<i64>(&mut con, &["BITOP", "AND", "dest", "nokey"]), 0);
+    assert_eq!(run::<i64>(&mut con, &["EXISTS", "dest"]), 0);
+    run::<()>(&mut con, &["HSET", "h", "f", "v"]);
+    assert_eq!(
+        run::<i64>(&mut con, &["BITOP", "OR", "h", "key1"]),
+        6,
+        "overwrites other types"
+    );
+    assert_eq!(run::<String>(&mut con, &["GET", "h"]), "foobar");
+    assert_eq!(
+        fails(&mut con, &["BITOP", "NOT", "dest", "key1", "key2"]),
+        "ERR BITOP NOT must be called with a single source key."
+    );
+    assert_eq!(
+        fails(&mut con, &["BITOP", "NAND", "dest", "key1"]),
+        "ERR syntax error"
+    );
+}
+
+#[test]
+fn bitfield() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    assert_eq!(
+        run::<Vec<i64>>(
+            &mut con,
+            &["BITFIELD", "bf", "INCRBY", "i5", "100", "1", "GET", "u4", "0"]
+        ),
+        [1, 0]
+    );
+    assert_eq!(
+        run::<Vec<i64>>(
+            &mut con,
+            &["BITFIELD", "bf", "SET", "i8", "0", "100", "GET", "i8", "0"]
+        ),
+        [0, 100]
+    );
+    assert_eq!(
+        run::<Vec<i64>>(
+            &mut con,
+            &[
+                "BITFIELD", "bf", "INCRBY", "u2", "100", "1", "OVERFLOW", "SAT", "INCRBY", "u2",
+                "102", "1"
+            ]
+        ),
+        [1, 1]
+    );
+    assert_eq!(
+        run::<Vec<Option<i64>>>(
+            &mut con,
+            &[
+                "BITFIELD", "bf", "OVERFLOW", "FAIL", "INCRBY", "u2", "102", "1", "INCRBY", "u2",
+                "102", "5"
+            ]
+        ),
+        [Some(2), None]
+    );
+    assert_eq!(
+        run::<Vec<i64>>(
+            &mut con,
+            &["BITFIELD", "bf", "OVERFLOW", "WRAP", "INCRBY", "i8", "#1", "200"]
+        ),
+        [-56]
+    );
+    assert_eq!(
+        run::<Vec<i64>>(&mut con, &["BITFIELD_RO", "bf", "GET", "i8", "0"]),
+        [100]
+    );
+    assert_eq!(
+        run::<Vec<i64>>(&mut con, &["BITFIELD", "nobf", "GET", "u8", "0"]),
+        [0]
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["EXISTS", "nobf"]),
+        0,
+        "GETs create nothing"
+    );
+    assert_eq!(
+        fails(&mut con, &["BITFIELD", "bf", "GET", "u64", "0"]),
+        "ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is."
+    );
+    assert_eq!(
+        fails(&mut con, &["BITFIELD", "bf", "GET", "i8", "-1"]),
+        "ERR bit offset is not an integer or out of range"
+    );
+    assert_eq!(
+        fails(&mut con, &["BITFIELD", "bf", "OVERFLOW", "MAYBE"]),
+        "ERR Invalid OVERFLOW type specified"
+    );
+    assert_eq!(
+        fails(&mut con, &["BITFIELD", "bf", "FOO", "i8", "0"]),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        fails(&mut con, &["BITFIELD_RO", "bf", "SET", "i8", "0", "1"]),
+        "ERR BITFIELD_RO only supports the GET subcommand"
+    );
+}
+
+#[test]
+fn long_bitmaps_live_in_fragments_and_read_as_one_string() {
+    let mut server = TestServer::start();
+    let mut con = server.client();
+    let before = bytes_written(&mut con);
+    assert_eq!(
+        run::<i64>(&mut con, &["SETBIT", "big", "4294967295", "1"]),
+        0
+    );
+    let written = bytes_written(&mut con) - before;
+    assert!(
+        written < 16 * 1024,
+        "SETBIT at 2^32-1 wrote {written} bytes"
+    );
+    assert_eq!(run::<i64>(&mut con, &["STRLEN", "big"]), 536_870_912);
+    assert_eq!(run::<i64>(&mut con, &["GETBIT", "big", "4294967295"]), 1);
+    assert_eq!(run::<i64>(&mut con, &["GETBIT", "big", "12345"]), 0);
+    assert_eq!(
+        run::<Vec<u8>>(&mut con, &["GETRANGE", "big", "-1", "-1"]),
+        b"\x01"
+    );
+    assert_eq!(
+        fails(&mut con, &["APPEND", "big", "xy"]),
+        "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
+    );
+    run::<()>(&mut con, &["SETBIT", "wide", "999999", "1"]);
+    assert_eq!(run::<i64>(&mut con, &["APPEND", "wide", "xy"]), 125_002);
+    assert_eq!(
+        run::<Vec<u8>>(&mut con, &["GETRANGE", "wide", "-3", "-1"]),
+        b"\x01xy"
+    );
+
+    run::<()>(&mut con, &["SETBIT", "mid", "40000", "1"]);
+    assert_eq!(run::<i64>(&mut con, &["STRLEN", "mid"]), 5001);
+    run::<()>(&mut con, &["SETRANGE", "mid", "10000", "hello"]);
+    let whole: Vec<u8> = run(&mut con, &["GET", "mid"]);
+    assert_eq!(whole.len(), 10005);
+    assert_eq!(whole[5000], 0x80);
+    assert_eq!(&whole[10000..], b"hello");
+    assert_eq!(
+        run::<i64>(&mut con, &["BITCOUNT", "mid"]),
+        1 + 5 * 8
+            - [b'h', b'e', b'l', b'l', b'o']
+                .iter()
+                .map(|b: &u8| b.count_zeros() as i64)
+                .sum::<i64>()
+    );
+    assert_eq!(
+        run::<String>(&mut con, &["OBJECT", "ENCODING", "mid"]),
+        "raw"
+    );
+    drop(con);
+    server.restart();
+    let mut con = server.client();
+    assert_eq!(run::<i64>(&mut con, &["GETBIT", "mid", "40000"]), 1);
+    assert_eq!(
+        run::<String>(&mut con, &["GETRANGE", "mid", "10000", "10004"]),
+        "hello"
+    );
+    run::<()>(&mut con, &["SET", "mid", "5"]);
+    assert_eq!(
+        run::<i64>(&mut con, &["INCR", "mid"]),
+        6,
+        "an overwrite drops the fragments"
+    );
+    assert_eq!(run::<i64>(&mut con, &["DEL", "big"]), 1);
+    assert_eq!(run::<Value>(&mut con, &["GET", "big"]), Value::Nil);
+    run::<()>(&mut con, &["TR.SETBIT", "roar", "1", "1"]);
+    assert_eq!(
+        fails(&mut con, &["SETBIT", "roar", "1", "1"]),
+        "WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
+    assert_eq!(
+        fails(&mut con, &["GETBIT", "roar", "1"]),
+        "WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
+}
