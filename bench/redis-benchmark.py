@@ -93,6 +93,37 @@ def bench(server, command, requests, pipeline):
     return rps, cpu * 1e6 / requests
 
 
+def shale_bench(server, command, seconds, r, r2, connections=20):
+    """Runs shale-bench's command template for `seconds`; returns (ops/s, server CPU µs/op)."""
+    binary = os.path.join(TARGET, "release", "shale-bench")
+    argv = [binary, "-port", str(server.port), "-p", str(connections), "-d", str(seconds), "-r", str(r),
+            "-r2", str(r2), "-command", command, "--json", "-q"]
+    before = cpu_seconds(server.proc.pid)
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    cpu = cpu_seconds(server.proc.pid) - before
+    ops = int(out.split('"ops":')[1].split(",")[0])
+    qps = float(out.split('"qps":')[1].split(",")[0])
+    return qps, cpu * 1e6 / max(ops, 1)
+
+
+# The seed's TR.* command lines (Tair white paper), on 1,000 keys with offsets below 10^6 so
+# that Redis's own bitmaps (125 KB each) fit in memory for the side-by-side rows.
+BITMAP_KEYS, BITMAP_BITS = 1000, 1000000
+HUNDRED_OFFSETS = " ".join(["__RAND2__"] * 100)
+BITMAP_EXPERIMENT = [
+    ("TR.SETBIT", "TR.SETBIT foo-__RAND__ __RAND2__ 1", "SETBIT foo-__RAND__ __RAND2__ 1"),
+    ("TR.GETBIT", "TR.GETBIT foo-__RAND__ __RAND2__", "GETBIT foo-__RAND__ __RAND2__"),
+    ("TR.BITCOUNT", "TR.BITCOUNT foo-__RAND__", "BITCOUNT foo-__RAND__"),
+    ("TR.SETBITS (100)", "TR.SETBITS foo-__RAND__ " + HUNDRED_OFFSETS, None),
+    ("TR.GETBITS (100)", "TR.GETBITS foo-__RAND__ " + HUNDRED_OFFSETS, None),
+    ("TR.RANK", "TR.RANK foo-__RAND__ __RAND2__", None),
+    ("TR.SCAN (COUNT 100)", "TR.SCAN foo-__RAND__ __RAND2__ COUNT 100", None),
+    ("TR.RANGE (100 bits)", "TR.RANGE foo-__RAND__ 0 10000", None),
+    ("TR.BITOP AND", "TR.BITOP dest-__RAND__ AND foo-__RAND__ foo-__RAND__", None),
+    ("TR.BITOPCARD AND", "TR.BITOPCARD AND foo-__RAND__ foo-__RAND__", None),
+]
+
+
 def restart_time(port, keys):
     """Loads `keys` keys into a fresh Shale, restarts it and times until PING answers."""
     data = tempfile.mkdtemp(prefix="shale-restart-")
@@ -134,11 +165,12 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=200000)
     parser.add_argument("--restart-keys", type=int, default=1000000)
+    parser.add_argument("--bitmap-seconds", type=int, default=5)
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     args = parser.parse_args()
 
     ensure_tools()
-    subprocess.run(["cargo", "build", "--release", "--bin", "shale-server"], cwd=ROOT, check=True,
+    subprocess.run(["cargo", "build", "--release", "--bin", "shale-server", "--bin", "shale-bench"], cwd=ROOT, check=True,
                    env=dict(os.environ, CARGO_TARGET_DIR=TARGET))
     experiments = [
         ("Strings", ["set", "get", "incr", "mset"], (1, 16)),
@@ -160,6 +192,12 @@ def main():
                         print(f"{command:10} P={pipeline:2}  shale {s[0]:>10.0f}/s {s[1]:6.1f}us  "
                               f"redis {r[0]:>10.0f}/s {r[1]:6.1f}us  ratio {s[0] / r[0]:.2f}", file=sys.stderr)
                 tables.append((title, rows))
+            bitmap_rows = []
+            for name, shale_command, redis_command in BITMAP_EXPERIMENT:
+                s = shale_bench(shale, shale_command, args.bitmap_seconds, BITMAP_KEYS, BITMAP_BITS)
+                r = shale_bench(redis, redis_command, args.bitmap_seconds, BITMAP_KEYS, BITMAP_BITS) if redis_command else None
+                bitmap_rows.append((name, shale_command, redis_command, s, r))
+                print(f"{name:20} shale {s[0]:>10.0f}/s {s[1]:6.1f}us" + (f"  redis {r[0]:>10.0f}/s {r[1]:6.1f}us  ratio {s[0] / r[0]:.2f}" if r else ""), file=sys.stderr)
         finally:
             shale.stop()
             redis.stop()
@@ -188,6 +226,23 @@ def main():
         ]
         for name, pipeline, s, r in rows:
             lines.append(f"| {name} | {pipeline} | {s[0]:,.0f} | {r[0]:,.0f} | {s[0] / r[0]:.2f} | {s[1]:.1f} | {r[1]:.1f} | {s[1] / r[1]:.2f} |")
+    lines += [
+        "",
+        "## Roaring bitmaps (TR.*) and Redis bitmaps",
+        "",
+        f"`shale-bench -p 20 -d {args.bitmap_seconds} -r {BITMAP_KEYS} -r2 {BITMAP_BITS} -command \"<template>\"`: the seed's TR.* command lines",
+        "(`__RAND__` picks one of the keys, `__RAND2__` an offset) against Shale, and Redis's own bitmap",
+        "commands with the same keys and offsets against Debian's redis-server. The write rows run first,",
+        "so the read rows find data. Redis has no TR.* commands; those rows have Shale figures only.",
+        "",
+        "| command | Shale ops/s | Shale CPU µs/op | Redis command | Redis ops/s | Redis CPU µs/op | Shale/Redis |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, shale_command, redis_command, s, r in bitmap_rows:
+        if r:
+            lines.append(f"| {name} | {s[0]:,.0f} | {s[1]:.1f} | {redis_command.split()[0]} | {r[0]:,.0f} | {r[1]:.1f} | {s[0] / r[0]:.2f} |")
+        else:
+            lines.append(f"| {name} | {s[0]:,.0f} | {s[1]:.1f} | — | — | — | — |")
     lines += [
         "",
         f"Restart of a database holding {restart_keys} keys (SIGTERM, start, first PONG): {restart_s:.2f} s.",

@@ -1,0 +1,227 @@
+//! Connections that send templated commands and time each round trip.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::options::Options;
+use crate::reply::reply_end;
+use crate::report::Report;
+use crate::template::{Template, ValueSource};
+
+/// State shared by the connections and the reporter.
+struct Shared {
+    /// Operations left to start when `-c` is given.
+    budget: Option<AtomicU64>,
+    stop: AtomicBool,
+    measuring: AtomicBool,
+    completed: AtomicU64,
+    errors: AtomicU64,
+}
+
+impl Shared {
+    /// Claims up to `want` operations; 0 when the budget or the time is up.
+    fn claim(&self, want: u64) -> u64 {
+        if self.stop.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let Some(budget) = &self.budget else {
+            return want;
+        };
+        let mut left = budget.load(Ordering::Relaxed);
+        loop {
+            let take = want.min(left);
+            if take == 0 {
+                return 0;
+            }
+            match budget.compare_exchange(left, left - take, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return take,
+                Err(now) => left = now,
+            }
+        }
+    }
+}
+
+async fn send_auth(stream: &mut TcpStream, auth: &str) -> std::io::Result<()> {
+    let parts: Vec<&str> = match auth.split_once(':') {
+        Some((user, password)) => vec!["AUTH", user, password],
+        None => vec!["AUTH", auth],
+    };
+    let mut request = format!("*{}\r\n", parts.len());
+    for p in &parts {
+        request.push_str(&format!("${}\r\n{p}\r\n", p.len()));
+    }
+    stream.write_all(request.as_bytes()).await?;
+    let mut buf = vec![0u8; 512];
+    let n = stream.read(&mut buf).await?;
+    if buf[..n].starts_with(b"-") {
+        return Err(std::io::Error::other(
+            String::from_utf8_lossy(&buf[..n]).trim().to_string(),
+        ));
+    }
+    Ok(())
+}
+
+/// One connection's loop; returns its latency histogram (microseconds per operation).
+async fn connection(
+    options: Arc<Options>,
+    template: Arc<Template>,
+    shared: Arc<Shared>,
+    seed: u64,
+    sequence: Arc<AtomicU64>,
+) -> std::io::Result<Histogram<u64>> {
+    let mut stream = TcpStream::connect((options.host.as_str(), options.port)).await?;
+    stream.set_nodelay(true)?;
+    if let Some(auth) = &options.auth {
+        send_auth(&mut stream, auth).await?;
+    }
+    let mut values = ValueSource::new(
+        seed,
+        options.distribution,
+        options.range,
+        options.range2,
+        options.value_size,
+        sequence,
+    );
+    let mut latency =
+        Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).map_err(std::io::Error::other)?;
+    let per_trip = if options.batching > 0 {
+        options.batching
+    } else {
+        options.pipeline
+    } as u64;
+    let mut request = Vec::new();
+    let mut input = vec![0u8; 64 * 1024];
+    let mut buffered = Vec::new();
+    loop {
+        let ops = shared.claim(per_trip);
+        if ops == 0 {
+            return Ok(latency);
+        }
+        request.clear();
+        let mut expected = ops as usize;
+        if options.batching > 0 {
+            request.extend_from_slice(b"*1\r\n$5\r\nMULTI\r\n");
+            expected += 2;
+        }
+        for _ in 0..ops {
+            template.render(&mut values, &mut request);
+        }
+        if options.batching > 0 {
+            request.extend_from_slice(b"*1\r\n$4\r\nEXEC\r\n");
+        }
+        let started = Instant::now();
+        stream.write_all(&request).await?;
+        let mut pos = 0;
+        let mut errors = 0;
+        while expected > 0 {
+            match reply_end(&buffered, pos) {
+                Some((end, is_error)) => {
+                    pos = end;
+                    expected -= 1;
+                    errors += is_error as u64;
+                }
+                None => {
+                    let n = stream.read(&mut input).await?;
+                    if n == 0 {
+                        return Err(std::io::Error::other("server closed the connection"));
+                    }
+                    buffered.extend_from_slice(&input[..n]);
+                }
+            }
+        }
+        buffered.drain(..pos);
+        let elapsed = started.elapsed().as_micros().max(1) as u64;
+        if shared.measuring.load(Ordering::Relaxed) {
+            latency
+                .record_n(elapsed, ops)
+                .map_err(std::io::Error::other)?;
+            shared.completed.fetch_add(ops, Ordering::Relaxed);
+            shared.errors.fetch_add(errors, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Runs the load and gathers the report; `progress` gets one line a second.
+pub async fn run(options: Options, progress: impl Fn(String)) -> Result<Report, String> {
+    let template = Arc::new(Template::parse(&options.command));
+    if template.is_empty() {
+        return Err("empty command".into());
+    }
+    let options = Arc::new(options);
+    let shared = Arc::new(Shared {
+        budget: options.total.map(AtomicU64::new),
+        stop: AtomicBool::new(false),
+        measuring: AtomicBool::new(options.warmup.is_zero()),
+        completed: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+    });
+    let sequence = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..options.connections)
+        .map(|i| {
+            tokio::spawn(connection(
+                options.clone(),
+                template.clone(),
+                shared.clone(),
+                0x5EED + i as u64,
+                sequence.clone(),
+            ))
+        })
+        .collect();
+    if !options.warmup.is_zero() {
+        tokio::time::sleep(options.warmup).await;
+        shared.measuring.store(true, Ordering::Relaxed);
+    }
+    let started = Instant::now();
+    let mut per_second = Vec::new();
+    let mut last = 0;
+    let mut ticker = tokio::time::interval_at(
+        tokio::time::Instant::now() + Duration::from_secs(1),
+        Duration::from_secs(1),
+    );
+    loop {
+        let done = tasks.iter().all(|t| t.is_finished());
+        if done {
+            break;
+        }
+        tokio::select! {
+            _ = ticker.tick() => {
+                let now = shared.completed.load(Ordering::Relaxed);
+                per_second.push(now - last);
+                progress(format!("second {:>4}: {:>10} ops/s", per_second.len(), now - last));
+                last = now;
+                if options.total.is_none() && started.elapsed() >= options.duration {
+                    shared.stop.store(true, Ordering::Relaxed);
+                }
+            }
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+    }
+    let elapsed = started.elapsed();
+    let mut latency =
+        Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string())?;
+    for task in tasks {
+        let histogram = task
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        latency.add(histogram).map_err(|e| e.to_string())?;
+    }
+    let ops = shared.completed.load(Ordering::Relaxed);
+    if ops > last {
+        per_second.push(ops - last);
+    }
+    Ok(Report {
+        command: options.command.clone(),
+        connections: options.connections,
+        ops,
+        errors: shared.errors.load(Ordering::Relaxed),
+        elapsed,
+        latency,
+        per_second,
+    })
+}
