@@ -237,9 +237,18 @@ pub fn scan(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     ]))
 }
 
+/// TR.RANGE replies with at most this many offsets; a denser range is refused (ours), since a
+/// few run containers can hold billions of bits.
+const RANGE_REPLY_LIMIT: u64 = 1 << 24;
+
 pub fn range_cmd(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let (start, end) = range(&args[2], &args[3])?;
-    let found = ctx.db().tr_range(&args[1], start, end, u64::MAX)?;
+    let found = ctx
+        .db()
+        .tr_range(&args[1], start, end, RANGE_REPLY_LIMIT + 1)?;
+    if found.len() as u64 > RANGE_REPLY_LIMIT {
+        return Err(invalid());
+    }
     Ok(Reply::Array(
         found
             .into_iter()

@@ -236,6 +236,13 @@ fn random_probe(first: &[u8], last: &[u8], rng: &mut impl Rng) -> Vec<u8> {
     probe
 }
 
+/// Per (db, key, version): the first and last element and how often they were used.
+pub(crate) type SampleBounds = std::collections::HashMap<(u8, Bytes, u64), (Bytes, Bytes, u32)>;
+
+/// Sample bounds are recomputed after this many uses, and at most this many are remembered.
+const SAMPLE_BOUNDS_REUSE: u32 = 1024;
+const SAMPLE_BOUNDS_ENTRIES: usize = 4096;
+
 /// Collections up to this size are sampled uniformly from a full read; larger ones by random
 /// seeks, which favours elements after gaps in the key space but reads only what it returns.
 const FULL_SAMPLE_LIMIT: u64 = 128;
@@ -267,10 +274,7 @@ impl Db<'_> {
                 .collect());
         }
         let version = collection.version;
-        let (Some(first), Some(last)) = (
-            self.edge_element(cf, key, version, ScanDirection::Forward)?,
-            self.edge_element(cf, key, version, ScanDirection::Reverse)?,
-        ) else {
+        let Some((first, last)) = self.sample_bounds(cf, key, version)? else {
             return Ok(Vec::new());
         };
         let mut picked: Vec<(Bytes, Bytes)> = Vec::new();
@@ -312,6 +316,37 @@ impl Db<'_> {
             }
         }
         Ok(picked)
+    }
+
+    /// The first and last element of a collection, remembered for a while: finding the last
+    /// one walks backwards over the tombstones of earlier pops, and backward steps in a
+    /// memtable cost a skiplist search each. Stale bounds only narrow the sample until the
+    /// next refresh.
+    fn sample_bounds(
+        &self,
+        cf: Cf,
+        key: &[u8],
+        version: u64,
+    ) -> Result<Option<(Bytes, Bytes)>, Error> {
+        let cache_key = (self.index, Bytes::copy_from_slice(key), version);
+        if let Some(bounds) = self.ks.sample_bounds.lock().get_mut(&cache_key) {
+            bounds.2 += 1;
+            if bounds.2 < SAMPLE_BOUNDS_REUSE {
+                return Ok(Some((bounds.0.clone(), bounds.1.clone())));
+            }
+        }
+        let (Some(first), Some(last)) = (
+            self.edge_element(cf, key, version, ScanDirection::Forward)?,
+            self.edge_element(cf, key, version, ScanDirection::Reverse)?,
+        ) else {
+            return Ok(None);
+        };
+        let mut cache = self.ks.sample_bounds.lock();
+        if cache.len() >= SAMPLE_BOUNDS_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(cache_key, (first.clone(), last.clone(), 0));
+        Ok(Some((first, last)))
     }
 
     /// The suffix of the first (or last) element.

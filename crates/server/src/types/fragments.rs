@@ -167,7 +167,7 @@ impl StringWrite<'_> {
 
     fn fragment(&mut self, index: u64) -> Result<&mut Vec<u8>, Error> {
         let Repr::Fragmented { version, dirty, .. } = &mut self.repr else {
-            unreachable!("fragment() is only called on fragmented strings")
+            return Err(Error::msg("internal error: fragment of an inline string"));
         };
         let slot = match dirty.entry(index) {
             Entry::Occupied(slot) => slot.into_mut(),

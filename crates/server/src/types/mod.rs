@@ -65,6 +65,8 @@ pub struct Keyspace {
     /// expiry entry and decrement the counter, so DBSIZE never sees one without the other.
     /// Only such writes (the reaper, overwrites of expired keys) take it.
     due_expiry_lock: Mutex<()>,
+    /// First and last element of large collections, for random sampling (see `collection`).
+    sample_bounds: Mutex<collection::SampleBounds>,
     pub stats: KeyspaceStats,
 }
 
@@ -84,6 +86,7 @@ impl Keyspace {
             key_counts: load(k::key_count_key)?,
             expire_counts: load(k::expire_count_key)?,
             due_expiry_lock: Mutex::new(()),
+            sample_bounds: Mutex::new(Default::default()),
             versions: VersionGenerator::open(engine.clone())?,
             engine,
             locks: LockTable::default(),
