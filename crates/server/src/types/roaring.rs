@@ -71,6 +71,8 @@ fn high_of(sub: &[u8]) -> u16 {
 struct BitmapWrite<'a> {
     inner: CollectionWrite<'a>,
     dirty: std::collections::BTreeMap<u16, RoaringBitmap>,
+    /// Range edits re-pack containers (runs where smaller); single bits leave them as they are.
+    repack: bool,
 }
 
 impl<'a> BitmapWrite<'a> {
@@ -116,6 +118,7 @@ impl<'a> BitmapWrite<'a> {
         end: u32,
         edit: impl Fn(&mut RoaringBitmap, u32, u32),
     ) -> Result<(), Error> {
+        self.repack = true;
         for high in split(start).0..=split(end).0 {
             let low_start = if high == split(start).0 {
                 split(start).1
@@ -141,7 +144,9 @@ impl<'a> BitmapWrite<'a> {
             if container.is_empty() {
                 self.inner.delete(Cf::Data, &high.to_be_bytes());
             } else {
-                container.optimize();
+                if self.repack {
+                    container.optimize();
+                }
                 self.inner
                     .put(Cf::Data, &high.to_be_bytes(), encode(&container));
             }
@@ -161,6 +166,7 @@ impl<'a> Db<'a> {
         Ok(BitmapWrite {
             inner: self.open_for_write(key, KeyKind::Roaring)?,
             dirty: Default::default(),
+            repack: false,
         })
     }
 
