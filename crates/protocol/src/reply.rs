@@ -29,6 +29,9 @@ pub enum Reply {
     Verbatim(Bytes),
     /// An out-of-band message (pub/sub); an array in RESP2.
     Push(Vec<Reply>),
+    /// Several replies in a row, for commands that answer more than once (SUBSCRIBE with
+    /// several channels).
+    Sequence(Vec<Reply>),
 }
 
 impl Reply {
@@ -86,6 +89,11 @@ impl Reply {
                 out.put_slice(b"\r\n");
             }
             Reply::Verbatim(text) => bulk(out, b'$', text),
+            Reply::Sequence(replies) => {
+                for reply in replies {
+                    reply.encode(out, resp3);
+                }
+            }
         }
     }
 }
@@ -191,6 +199,11 @@ mod tests {
             "~1\r\n:1\r\n"
         );
         assert_eq!(encode(&Reply::Error("ERR x".into()), false), "-ERR x\r\n");
+        let push = Reply::Push(vec![Reply::bulk("message"), Reply::bulk("c")]);
+        assert_eq!(encode(&push, true), ">2\r\n$7\r\nmessage\r\n$1\r\nc\r\n");
+        assert_eq!(encode(&push, false), "*2\r\n$7\r\nmessage\r\n$1\r\nc\r\n");
+        let two = Reply::Sequence(vec![Reply::Integer(1), Reply::Integer(2)]);
+        assert_eq!(encode(&two, false), ":1\r\n:2\r\n");
     }
 
     #[test]

@@ -72,6 +72,17 @@ pub fn scan_matches(pattern: Option<&[u8]>, item: &[u8]) -> bool {
     pattern.is_none_or(|p| crate::types::pattern::glob_match(p, item, false))
 }
 
+/// The count of SRANDMEMBER, HRANDFIELD and ZRANDMEMBER. Negative counts (repeats allowed)
+/// are answered in full, so their size is bounded (ours: Redis would try to build any reply).
+pub fn random_count(arg: &[u8]) -> Result<i64, Error> {
+    const LIMIT: i64 = 1 << 24;
+    let n = int(arg)?;
+    if n < -LIMIT {
+        return Err(Error::msg("value is out of range"));
+    }
+    Ok(n)
+}
+
 /// A database index for SELECT, MOVE and COPY ... DB.
 pub fn db_index(arg: &[u8], databases: usize) -> Result<usize, Error> {
     let index = int(arg)?;

@@ -8,7 +8,15 @@ use super::Context;
 use crate::error::Error;
 use crate::server::{Closing, REDIS_VERSION};
 
-pub fn ping(_ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+pub fn ping(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    if !ctx.client.resp3 && !ctx.client.subscriptions.is_empty() && args.len() <= 2 {
+        // Subscribed RESP2 clients get PING answered in the shape of a message.
+        let payload = args.get(1).cloned().unwrap_or_default();
+        return Ok(Reply::Array(vec![
+            Reply::bulk("pong"),
+            Reply::Bulk(payload),
+        ]));
+    }
     match args.len() {
         1 => Ok(Reply::status("PONG")),
         2 => Ok(Reply::Bulk(args[1].clone())),
@@ -117,6 +125,10 @@ pub fn quit(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
 }
 
 pub fn reset(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    let subscriptions = std::mem::take(&mut ctx.client.subscriptions);
+    ctx.services
+        .pubsub
+        .forget(ctx.client.handle.id, &subscriptions);
     ctx.client.db = 0;
     ctx.client.resp3 = false;
     ctx.client.authenticated = ctx.services.config.read().requirepass.is_none();

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use shale_protocol::Reply;
 
-use super::args::{float, int, is, scan_args, scan_matches};
+use super::args::{float, int, is, random_count, scan_args, scan_matches};
 use super::Context;
 use crate::error::Error;
 
@@ -101,7 +101,7 @@ pub fn hincrbyfloat(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Erro
 
 /// HRANDFIELD key [count [WITHVALUES]]
 pub fn hrandfield(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let count = args.get(2).map(|c| int(c)).transpose()?;
+    let count = args.get(2).map(|c| random_count(c)).transpose()?;
     let with_values = match args.get(3) {
         None => false,
         Some(a) if is(a, "withvalues") && args.len() == 4 => true,

@@ -112,7 +112,7 @@ pub fn pttl(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 }
 
 pub fn expiretime(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    ttl_generic(ctx, &args[1], |at| (at / 1000) as i64)
+    ttl_generic(ctx, &args[1], |at| ((at + 500) / 1000) as i64)
 }
 
 pub fn pexpiretime(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {

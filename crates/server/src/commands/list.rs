@@ -49,7 +49,11 @@ fn pop(ctx: &mut Context<'_>, args: &[Bytes], end: End) -> Result<Reply, Error> 
     let count = match args.len() {
         2 => None,
         3 => Some(positive_count(&args[2])?),
-        _ => return Err(Error::Syntax),
+        _ => {
+            return Err(Error::WrongArity(
+                String::from_utf8_lossy(&args[0]).to_ascii_lowercase(),
+            ))
+        }
     };
     let popped = ctx.db().pop(&args[1], end, count.unwrap_or(1))?;
     Ok(match (popped, count) {

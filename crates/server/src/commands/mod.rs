@@ -10,6 +10,7 @@ mod connection;
 mod hash;
 mod keys;
 mod list;
+mod pubsub;
 mod roaring;
 mod server;
 mod set;
@@ -72,11 +73,28 @@ pub fn execute(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
             spec: Some(spec),
         };
     }
+    if !ctx.client.resp3 && !ctx.client.subscriptions.is_empty() && !allowed_while_subscribed(spec)
+    {
+        let err = Error::msg(format!(
+            "Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            spec.name
+        ));
+        return Outcome {
+            reply: err.to_reply(),
+            spec: Some(spec),
+        };
+    }
     let reply = (spec.handler)(ctx, args).unwrap_or_else(|err| err.to_reply());
     Outcome {
         reply,
         spec: Some(spec),
     }
+}
+
+/// What a RESP2 connection may run while it has subscriptions.
+fn allowed_while_subscribed(spec: &CommandSpec) -> bool {
+    let subscription = spec.flags.contains(Flags::PUBSUB) && spec.name.contains("subscribe");
+    subscription || matches!(spec.name, "ping" | "quit" | "reset")
 }
 
 fn unknown_command(args: &[Bytes]) -> Error {

@@ -215,7 +215,7 @@ pub fn scan(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         [option, n] if is(option, "count") => offset(n)?,
         _ => return Err(Error::Syntax),
     };
-    if count == 0 {
+    if count == 0 || count as u64 > RANGE_REPLY_LIMIT {
         return Err(invalid());
     }
     let mut found = ctx

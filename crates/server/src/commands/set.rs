@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use shale_protocol::Reply;
 
-use super::args::{count, int, is, scan_args, scan_matches};
+use super::args::{count, int, is, random_count, scan_args, scan_matches};
 use super::hash::scan_reply;
 use super::Context;
 use crate::error::Error;
@@ -68,7 +68,7 @@ pub fn srandmember(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error
             ctx.db().srandmember(&args[1], 1)?.into_iter().next(),
         )),
         Some(n) if args.len() == 3 => {
-            let picked = ctx.db().srandmember(&args[1], int(n)?)?;
+            let picked = ctx.db().srandmember(&args[1], random_count(n)?)?;
             Ok(Reply::Array(picked.into_iter().map(Reply::Bulk).collect()))
         }
         Some(_) => Err(Error::Syntax),

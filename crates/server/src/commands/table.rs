@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use super::{bitmap, connection, hash, keys, list, roaring, server, set, string, zset, Handler};
+use super::{
+    bitmap, connection, hash, keys, list, pubsub, roaring, server, set, string, zset, Handler,
+};
 
 /// Command flags, named as COMMAND INFO reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,9 +21,10 @@ impl Flags {
     pub const STALE: Flags = Flags(1 << 6);
     pub const FAST: Flags = Flags(1 << 7);
     pub const NO_AUTH: Flags = Flags(1 << 8);
+    pub const PUBSUB: Flags = Flags(1 << 9);
     pub const NONE: Flags = Flags(0);
 
-    const NAMES: [(Flags, &'static str); 9] = [
+    const NAMES: [(Flags, &'static str); 10] = [
         (Flags::WRITE, "write"),
         (Flags::READONLY, "readonly"),
         (Flags::DENYOOM, "denyoom"),
@@ -31,6 +34,7 @@ impl Flags {
         (Flags::STALE, "stale"),
         (Flags::FAST, "fast"),
         (Flags::NO_AUTH, "no_auth"),
+        (Flags::PUBSUB, "pubsub"),
     ];
 
     pub const fn with(self, other: Flags) -> Flags {
@@ -74,6 +78,11 @@ const CONN: Flags = Flags::NOSCRIPT
     .with(Flags::LOADING)
     .with(Flags::STALE)
     .with(Flags::FAST);
+/// Subscription commands: allowed in RESP2 subscribed mode.
+const PUBSUB: Flags = Flags::PUBSUB
+    .with(Flags::NOSCRIPT)
+    .with(Flags::LOADING)
+    .with(Flags::STALE);
 const ADMIN: Flags = Flags::ADMIN
     .with(Flags::NOSCRIPT)
     .with(Flags::LOADING)
@@ -287,6 +296,16 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("bitop", -4, W, (2, -1, 1), "bitmap", "Performs bitwise operations on multiple strings, and stores the result.", bitmap::bitop),
     spec!("bitfield", -2, W, KEY1, "bitmap", "Performs arbitrary bitfield integer operations on strings.", bitmap::bitfield),
     spec!("bitfield_ro", -2, RF, KEY1, "bitmap", "Performs arbitrary read-only bitfield integer operations on strings.", bitmap::bitfield_ro),
+    // pub/sub
+    spec!("subscribe", -2, PUBSUB, NO_KEYS, "pubsub", "Listens for messages published to channels.", pubsub::subscribe_cmd),
+    spec!("unsubscribe", -1, PUBSUB, NO_KEYS, "pubsub", "Stops listening to messages posted to channels.", pubsub::unsubscribe_cmd),
+    spec!("psubscribe", -2, PUBSUB, NO_KEYS, "pubsub", "Listens for messages published to channels that match one or more patterns.", pubsub::psubscribe),
+    spec!("punsubscribe", -1, PUBSUB, NO_KEYS, "pubsub", "Stops listening to messages published to channels that match one or more patterns.", pubsub::punsubscribe),
+    spec!("ssubscribe", -2, PUBSUB, NO_KEYS, "pubsub", "Listens for messages published to shard channels.", pubsub::ssubscribe),
+    spec!("sunsubscribe", -1, PUBSUB, NO_KEYS, "pubsub", "Stops listening to messages posted to shard channels.", pubsub::sunsubscribe),
+    spec!("publish", 3, Flags::PUBSUB.with(Flags::LOADING).with(Flags::STALE).with(Flags::FAST), NO_KEYS, "pubsub", "Posts a message to a channel.", pubsub::publish),
+    spec!("spublish", 3, Flags::PUBSUB.with(Flags::LOADING).with(Flags::STALE).with(Flags::FAST), NO_KEYS, "pubsub", "Post a message to a shard channel.", pubsub::spublish),
+    spec!("pubsub", -2, Flags::PUBSUB.with(Flags::LOADING).with(Flags::STALE), NO_KEYS, "pubsub", "A container for Pub/Sub commands.", pubsub::pubsub),
 ];
 
 static BY_NAME: LazyLock<HashMap<&'static str, &'static CommandSpec>> =

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use shale_protocol::Reply;
 
-use super::args::{count, int, is, scan_args, scan_matches};
+use super::args::{count, int, is, random_count, scan_args, scan_matches};
 use super::hash::scan_reply;
 use super::set::numkeys;
 use super::Context;
@@ -428,7 +428,7 @@ pub fn zrandmember(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error
         Some(a) if is(a, "withscores") && args.len() == 4 => true,
         Some(_) => return Err(Error::Syntax),
     };
-    let picked = ctx.db().zrandmember(&args[1], int(n)?)?;
+    let picked = ctx.db().zrandmember(&args[1], random_count(n)?)?;
     Ok(scored_reply(picked, with_scores, ctx.client.resp3))
 }
 

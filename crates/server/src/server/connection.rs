@@ -14,8 +14,9 @@ use bytes::{Bytes, BytesMut};
 use shale_protocol::{parse_request, ProtocolError, Reply, RequestLimits};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::mpsc;
 
-use super::{ClientState, Closing, Services};
+use super::{pubsub, ClientState, Closing, Services};
 use crate::commands::{execute, Context, Flags};
 use crate::config::FsyncPolicy;
 
@@ -43,21 +44,31 @@ pub async fn serve(services: Arc<Services>, mut stream: TcpStream, addr: SocketA
     let _ = stream.set_nodelay(true);
     let local_addr = stream.local_addr().unwrap_or(addr);
     let handle = services.clients.register(addr, local_addr);
+    let (queue, messages) = mpsc::channel(pubsub::QUEUE_LIMIT);
     let client = ClientState {
         db: 0,
         resp3: false,
         authenticated: services.config.read().requirepass.is_none(),
         handle: handle.clone(),
         closing: None,
+        subscriptions: Default::default(),
+        subscriber: pubsub::Subscriber {
+            client: handle.clone(),
+            queue,
+        },
     };
     let mut connection = Connection {
         services: services.clone(),
         stream,
         client,
+        messages,
     };
     if let Err(err) = connection.run().await {
         tracing::debug!("client {addr}: {err}");
     }
+    services
+        .pubsub
+        .forget(handle.id, &connection.client.subscriptions);
     services.clients.unregister(handle.id);
 }
 
@@ -92,10 +103,18 @@ impl Drop for BufferAccount<'_> {
     }
 }
 
+/// What woke a connection up.
+enum Event {
+    Read(usize),
+    Message(Reply),
+}
+
 struct Connection {
     services: Arc<Services>,
     stream: TcpStream,
     client: ClientState,
+    /// Pub/sub messages for this connection.
+    messages: mpsc::Receiver<Reply>,
 }
 
 impl Connection {
@@ -130,11 +149,26 @@ impl Connection {
             }
             input.reserve(READ_CHUNK);
             buffers.update(input.capacity() + output.capacity());
-            let read = tokio::select! {
-                read = self.stream.read_buf(&mut input) => read?,
+            let event = tokio::select! {
+                read = self.stream.read_buf(&mut input) => Event::Read(read?),
+                Some(message) = self.messages.recv() => Event::Message(message),
                 _ = handle.killed() => return Ok(()),
                 _ = shutdown.wait_for(|&stop| stop) => return Ok(()),
                 _ = tokio::time::sleep(idle_timeout) => return Ok(()),
+            };
+            let read = match event {
+                Event::Read(read) => read,
+                Event::Message(message) => {
+                    message.encode(&mut output, self.client.resp3);
+                    while output.len() < OUTPUT_FLUSH_THRESHOLD {
+                        let Ok(more) = self.messages.try_recv() else {
+                            break;
+                        };
+                        more.encode(&mut output, self.client.resp3);
+                    }
+                    self.flush(&mut output, false).await?;
+                    continue;
+                }
             };
             if read == 0 {
                 return Ok(());

@@ -6,6 +6,7 @@ mod connection;
 mod cron;
 mod durability;
 pub mod info;
+pub mod pubsub;
 mod stats;
 
 use std::path::PathBuf;
@@ -43,6 +44,9 @@ pub struct ClientState {
     pub authenticated: bool,
     pub handle: Arc<ClientHandle>,
     pub closing: Option<Closing>,
+    pub subscriptions: pubsub::Subscriptions,
+    /// Where PUBLISH sends this connection's messages.
+    pub subscriber: pubsub::Subscriber,
 }
 
 /// Tells every part of the server to stop.
@@ -68,6 +72,7 @@ pub struct Services {
     pub clients: ClientRegistry,
     pub stats: ServerStats,
     pub slowlog: SlowLog,
+    pub pubsub: pubsub::PubSub,
     pub durability: Durability,
     pub shutdown: Shutdown,
     pub started: Instant,
@@ -135,6 +140,7 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
         clients: ClientRegistry::default(),
         stats: ServerStats::default(),
         slowlog: SlowLog::default(),
+        pubsub: pubsub::PubSub::default(),
         durability,
         shutdown: Shutdown {
             sender: shutdown_tx,

@@ -122,6 +122,9 @@ fn write_bits(bytes: &mut [u8], offset: u64, bits: u32, value: u64) {
 
 /// Resolves Redis's start/end (negative from the end) against `len`; `None` if empty.
 fn resolve(start: i64, end: i64, len: i64) -> Option<(u64, u64)> {
+    if start < 0 && end < 0 && start > end {
+        return None;
+    }
     let start = if start < 0 {
         (len + start).max(0)
     } else {
@@ -417,5 +420,6 @@ mod tests {
         assert_eq!(resolve(5, 100, 10), Some((5, 9)));
         assert_eq!(resolve(5, 2, 10), None);
         assert_eq!(resolve(0, -1, 0), None);
+        assert_eq!(resolve(-7, -8, 6), None);
     }
 }

@@ -66,27 +66,30 @@ impl<'a> Db<'a> {
                 due.len() < limit
             },
         )?;
+        let mut reaped = 0;
         for (at, key) in &due {
             let _guard = self.lock(&[key]);
+            // A write to the key between the scan and the lock may have removed the entry
+            // (and adjusted the counters) already.
+            let entry = k::expire_key(self.index, *at, key);
+            if self.engine().get(Cf::Expire, &entry)?.is_none() {
+                continue;
+            }
+            reaped += 1;
             let mut change = Change::default();
             match self.raw_meta(key)? {
                 Some(meta) if meta.expire_at == *at => {
                     self.stage_replace(&mut change, key, Some(&meta), None)?;
                 }
                 _ => {
-                    change
-                        .batch
-                        .delete(Cf::Expire, k::expire_key(self.index, *at, key));
+                    change.batch.delete(Cf::Expire, entry);
                     change.count(self.index, -1, -1);
                     change.removes_due_expiry = true;
                 }
             }
             self.write(change)?;
         }
-        self.ks
-            .stats
-            .expired
-            .fetch_add(due.len() as u64, Ordering::Relaxed);
+        self.ks.stats.expired.fetch_add(reaped, Ordering::Relaxed);
         if due.len() < limit {
             let watermark = &self.ks.expiry_watermarks[self.index()];
             watermark.fetch_max(now.saturating_sub(WATERMARK_LAG_MS), Ordering::Relaxed);

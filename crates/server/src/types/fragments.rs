@@ -106,6 +106,7 @@ impl<'a> Db<'a> {
             expire_at,
             existed,
             repr,
+            create_empty: false,
         })
     }
 }
@@ -122,6 +123,7 @@ impl<'a> Db<'a> {
             expire_at: 0,
             existed: false,
             repr: Repr::Inline(BytesMut::new()),
+            create_empty: false,
         })
     }
 }
@@ -155,9 +157,16 @@ pub(crate) struct StringWrite<'a> {
     expire_at: u64,
     pub existed: bool,
     repr: Repr,
+    /// Create the key even if it stays empty (APPEND of "" to a missing key).
+    create_empty: bool,
 }
 
 impl StringWrite<'_> {
+    /// Makes `commit` create the key even if it is empty.
+    pub fn create_even_if_empty(&mut self) {
+        self.create_empty = true;
+    }
+
     pub fn len(&self) -> u64 {
         match &self.repr {
             Repr::Inline(v) => v.len() as u64,
@@ -255,7 +264,7 @@ impl StringWrite<'_> {
     pub fn commit(self) -> Result<(), Error> {
         let mut change = Change::default();
         let db = self.db;
-        if self.len() == 0 && !self.existed {
+        if self.len() == 0 && !self.existed && !self.create_empty {
             // Nothing to create; a replaced key (BITOP's destination) is deleted.
             if self.stored.is_some() {
                 db.stage_replace(&mut change, self.key, self.stored.as_ref(), None)?;

@@ -397,6 +397,7 @@ impl<'a> Db<'a> {
     /// The number of live keys: the key counter minus the keys that have expired but are not
     /// reaped yet, which the expiry index lists.
     pub fn size(&self) -> Result<u64, Error> {
+        let _due = self.ks.due_expiry_lock.lock();
         let total = self.ks.key_counts[self.index()].load(Ordering::Relaxed);
         let due = self.due_expiries(now_ms())?;
         Ok((total - due as i64).max(0) as u64)
@@ -404,6 +405,7 @@ impl<'a> Db<'a> {
 
     /// The number of live keys with an expiry.
     pub fn expiring_size(&self) -> Result<u64, Error> {
+        let _due = self.ks.due_expiry_lock.lock();
         let total = self.ks.expire_counts[self.index()].load(Ordering::Relaxed);
         let due = self.due_expiries(now_ms())?;
         Ok((total - due as i64).max(0) as u64)

@@ -440,12 +440,12 @@ impl<'a> Db<'a> {
         to: End,
     ) -> Result<Option<Bytes>, Error> {
         let mut source = self.open_list(src)?;
+        if !source.inner.existed {
+            return Ok(None);
+        }
         if src != dst {
             // A wrong-typed destination must fail before anything moves.
             self.open_list(dst)?;
-        }
-        if !source.inner.existed {
-            return Ok(None);
         }
         let Some(value) = source.pop(self, src, from, 1)?.pop() else {
             return Ok(None);

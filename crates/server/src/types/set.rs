@@ -124,6 +124,9 @@ impl<'a> Db<'a> {
     pub fn smove(&self, src: &[u8], dst: &[u8], member: &[u8]) -> Result<bool, Error> {
         let _guard = self.lock(&[src, dst]);
         let mut from = self.open_for_write(src, KeyKind::Set)?;
+        if !from.existed {
+            return Ok(false);
+        }
         let mut to = self.open_for_write(dst, KeyKind::Set)?;
         if from.get(Cf::Data, member)?.is_none() {
             return Ok(false);

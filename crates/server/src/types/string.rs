@@ -275,6 +275,7 @@ impl<'a> Db<'a> {
             return Err(Error::StringTooLong);
         }
         string.write(len, tail)?;
+        string.create_even_if_empty();
         let new_len = string.len() as i64;
         string.commit()?;
         Ok(new_len)

@@ -1,0 +1,165 @@
+//! Pub/sub commands: SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE and their UNSUBSCRIBE forms, PUBLISH,
+//! SPUBLISH and PUBSUB.
+
+use bytes::Bytes;
+use shale_protocol::Reply;
+
+use super::args::{is, text};
+use super::Context;
+use crate::error::Error;
+use crate::server::pubsub::Kind;
+
+fn confirmation(word: &'static str, name: Option<Bytes>, count: i64) -> Reply {
+    Reply::Push(vec![
+        Reply::bulk(word),
+        Reply::bulk_or_null(name),
+        Reply::Integer(count),
+    ])
+}
+
+fn subscribe(ctx: &mut Context<'_>, args: &[Bytes], kind: Kind) -> Result<Reply, Error> {
+    let mut replies = Vec::new();
+    for name in &args[1..] {
+        if ctx.client.subscriptions.of(kind).insert(name.clone()) {
+            ctx.services
+                .pubsub
+                .subscribe(kind, name.clone(), &ctx.client.subscriber);
+        }
+        replies.push(confirmation(
+            kind.subscribe_word(),
+            Some(name.clone()),
+            ctx.client.subscriptions.count(kind),
+        ));
+    }
+    Ok(Reply::Sequence(replies))
+}
+
+fn unsubscribe(ctx: &mut Context<'_>, args: &[Bytes], kind: Kind) -> Result<Reply, Error> {
+    let names: Vec<Bytes> = if args.len() > 1 {
+        args[1..].to_vec()
+    } else {
+        let mut all: Vec<Bytes> = ctx.client.subscriptions.of(kind).iter().cloned().collect();
+        all.sort();
+        all
+    };
+    if names.is_empty() {
+        return Ok(confirmation(
+            kind.unsubscribe_word(),
+            None,
+            ctx.client.subscriptions.count(kind),
+        ));
+    }
+    let id = ctx.client.handle.id;
+    let mut replies = Vec::new();
+    for name in names {
+        ctx.client.subscriptions.of(kind).remove(&name);
+        ctx.services.pubsub.unsubscribe(kind, &name, id);
+        replies.push(confirmation(
+            kind.unsubscribe_word(),
+            Some(name),
+            ctx.client.subscriptions.count(kind),
+        ));
+    }
+    Ok(Reply::Sequence(replies))
+}
+
+pub fn subscribe_cmd(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    subscribe(ctx, args, Kind::Channel)
+}
+
+pub fn psubscribe(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    subscribe(ctx, args, Kind::Pattern)
+}
+
+pub fn ssubscribe(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    subscribe(ctx, args, Kind::Shard)
+}
+
+pub fn unsubscribe_cmd(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    unsubscribe(ctx, args, Kind::Channel)
+}
+
+pub fn punsubscribe(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    unsubscribe(ctx, args, Kind::Pattern)
+}
+
+pub fn sunsubscribe(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    unsubscribe(ctx, args, Kind::Shard)
+}
+
+pub fn publish(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.services.pubsub.publish(
+        Kind::Channel,
+        &args[1],
+        &args[2],
+    )))
+}
+
+pub fn spublish(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.services.pubsub.publish(
+        Kind::Shard,
+        &args[1],
+        &args[2],
+    )))
+}
+
+/// PUBSUB CHANNELS [pattern] | NUMSUB [channel ...] | NUMPAT | SHARDCHANNELS [pattern] |
+/// SHARDNUMSUB [channel ...] | HELP
+pub fn pubsub(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let sub = &args[1];
+    let registry = &ctx.services.pubsub;
+    let channels = |kind| -> Result<Reply, Error> {
+        if args.len() > 3 {
+            return Err(Error::WrongArity(format!(
+                "pubsub|{}",
+                text(sub).to_ascii_lowercase()
+            )));
+        }
+        let names = registry.channels(kind, args.get(2).map(|p| p.as_ref()));
+        Ok(Reply::Array(names.into_iter().map(Reply::Bulk).collect()))
+    };
+    let counts = |kind| {
+        Reply::Map(
+            args[2..]
+                .iter()
+                .map(|name| {
+                    (
+                        Reply::Bulk(name.clone()),
+                        Reply::Integer(registry.subscriber_count(kind, name)),
+                    )
+                })
+                .collect(),
+        )
+    };
+    if is(sub, "channels") {
+        channels(Kind::Channel)
+    } else if is(sub, "shardchannels") {
+        channels(Kind::Shard)
+    } else if is(sub, "numsub") {
+        Ok(counts(Kind::Channel))
+    } else if is(sub, "shardnumsub") {
+        Ok(counts(Kind::Shard))
+    } else if is(sub, "numpat") && args.len() == 2 {
+        Ok(Reply::Integer(registry.pattern_count()))
+    } else if is(sub, "help") {
+        Ok(Reply::Array(
+            [
+                "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "CHANNELS [<pattern>]",
+                "NUMPAT",
+                "NUMSUB [<channel> ...]",
+                "SHARDCHANNELS [<pattern>]",
+                "SHARDNUMSUB [<shardchannel> ...]",
+                "HELP",
+            ]
+            .into_iter()
+            .map(|l| Reply::Status(l.into()))
+            .collect(),
+        ))
+    } else {
+        Err(Error::UnknownSubcommand {
+            sub: text(sub),
+            command: "PUBSUB",
+        })
+    }
+}

@@ -1,0 +1,218 @@
+//! Publish/subscribe: the registry of channel and pattern subscribers, and delivery.
+//!
+//! Each connection has a bounded queue of messages; PUBLISH pushes into the queues of the
+//! receivers without waiting. A subscriber that lets its queue fill up is disconnected, as
+//! Redis does with `client-output-buffer-limit pubsub`, so a slow reader cannot grow the
+//! server's memory.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use shale_protocol::Reply;
+use tokio::sync::mpsc;
+
+use super::ClientHandle;
+use crate::types::pattern::glob_match;
+
+/// Messages a subscriber may have waiting before it is disconnected.
+pub const QUEUE_LIMIT: usize = 16 * 1024;
+
+/// Which namespace a subscription lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Channel,
+    Pattern,
+    Shard,
+}
+
+impl Kind {
+    pub fn subscribe_word(self) -> &'static str {
+        match self {
+            Kind::Channel => "subscribe",
+            Kind::Pattern => "psubscribe",
+            Kind::Shard => "ssubscribe",
+        }
+    }
+
+    pub fn unsubscribe_word(self) -> &'static str {
+        match self {
+            Kind::Channel => "unsubscribe",
+            Kind::Pattern => "punsubscribe",
+            Kind::Shard => "sunsubscribe",
+        }
+    }
+}
+
+/// How a connection receives its messages.
+#[derive(Clone)]
+pub struct Subscriber {
+    pub client: Arc<ClientHandle>,
+    pub queue: mpsc::Sender<Reply>,
+}
+
+type Registry = HashMap<Bytes, HashMap<u64, Subscriber>>;
+
+#[derive(Default)]
+pub struct PubSub {
+    registries: Mutex<HashMap<Kind, Registry>>,
+}
+
+impl PubSub {
+    pub fn subscribe(&self, kind: Kind, name: Bytes, subscriber: &Subscriber) {
+        let mut registries = self.registries.lock();
+        registries
+            .entry(kind)
+            .or_default()
+            .entry(name)
+            .or_default()
+            .insert(subscriber.client.id, subscriber.clone());
+    }
+
+    pub fn unsubscribe(&self, kind: Kind, name: &[u8], client: u64) {
+        let mut registries = self.registries.lock();
+        if let Some(registry) = registries.get_mut(&kind) {
+            if let Some(subscribers) = registry.get_mut(name) {
+                subscribers.remove(&client);
+                if subscribers.is_empty() {
+                    registry.remove(name);
+                }
+            }
+        }
+    }
+
+    /// Delivers a message; returns how many subscriptions received it.
+    pub fn publish(&self, kind: Kind, channel: &Bytes, message: &Bytes) -> i64 {
+        let registries = self.registries.lock();
+        let mut received = 0;
+        let (direct, word) = match kind {
+            Kind::Shard => (Kind::Shard, "smessage"),
+            _ => (Kind::Channel, "message"),
+        };
+        if let Some(subscribers) = registries.get(&direct).and_then(|r| r.get(channel)) {
+            for subscriber in subscribers.values() {
+                received += deliver(
+                    subscriber,
+                    vec![
+                        Reply::bulk(word),
+                        Reply::Bulk(channel.clone()),
+                        Reply::Bulk(message.clone()),
+                    ],
+                );
+            }
+        }
+        if kind == Kind::Channel {
+            for (pattern, subscribers) in registries.get(&Kind::Pattern).into_iter().flatten() {
+                if !glob_match(pattern, channel, false) {
+                    continue;
+                }
+                for subscriber in subscribers.values() {
+                    let push = vec![
+                        Reply::bulk("pmessage"),
+                        Reply::Bulk(pattern.clone()),
+                        Reply::Bulk(channel.clone()),
+                        Reply::Bulk(message.clone()),
+                    ];
+                    received += deliver(subscriber, push);
+                }
+            }
+        }
+        received
+    }
+
+    /// Active channels (with at least one subscriber), optionally matching `pattern`.
+    pub fn channels(&self, kind: Kind, pattern: Option<&[u8]>) -> Vec<Bytes> {
+        let registries = self.registries.lock();
+        let mut names: Vec<Bytes> = registries
+            .get(&kind)
+            .into_iter()
+            .flat_map(|r| r.keys())
+            .filter(|name| pattern.is_none_or(|p| glob_match(p, name, false)))
+            .cloned()
+            .collect();
+        names.sort();
+        names
+    }
+
+    pub fn subscriber_count(&self, kind: Kind, name: &[u8]) -> i64 {
+        self.registries
+            .lock()
+            .get(&kind)
+            .and_then(|r| r.get(name))
+            .map_or(0, |s| s.len() as i64)
+    }
+
+    /// PUBSUB NUMPAT: the number of patterns with subscribers.
+    pub fn pattern_count(&self) -> i64 {
+        self.registries
+            .lock()
+            .get(&Kind::Pattern)
+            .map_or(0, |r| r.len() as i64)
+    }
+
+    /// Drops every subscription of a client (on disconnect and RESET).
+    pub fn forget(&self, client: u64, subscriptions: &Subscriptions) {
+        for (kind, names) in subscriptions.all() {
+            for name in names {
+                self.unsubscribe(kind, name, client);
+            }
+        }
+    }
+}
+
+/// Queues one message; a full queue disconnects the subscriber.
+fn deliver(subscriber: &Subscriber, push: Vec<Reply>) -> i64 {
+    match subscriber.queue.try_send(Reply::Push(push)) {
+        Ok(()) => 1,
+        Err(mpsc::error::TrySendError::Full(_)) => {
+            tracing::warn!(
+                "closing subscriber {}: {} messages unread",
+                subscriber.client.addr,
+                QUEUE_LIMIT
+            );
+            subscriber.client.kill();
+            0
+        }
+        Err(mpsc::error::TrySendError::Closed(_)) => 0,
+    }
+}
+
+/// A connection's own subscriptions.
+#[derive(Default, Debug, Clone)]
+pub struct Subscriptions {
+    pub channels: HashSet<Bytes>,
+    pub patterns: HashSet<Bytes>,
+    pub shard: HashSet<Bytes>,
+}
+
+impl Subscriptions {
+    pub fn of(&mut self, kind: Kind) -> &mut HashSet<Bytes> {
+        match kind {
+            Kind::Channel => &mut self.channels,
+            Kind::Pattern => &mut self.patterns,
+            Kind::Shard => &mut self.shard,
+        }
+    }
+
+    fn all(&self) -> [(Kind, &HashSet<Bytes>); 3] {
+        [
+            (Kind::Channel, &self.channels),
+            (Kind::Pattern, &self.patterns),
+            (Kind::Shard, &self.shard),
+        ]
+    }
+
+    /// The count SUBSCRIBE and friends reply with: channels plus patterns (shard channels
+    /// count on their own, as in Redis).
+    pub fn count(&self, kind: Kind) -> i64 {
+        match kind {
+            Kind::Shard => self.shard.len() as i64,
+            _ => (self.channels.len() + self.patterns.len()) as i64,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.channels.is_empty() && self.patterns.is_empty() && self.shard.is_empty()
+    }
+}

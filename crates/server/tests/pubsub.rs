@@ -1,0 +1,111 @@
+//! Publish/subscribe against a real server, on the wire.
+
+mod common;
+
+use std::io::Read;
+use std::time::Duration;
+
+use common::{run, RawClient, TestServer};
+
+/// Reads whatever arrives within a short while.
+fn drain(raw: &mut RawClient) -> String {
+    std::thread::sleep(Duration::from_millis(100));
+    raw.stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut buf = vec![0u8; 65536];
+    let n = raw.stream.read(&mut buf).unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+#[test]
+fn channels_and_patterns() {
+    let server = TestServer::start();
+    let mut publisher = server.client();
+    let mut sub = server.raw();
+    sub.send(b"SUBSCRIBE news sport\r\n");
+    sub.expect(b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$5\r\nsport\r\n:2\r\n");
+    sub.send(b"PSUBSCRIBE n*\r\n");
+    sub.expect(b"*3\r\n$10\r\npsubscribe\r\n$2\r\nn*\r\n:3\r\n");
+    assert_eq!(
+        run::<i64>(&mut publisher, &["PUBLISH", "news", "hello"]),
+        2,
+        "channel and pattern"
+    );
+    sub.expect(b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$5\r\nhello\r\n");
+    sub.expect(b"*4\r\n$8\r\npmessage\r\n$2\r\nn*\r\n$4\r\nnews\r\n$5\r\nhello\r\n");
+    assert_eq!(
+        run::<i64>(&mut publisher, &["PUBLISH", "weather", "rain"]),
+        0
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut publisher, &["PUBSUB", "CHANNELS"]),
+        ["news", "sport"]
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut publisher, &["PUBSUB", "CHANNELS", "s*"]),
+        ["sport"]
+    );
+    assert_eq!(
+        run::<(String, i64, String, i64)>(&mut publisher, &["PUBSUB", "NUMSUB", "news", "none"]),
+        ("news".into(), 1, "none".into(), 0)
+    );
+    assert_eq!(run::<i64>(&mut publisher, &["PUBSUB", "NUMPAT"]), 1);
+
+    sub.send(b"GET k\r\n");
+    sub.expect(b"-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n");
+    sub.send(b"PING\r\n");
+    sub.expect(b"*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+    sub.send(b"UNSUBSCRIBE\r\n");
+    sub.expect(b"*3\r\n$11\r\nunsubscribe\r\n$4\r\nnews\r\n:2\r\n*3\r\n$11\r\nunsubscribe\r\n$5\r\nsport\r\n:1\r\n");
+    sub.send(b"PUNSUBSCRIBE\r\n");
+    sub.expect(b"*3\r\n$12\r\npunsubscribe\r\n$2\r\nn*\r\n:0\r\n");
+    sub.send(b"UNSUBSCRIBE\r\n");
+    sub.expect(b"*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n");
+    sub.send(b"SET k v\r\n");
+    sub.expect(b"+OK\r\n");
+    assert_eq!(run::<i64>(&mut publisher, &["PUBSUB", "NUMPAT"]), 0);
+}
+
+#[test]
+fn resp3_pushes_and_shard_channels() {
+    let server = TestServer::start();
+    let mut publisher = server.client();
+    let mut sub = server.raw();
+    sub.send(b"HELLO 3\r\n");
+    drain(&mut sub);
+    sub.send(b"SSUBSCRIBE orders\r\n");
+    sub.expect(b">3\r\n$10\r\nssubscribe\r\n$6\r\norders\r\n:1\r\n");
+    assert_eq!(run::<i64>(&mut publisher, &["SPUBLISH", "orders", "42"]), 1);
+    assert_eq!(
+        run::<i64>(&mut publisher, &["PUBLISH", "orders", "42"]),
+        0,
+        "shard channels are their own namespace"
+    );
+    sub.expect(b">3\r\n$8\r\nsmessage\r\n$6\r\norders\r\n$2\r\n42\r\n");
+    sub.send(b"GET nothing\r\n");
+    sub.expect(b"_\r\n");
+    assert_eq!(
+        run::<Vec<String>>(&mut publisher, &["PUBSUB", "SHARDCHANNELS"]),
+        ["orders"]
+    );
+}
+
+#[test]
+fn disconnect_and_reset_drop_subscriptions() {
+    let server = TestServer::start();
+    let mut publisher = server.client();
+    {
+        let mut sub = server.raw();
+        sub.send(b"SUBSCRIBE gone\r\n");
+        drain(&mut sub);
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(run::<i64>(&mut publisher, &["PUBLISH", "gone", "x"]), 0);
+    let mut sub = server.raw();
+    sub.send(b"PSUBSCRIBE *\r\n");
+    drain(&mut sub);
+    sub.send(b"RESET\r\n");
+    sub.expect(b"+RESET\r\n");
+    assert_eq!(run::<i64>(&mut publisher, &["PUBLISH", "any", "x"]), 0);
+}
