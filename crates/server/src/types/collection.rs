@@ -278,6 +278,7 @@ impl Db<'_> {
             return Ok(Vec::new());
         };
         let mut picked: Vec<(Bytes, Bytes)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         let mut attempts = 0;
         while (picked.len() as u64) < wanted && attempts < wanted * 4 + 16 {
             attempts += 1;
@@ -285,7 +286,7 @@ impl Db<'_> {
             let Some(element) = self.first_element_from(cf, key, version, &probe)? else {
                 continue;
             };
-            if count < 0 || !picked.iter().any(|(sub, _)| *sub == element.0) {
+            if count < 0 || seen.insert(element.0.clone()) {
                 picked.push(element);
             }
         }
@@ -306,7 +307,7 @@ impl Db<'_> {
                         if (picked.len() as u64) >= wanted {
                             return false;
                         }
-                        if !picked.iter().any(|(p, _)| p.as_ref() == sub) {
+                        if seen.insert(Bytes::copy_from_slice(sub)) {
                             picked
                                 .push((Bytes::copy_from_slice(sub), Bytes::copy_from_slice(value)));
                         }

@@ -6,7 +6,7 @@ use shale_storage::Cf;
 
 use super::collection::Page;
 use super::string::{parse_strict_f64, parse_strict_i64};
-use super::Db;
+use super::{first_occurrences, Db};
 use crate::error::Error;
 
 impl<'a> Db<'a> {
@@ -16,10 +16,10 @@ impl<'a> Db<'a> {
         let mut write = self.open_for_write(key, KeyKind::Hash)?;
         let fields: Vec<&[u8]> = pairs.iter().map(|(f, _)| f.as_ref()).collect();
         let existing = write.get_many(Cf::Data, &fields)?;
+        let first = first_occurrences(&fields);
         let mut added = 0;
         for (i, (field, value)) in pairs.iter().enumerate() {
-            let repeated = pairs[..i].iter().any(|(f, _)| f == field);
-            if existing[i].is_none() && !repeated {
+            if existing[i].is_none() && first[i] {
                 added += 1;
             }
             write.put(Cf::Data, field, value.to_vec());
@@ -78,9 +78,10 @@ impl<'a> Db<'a> {
         }
         let subs: Vec<&[u8]> = fields.iter().map(|f| f.as_ref()).collect();
         let existing = write.get_many(Cf::Data, &subs)?;
+        let first = first_occurrences(fields);
         let mut removed = 0;
         for (i, field) in fields.iter().enumerate() {
-            if existing[i].is_some() && !fields[..i].contains(field) {
+            if existing[i].is_some() && first[i] {
                 write.delete(Cf::Data, field);
                 removed += 1;
             }

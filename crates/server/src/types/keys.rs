@@ -51,13 +51,12 @@ impl<'a> Db<'a> {
         let _guard = self.lock(keys);
         let mut change = Change::default();
         let mut deleted = 0;
-        let mut seen: Vec<&Bytes> = Vec::with_capacity(keys.len());
+        let first = super::first_occurrences(keys);
         let now = now_ms();
-        for key in keys {
-            if seen.contains(&key) {
+        for (key, first) in keys.iter().zip(first) {
+            if !first {
                 continue;
             }
-            seen.push(key);
             if let Some(meta) = self.raw_meta(key)? {
                 deleted += !meta.is_expired(now) as i64;
                 self.stage_replace(&mut change, key, Some(&meta), None)?;

@@ -311,6 +311,16 @@ impl Change {
     }
 }
 
+/// For each item, whether it is the first occurrence of its value (commands may name the same
+/// field, member or key twice); linear time, so a long argument list cannot stall a worker.
+pub(crate) fn first_occurrences<T: AsRef<[u8]>>(items: &[T]) -> Vec<bool> {
+    let mut seen = std::collections::HashSet::with_capacity(items.len());
+    items
+        .iter()
+        .map(|item| seen.insert(item.as_ref()))
+        .collect()
+}
+
 fn read_counter(engine: &dyn Engine, key: &[u8]) -> Result<i64, Error> {
     Ok(engine
         .get(Cf::Meta, key)?

@@ -7,7 +7,7 @@ use shale_storage::metadata::KeyKind;
 use shale_storage::Cf;
 
 use super::collection::{Collection, Page};
-use super::Db;
+use super::{first_occurrences, Db};
 use crate::error::Error;
 
 /// The set algebra of SINTER, SUNION and SDIFF.
@@ -24,9 +24,10 @@ impl<'a> Db<'a> {
         let mut write = self.open_for_write(key, KeyKind::Set)?;
         let subs: Vec<&[u8]> = members.iter().map(|m| m.as_ref()).collect();
         let existing = write.get_many(Cf::Data, &subs)?;
+        let first = first_occurrences(members);
         let mut added = 0;
         for (i, member) in members.iter().enumerate() {
-            if existing[i].is_none() && !members[..i].contains(member) {
+            if existing[i].is_none() && first[i] {
                 write.put(Cf::Data, member, Vec::new());
                 added += 1;
             }
@@ -46,9 +47,10 @@ impl<'a> Db<'a> {
         }
         let subs: Vec<&[u8]> = members.iter().map(|m| m.as_ref()).collect();
         let existing = write.get_many(Cf::Data, &subs)?;
+        let first = first_occurrences(members);
         let mut removed = 0;
         for (i, member) in members.iter().enumerate() {
-            if existing[i].is_some() && !members[..i].contains(member) {
+            if existing[i].is_some() && first[i] {
                 write.delete(Cf::Data, member);
                 removed += 1;
             }

@@ -169,13 +169,14 @@ impl<'a> Db<'a> {
         }
         // A key given twice takes its last value; stage each key once, against what is stored.
         let mut change = Change::default();
+        let keys_last_first: Vec<&Bytes> = keys.iter().rev().copied().collect();
+        let last = super::first_occurrences(&keys_last_first);
         for (i, (key, value)) in pairs.iter().enumerate() {
-            if pairs[i + 1..].iter().any(|(later, _)| later == key) {
+            if !last[pairs.len() - 1 - i] {
                 continue;
             }
-            let first = pairs.iter().position(|(k2, _)| k2 == key).unwrap_or(i);
             let new = Metadata::string(value.clone(), 0);
-            self.stage_replace(&mut change, key, stored[first].as_ref(), Some(&new))?;
+            self.stage_replace(&mut change, key, stored[i].as_ref(), Some(&new))?;
         }
         self.write(change)?;
         Ok(true)

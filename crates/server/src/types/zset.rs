@@ -665,10 +665,11 @@ fn remove_members(write: &mut CollectionWrite<'_>, members: &[Bytes]) -> Result<
     }
     let subs: Vec<&[u8]> = members.iter().map(|m| m.as_ref()).collect();
     let scores = write.get_many(Cf::Data, &subs)?;
+    let first = super::first_occurrences(members);
     let mut removed = 0;
     for (i, member) in members.iter().enumerate() {
         let Some(raw) = &scores[i] else { continue };
-        if members[..i].contains(member) {
+        if !first[i] {
             continue;
         }
         write.delete(Cf::Data, member);
