@@ -4,7 +4,7 @@ use bytes::Bytes;
 use shale_protocol::Reply;
 
 use super::args::{db_index, int, is, text};
-use super::Context;
+use super::{help_reply, Context};
 use crate::error::Error;
 use crate::server::{Closing, REDIS_VERSION};
 
@@ -195,12 +195,7 @@ pub fn client(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         }
         Ok(Reply::OK)
     } else if is(sub, "help") {
-        Ok(Reply::Array(
-            ["CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "ID", "GETNAME", "SETNAME <name>", "SETINFO <LIB-NAME|LIB-VER> <value>", "INFO", "LIST [TYPE normal] [ID <id> ...]", "KILL <ip:port> | KILL [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [USER <name>] [SKIPME yes|no]", "HELP"]
-                .into_iter()
-                .map(|l| Reply::Status(l.into()))
-                .collect(),
-        ))
+        Ok(help_reply(&["CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "ID", "GETNAME", "SETNAME <name>", "SETINFO <LIB-NAME|LIB-VER> <value>", "INFO", "LIST [TYPE normal] [ID <id> ...]", "KILL <ip:port> | KILL [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [USER <name>] [SKIPME yes|no]", "HELP"]))
     } else {
         Err(Error::UnknownSubcommand {
             sub: text(sub),

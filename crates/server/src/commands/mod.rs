@@ -91,6 +91,16 @@ pub fn execute(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     }
 }
 
+/// The reply of a container command's HELP subcommand.
+fn help_reply(lines: &[&str]) -> Reply {
+    Reply::Array(
+        lines
+            .iter()
+            .map(|l| Reply::Status(l.to_string().into()))
+            .collect(),
+    )
+}
+
 /// What a RESP2 connection may run while it has subscriptions.
 fn allowed_while_subscribed(spec: &CommandSpec) -> bool {
     let subscription = spec.flags.contains(Flags::PUBSUB) && spec.name.contains("subscribe");

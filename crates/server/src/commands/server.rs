@@ -7,20 +7,11 @@ use shale_protocol::Reply;
 
 use super::args::{int, is, text};
 use super::table::{lookup, CommandSpec, Flags, COMMANDS};
-use super::Context;
+use super::{help_reply, Context};
 use crate::config::Config;
 use crate::error::Error;
 use crate::server::{info, Closing};
 use crate::types::pattern::glob_match;
-
-fn help(lines: &[&str]) -> Reply {
-    Reply::Array(
-        lines
-            .iter()
-            .map(|l| Reply::Status(l.to_string().into()))
-            .collect(),
-    )
-}
 
 fn acl_categories(spec: &CommandSpec) -> Vec<Reply> {
     let mut cats = vec![format!(
@@ -124,7 +115,7 @@ pub fn command(_ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         }
         Ok(Reply::Array(names.map(|s| Reply::bulk(s.name)).collect()))
     } else if is(sub, "help") {
-        Ok(help(&[
+        Ok(help_reply(&[
             "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "(no subcommand)",
             "COUNT",
@@ -190,7 +181,7 @@ pub fn config(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
             .map_err(|e| Error::msg(format!("Rewriting config file: {e}")))?;
         Ok(Reply::OK)
     } else if is(sub, "help") {
-        Ok(help(&[
+        Ok(help_reply(&[
             "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "GET <pattern>",
             "SET <directive> <value>",
@@ -310,7 +301,7 @@ pub fn slowlog(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         log.reset();
         Ok(Reply::OK)
     } else if is(sub, "help") {
-        Ok(help(&[
+        Ok(help_reply(&[
             "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "GET [<count>]",
             "LEN",

@@ -133,8 +133,8 @@ pub(super) fn numkeys(args: &[Bytes]) -> Result<(&[Bytes], &[Bytes]), Error> {
     Ok((&args[1..1 + n], &args[1 + n..]))
 }
 
-/// SINTERCARD numkeys key [key ...] [LIMIT limit]
-pub fn sintercard(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+/// The keys and limit of `SINTERCARD|ZINTERCARD numkeys key [key ...] [LIMIT limit]`.
+pub(super) fn intercard_args(args: &[Bytes]) -> Result<(&[Bytes], usize), Error> {
     let (keys, rest) = numkeys(&args[1..])?;
     let limit = match rest {
         [] => 0,
@@ -143,6 +143,12 @@ pub fn sintercard(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error>
         }
         _ => return Err(Error::Syntax),
     };
+    Ok((keys, limit))
+}
+
+/// SINTERCARD numkeys key [key ...] [LIMIT limit]
+pub fn sintercard(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let (keys, limit) = intercard_args(args)?;
     Ok(Reply::Integer(ctx.db().sintercard(keys, limit)?))
 }
 

@@ -3,9 +3,9 @@
 use bytes::Bytes;
 use shale_protocol::Reply;
 
-use super::args::{count, int, is, random_count, scan_args, scan_matches};
+use super::args::{int, is, random_count, scan_args, scan_matches};
 use super::hash::scan_reply;
-use super::set::numkeys;
+use super::set::{intercard_args, numkeys};
 use super::Context;
 use crate::error::Error;
 use crate::types::set::SetOp;
@@ -548,14 +548,7 @@ pub fn zdiffstore(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error>
 
 /// ZINTERCARD numkeys key [key ...] [LIMIT limit]
 pub fn zintercard(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let (keys, rest) = numkeys(&args[1..])?;
-    let limit = match rest {
-        [] => 0,
-        [option, value] if is(option, "limit") => {
-            count(value).map_err(|_| Error::msg("LIMIT can't be negative"))?
-        }
-        _ => return Err(Error::Syntax),
-    };
+    let (keys, limit) = intercard_args(args)?;
     Ok(Reply::Integer(ctx.db().zintercard(keys, limit)?))
 }
 

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use shale_storage::metadata::{KeyKind, Metadata};
 
 use super::string::string_len;
-use super::Db;
+use super::{byte_window, Db};
 use crate::error::Error;
 
 /// Bytes read at a time by BITCOUNT, BITPOS and BITOP.
@@ -120,24 +120,6 @@ fn write_bits(bytes: &mut [u8], offset: u64, bits: u32, value: u64) {
     }
 }
 
-/// Resolves Redis's start/end (negative from the end) against `len`; `None` if empty.
-fn resolve(start: i64, end: i64, len: i64) -> Option<(u64, u64)> {
-    if start < 0 && end < 0 && start > end {
-        return None;
-    }
-    let start = if start < 0 {
-        (len + start).max(0)
-    } else {
-        start
-    };
-    let end = if end < 0 {
-        (len + end).max(0)
-    } else {
-        end.min(len - 1)
-    };
-    (len > 0 && start <= end && start < len).then_some((start as u64, end as u64))
-}
-
 impl<'a> Db<'a> {
     fn string_meta(&self, key: &[u8]) -> Result<Option<Metadata>, Error> {
         self.typed_meta(key, KeyKind::String)
@@ -193,7 +175,7 @@ impl<'a> Db<'a> {
         let len = string_len(&meta);
         let (start, end, unit) = range.unwrap_or((0, -1, Unit::Byte));
         let scale = if unit == Unit::Bit { 8 } else { 1 };
-        let Some((first, last)) = resolve(start, end, len * scale) else {
+        let Some((first, last)) = byte_window(start, end, len * scale) else {
             return Ok(0);
         };
         let (first_bit, last_bit) = if unit == Unit::Bit {
@@ -233,7 +215,7 @@ impl<'a> Db<'a> {
         };
         let len = string_len(&meta);
         let scale = if unit == Unit::Bit { 8 } else { 1 };
-        let Some((first, last)) = resolve(start.unwrap_or(0), end.unwrap_or(-1), len * scale)
+        let Some((first, last)) = byte_window(start.unwrap_or(0), end.unwrap_or(-1), len * scale)
         else {
             return Ok(-1);
         };
@@ -415,11 +397,11 @@ mod tests {
 
     #[test]
     fn ranges_resolve_like_redis() {
-        assert_eq!(resolve(0, -1, 10), Some((0, 9)));
-        assert_eq!(resolve(-3, -1, 10), Some((7, 9)));
-        assert_eq!(resolve(5, 100, 10), Some((5, 9)));
-        assert_eq!(resolve(5, 2, 10), None);
-        assert_eq!(resolve(0, -1, 0), None);
-        assert_eq!(resolve(-7, -8, 6), None);
+        assert_eq!(byte_window(0, -1, 10), Some((0, 9)));
+        assert_eq!(byte_window(-3, -1, 10), Some((7, 9)));
+        assert_eq!(byte_window(5, 100, 10), Some((5, 9)));
+        assert_eq!(byte_window(5, 2, 10), None);
+        assert_eq!(byte_window(0, -1, 0), None);
+        assert_eq!(byte_window(-7, -8, 6), None);
     }
 }

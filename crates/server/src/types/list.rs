@@ -9,7 +9,7 @@ use shale_storage::metadata::KeyKind;
 use shale_storage::{Cf, ScanDirection};
 
 use super::collection::{Collection, CollectionWrite};
-use super::Db;
+use super::{index_window as window, Db};
 use crate::error::Error;
 
 /// Where a new list starts, so it can grow a long way in both directions.
@@ -47,22 +47,6 @@ fn encode_bounds(head: u64, tail: u64) -> Bytes {
     out.extend_from_slice(&head.to_be_bytes());
     out.extend_from_slice(&tail.to_be_bytes());
     Bytes::from(out)
-}
-
-/// Resolves Redis indexes (negative from the end) to an inclusive `[start, stop]` window.
-fn window(start: i64, stop: i64, len: u64) -> Option<(u64, u64)> {
-    let len = len as i64;
-    let start = if start < 0 {
-        (len + start).max(0)
-    } else {
-        start
-    };
-    let stop = if stop < 0 {
-        len + stop
-    } else {
-        stop.min(len - 1)
-    };
-    (start <= stop && start < len).then_some((start as u64, stop as u64))
 }
 
 /// A list opened for writing: its collection plus head and tail.

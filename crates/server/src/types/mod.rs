@@ -311,6 +311,42 @@ impl Change {
     }
 }
 
+/// Resolves Redis element indexes (negative from the end) to an inclusive window of a
+/// collection of `len` elements, as LRANGE and ZRANGE do; `None` if it is empty.
+pub(crate) fn index_window(start: i64, stop: i64, len: u64) -> Option<(u64, u64)> {
+    let len = len as i64;
+    let start = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let stop = if stop < 0 {
+        len + stop
+    } else {
+        stop.min(len - 1)
+    };
+    (start <= stop && start < len).then_some((start as u64, stop as u64))
+}
+
+/// Resolves Redis byte (or bit) indexes of a string of `len`, as GETRANGE and BITCOUNT do:
+/// both ends clamp into the string; `None` if the range is empty.
+pub(crate) fn byte_window(start: i64, end: i64, len: i64) -> Option<(u64, u64)> {
+    if start < 0 && end < 0 && start > end {
+        return None;
+    }
+    let start = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let end = if end < 0 {
+        (len + end).max(0)
+    } else {
+        end.min(len - 1)
+    };
+    (len > 0 && start <= end && start < len).then_some((start as u64, end as u64))
+}
+
 /// For each item, whether it is the first occurrence of its value (commands may name the same
 /// field, member or key twice); linear time, so a long argument list cannot stall a worker.
 pub(crate) fn first_occurrences<T: AsRef<[u8]>>(items: &[T]) -> Vec<bool> {

@@ -294,28 +294,14 @@ impl<'a> Db<'a> {
         let Some(meta) = self.typed_meta(key, KeyKind::String)? else {
             return Ok(Bytes::new());
         };
-        let len = string_len(&meta);
-        if len == 0 || (start < 0 && end < 0 && start > end) {
+        let Some((start, end)) = super::byte_window(start, end, string_len(&meta)) else {
             return Ok(Bytes::new());
-        }
-        let start = if start < 0 {
-            (len + start).max(0)
-        } else {
-            start
         };
-        let end = if end < 0 {
-            (len + end).max(0)
-        } else {
-            end.min(len - 1)
-        };
-        if start > end || start >= len {
-            return Ok(Bytes::new());
-        }
         Ok(Bytes::from(self.string_range(
             key,
             &meta,
-            start as u64,
-            end as u64 + 1,
+            start,
+            end + 1,
         )?))
     }
 

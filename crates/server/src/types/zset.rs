@@ -120,22 +120,6 @@ fn score_upper(max: f64) -> Option<Vec<u8>> {
     bytes.checked_add(1).map(|b| b.to_be_bytes().to_vec())
 }
 
-/// Resolves Redis rank indexes (negative from the end) to an inclusive `[start, stop]`.
-fn rank_window(start: i64, stop: i64, size: u64) -> Option<(u64, u64)> {
-    let size = size as i64;
-    let start = if start < 0 {
-        (size + start).max(0)
-    } else {
-        start
-    };
-    let stop = if stop < 0 {
-        size + stop
-    } else {
-        stop.min(size - 1)
-    };
-    (start <= stop && start < size).then_some((start as u64, stop as u64))
-}
-
 impl<'a> Db<'a> {
     fn zset_of(&self, key: &[u8]) -> Result<Option<Collection>, Error> {
         self.collection(key, KeyKind::ZSet)
@@ -269,7 +253,7 @@ impl<'a> Db<'a> {
         let mut out = Vec::new();
         match &spec.by {
             RangeBy::Rank(start, stop) => {
-                let Some((first, last)) = rank_window(*start, *stop, zset.size) else {
+                let Some((first, last)) = super::index_window(*start, *stop, zset.size) else {
                     return Ok(out);
                 };
                 let mut rank = 0u64;
