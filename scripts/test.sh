@@ -17,4 +17,8 @@ fi
 
 cargo fmt --all --check
 cargo clippy --release --all-targets -- -D warnings
-cargo test --release --workspace
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --release --workspace 2>&1 | tee "$log"
+# One closing line for the whole suite.
+awk '/^test result:/ { passed += $4; failed += $6 } END { printf "%d passed, %d failed\n", passed, failed }' "$log"
