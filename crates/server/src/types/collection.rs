@@ -103,21 +103,30 @@ impl<'a> Db<'a> {
         kind: KeyKind,
         fill: impl FnOnce(&mut CollectionWrite<'a>),
     ) -> Result<(), Error> {
-        let stored = self.raw_meta(key)?;
-        let mut write = CollectionWrite {
+        let mut write = self.fresh_write(key, kind, self.ks.versions.next()?)?;
+        fill(&mut write);
+        write.commit()
+    }
+
+    /// An empty collection under `version` that will replace whatever `key` holds.
+    fn fresh_write(
+        &self,
+        key: &'a [u8],
+        kind: KeyKind,
+        version: u64,
+    ) -> Result<CollectionWrite<'a>, Error> {
+        Ok(CollectionWrite {
             db: *self,
             key,
             kind,
-            stored,
+            stored: self.raw_meta(key)?,
             expire_at: 0,
             existed: false,
-            version: self.ks.versions.next()?,
+            version,
             size: 0,
             extra: Bytes::new(),
             change: Change::default(),
-        };
-        fill(&mut write);
-        write.commit()
+        })
     }
 
     /// Points `key` at a collection whose elements were already written under `version`
@@ -129,19 +138,8 @@ impl<'a> Db<'a> {
         version: u64,
         size: u64,
     ) -> Result<(), Error> {
-        let stored = self.raw_meta(key)?;
-        let write = CollectionWrite {
-            db: *self,
-            key,
-            kind,
-            stored,
-            expire_at: 0,
-            existed: false,
-            version,
-            size,
-            extra: Bytes::new(),
-            change: Change::default(),
-        };
+        let mut write = self.fresh_write(key, kind, version)?;
+        write.size = size;
         write.commit()
     }
 

@@ -413,16 +413,6 @@ impl<'a> Db<'a> {
         to: End,
     ) -> Result<Option<Bytes>, Error> {
         let _guard = self.lock(&[src, dst]);
-        self.lmove_locked(src, dst, from, to)
-    }
-
-    pub(crate) fn lmove_locked(
-        &self,
-        src: &'a [u8],
-        dst: &'a [u8],
-        from: End,
-        to: End,
-    ) -> Result<Option<Bytes>, Error> {
         let mut source = self.open_list(src)?;
         if !source.inner.existed {
             return Ok(None);

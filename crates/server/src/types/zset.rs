@@ -242,13 +242,16 @@ impl<'a> Db<'a> {
         } else {
             ScanDirection::Forward
         };
-        let (mut skip, mut take) = match spec.limit {
+        let mut window = match spec.limit {
             Some((offset, _)) if offset < 0 => return Ok(Vec::new()),
-            Some((offset, count)) => (
-                offset as u64,
-                if count < 0 { u64::MAX } else { count as u64 },
-            ),
-            None => (0, u64::MAX),
+            Some((offset, count)) => LimitWindow {
+                skip: offset as u64,
+                take: if count < 0 { u64::MAX } else { count as u64 },
+            },
+            None => LimitWindow {
+                skip: 0,
+                take: u64::MAX,
+            },
         };
         let mut out = Vec::new();
         match &spec.by {
@@ -292,14 +295,11 @@ impl<'a> Db<'a> {
                         if min.rejects_from_below(score) || max.rejects_from_above(score) {
                             return true;
                         }
-                        if skip > 0 {
-                            skip -= 1;
-                            return true;
+                        match window.next() {
+                            None => return false,
+                            Some(false) => return true,
+                            Some(true) => {}
                         }
-                        if take == 0 {
-                            return false;
-                        }
-                        take -= 1;
                         out.push((member, score));
                         true
                     },
@@ -326,14 +326,11 @@ impl<'a> Db<'a> {
                         if !min.admits_from_below(member) || !max.admits_from_above(member) {
                             return true;
                         }
-                        if skip > 0 {
-                            skip -= 1;
-                            return true;
+                        match window.next() {
+                            None => return false,
+                            Some(false) => return true,
+                            Some(true) => {}
                         }
-                        if take == 0 {
-                            return false;
-                        }
-                        take -= 1;
                         out.push((Bytes::copy_from_slice(member), decode_score(value)));
                         true
                     },
@@ -634,6 +631,27 @@ impl<'a> Db<'a> {
             items,
             resume: page.resume,
         })
+    }
+}
+
+/// LIMIT offset count, applied to the matches of a range in order.
+struct LimitWindow {
+    skip: u64,
+    take: u64,
+}
+
+impl LimitWindow {
+    /// Whether the next match is returned (`Some(false)`: skipped); `None` once full.
+    fn next(&mut self) -> Option<bool> {
+        if self.skip > 0 {
+            self.skip -= 1;
+            return Some(false);
+        }
+        if self.take == 0 {
+            return None;
+        }
+        self.take -= 1;
+        Some(true)
     }
 }
 
