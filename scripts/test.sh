@@ -5,15 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/shale-target}"
-
-if ! ldconfig -p 2>/dev/null | grep -q libclang; then
-    echo "installing libclang-dev (needed by librocksdb-sys's bindgen)"
-    SUDO=""
-    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq libclang-dev >/dev/null
-fi
+source scripts/setup.sh
 
 cargo fmt --all --check
 cargo clippy --release --all-targets -- -D warnings

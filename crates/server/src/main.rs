@@ -1,5 +1,6 @@
 //! `shale-server [config-file] [--name value ...]`, like `redis-server`.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use shale_server::config::{Config, PARAMS};
@@ -79,6 +80,7 @@ fn main() {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let file = file.map(|f| std::fs::canonicalize(&f).unwrap_or(f));
     let mut builder = tokio::runtime::Builder::new_multi_thread();
