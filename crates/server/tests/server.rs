@@ -272,6 +272,22 @@ fn slowlog() {
 }
 
 #[test]
+fn wait_answers_zero_replicas() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["SET", "k", "v"]);
+    assert_eq!(run::<i64>(&mut con, &["WAIT", "1", "100"]), 0);
+    assert_eq!(
+        fails(&mut con, &["WAIT", "1", "-1"]),
+        "ERR timeout is negative"
+    );
+    assert_eq!(
+        fails(&mut con, &["WAIT", "x", "0"]),
+        "ERR value is not an integer or out of range"
+    );
+}
+
+#[test]
 fn maxclients_rejects_extra_connections() {
     let server = TestServer::start_with(&["--maxclients", "2"]);
     let _a = server.client();
