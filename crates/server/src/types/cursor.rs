@@ -10,6 +10,8 @@ use std::collections::{HashMap, VecDeque};
 use parking_lot::Mutex;
 
 const CAPACITY: usize = 16 * 1024;
+/// Bound on the bytes of remembered positions (a member can be large).
+const CAPACITY_BYTES: usize = 64 << 20;
 
 pub struct CursorTable {
     inner: Mutex<Inner>,
@@ -17,6 +19,7 @@ pub struct CursorTable {
 
 struct Inner {
     next_id: u64,
+    bytes: usize,
     entries: HashMap<u64, (Vec<u8>, Vec<u8>)>,
     order: VecDeque<u64>,
 }
@@ -26,6 +29,7 @@ impl Default for CursorTable {
         CursorTable {
             inner: Mutex::new(Inner {
                 next_id: 1,
+                bytes: 0,
                 entries: HashMap::new(),
                 order: VecDeque::new(),
             }),
@@ -39,9 +43,15 @@ impl CursorTable {
         let mut inner = self.inner.lock();
         let id = inner.next_id;
         inner.next_id = inner.next_id % (1 << 40) + 1;
-        if inner.order.len() >= CAPACITY {
-            if let Some(old) = inner.order.pop_front() {
-                inner.entries.remove(&old);
+        inner.bytes += scope.len() + position.len();
+        while inner.order.len() >= CAPACITY
+            || (inner.bytes > CAPACITY_BYTES && !inner.order.is_empty())
+        {
+            let Some(old) = inner.order.pop_front() else {
+                break;
+            };
+            if let Some((s, p)) = inner.entries.remove(&old) {
+                inner.bytes -= s.len() + p.len();
             }
         }
         inner.entries.insert(id, (scope, position));
@@ -74,5 +84,9 @@ mod tests {
             table.store(vec![], vec![]);
         }
         assert_eq!(table.load(id, b"db0"), None);
+        let big = table.store(b"k".to_vec(), vec![0; CAPACITY_BYTES / 2]);
+        let bigger = table.store(b"k".to_vec(), vec![0; CAPACITY_BYTES / 2 + 1]);
+        assert_eq!(table.load(big, b"k"), None, "bounded in bytes too");
+        assert!(table.load(bigger, b"k").is_some());
     }
 }
