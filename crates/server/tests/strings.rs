@@ -228,6 +228,12 @@ fn counters() {
         "10.6"
     );
     assert_eq!(run::<String>(&mut con, &["INCRBYFLOAT", "f", "-5"]), "5.6");
+    run::<()>(&mut con, &["SET", "dec", "0.1"]);
+    assert_eq!(
+        run::<String>(&mut con, &["INCRBYFLOAT", "dec", "0.2"]),
+        "0.3",
+        "decimal, like Redis's long double"
+    );
     run::<()>(&mut con, &["SET", "g", "5.0e3"]);
     assert_eq!(
         run::<String>(&mut con, &["INCRBYFLOAT", "g", "2.0e2"]),

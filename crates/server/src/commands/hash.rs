@@ -93,9 +93,9 @@ pub fn hincrby(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 }
 
 pub fn hincrbyfloat(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let delta = float(&args[3])?;
+    float(&args[3])?;
     Ok(Reply::Bulk(
-        ctx.db().hincrbyfloat(&args[1], &args[2], delta)?,
+        ctx.db().hincrbyfloat(&args[1], &args[2], &args[3])?,
     ))
 }
 

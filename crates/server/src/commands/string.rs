@@ -191,8 +191,8 @@ pub fn decrby(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 }
 
 pub fn incrbyfloat(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let delta = super::args::float(&args[2])?;
-    Ok(Reply::Bulk(ctx.db().incr_by_float(&args[1], delta)?))
+    super::args::float(&args[2])?;
+    Ok(Reply::Bulk(ctx.db().incr_by_float(&args[1], &args[2])?))
 }
 
 pub fn append(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {

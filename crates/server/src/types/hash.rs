@@ -5,7 +5,7 @@ use shale_storage::metadata::KeyKind;
 use shale_storage::Cf;
 
 use super::collection::Page;
-use super::string::{parse_strict_f64, parse_strict_i64};
+use super::string::parse_strict_i64;
 use super::{first_occurrences, Db};
 use crate::error::Error;
 
@@ -139,19 +139,17 @@ impl<'a> Db<'a> {
         })
     }
 
-    pub fn hincrbyfloat(&self, key: &[u8], field: &[u8], delta: f64) -> Result<Bytes, Error> {
+    pub fn hincrbyfloat(&self, key: &[u8], field: &[u8], increment: &[u8]) -> Result<Bytes, Error> {
         self.hupdate(key, field, |current| {
-            let old = match current {
-                Some(v) => {
-                    parse_strict_f64(v).ok_or_else(|| Error::msg("hash value is not a float"))?
+            let text = super::decimal::increment(current, increment).map_err(|e| match e {
+                super::decimal::FloatError::CurrentNotFloat => {
+                    Error::msg("hash value is not a float")
                 }
-                None => 0.0,
-            };
-            let new = old + delta;
-            if !new.is_finite() {
-                return Err(Error::msg("increment would produce NaN or Infinity"));
-            }
-            let text = format!("{new}");
+                super::decimal::FloatError::IncrementNotFloat => Error::NotFloat,
+                super::decimal::FloatError::NotFinite => {
+                    Error::msg("increment would produce NaN or Infinity")
+                }
+            })?;
             Ok((text.clone().into_bytes(), Bytes::from(text)))
         })
     }

@@ -8,6 +8,7 @@
 pub mod bitmap;
 mod collection;
 mod cursor;
+mod decimal;
 pub mod expiry;
 mod fragments;
 pub mod hash;

@@ -253,17 +253,19 @@ impl<'a> Db<'a> {
     }
 
     /// INCRBYFLOAT: returns the new value as stored (shortest exact decimal form).
-    pub fn incr_by_float(&self, key: &[u8], delta: f64) -> Result<Bytes, Error> {
+    /// INCRBYFLOAT: returns the new value as stored.
+    pub fn incr_by_float(&self, key: &[u8], increment: &[u8]) -> Result<Bytes, Error> {
         self.update_string(key, |current| {
-            let old = match current {
-                Some(v) => parse_strict_f64(v).ok_or(Error::NotFloat)?,
-                None => 0.0,
-            };
-            let new = old + delta;
-            if !new.is_finite() {
-                return Err(Error::msg("increment would produce NaN or Infinity"));
-            }
-            let text = Bytes::from(format!("{new}"));
+            let text =
+                super::decimal::increment(current.map(|v| v.as_ref()), increment).map_err(|e| {
+                    match e {
+                        super::decimal::FloatError::NotFinite => {
+                            Error::msg("increment would produce NaN or Infinity")
+                        }
+                        _ => Error::NotFloat,
+                    }
+                })?;
+            let text = Bytes::from(text);
             Ok((text.clone(), text))
         })
     }
