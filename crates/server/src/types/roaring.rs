@@ -51,6 +51,11 @@ fn join(high: u16, low: u32) -> u32 {
     (high as u32) << 16 | low
 }
 
+/// The part of container `high` that falls within `[start, end]`, as low 16-bit values.
+fn low_bounds(high: u16, start: u32, end: u32) -> std::ops::RangeInclusive<u32> {
+    (join(high, 0).max(start) & 0xFFFF)..=(join(high, 0xFFFF).min(end) & 0xFFFF)
+}
+
 fn decode(raw: &[u8]) -> Result<RoaringBitmap, Error> {
     RoaringBitmap::deserialize_from(raw)
         .map_err(|_| Error::Storage(shale_storage::StorageError::Corrupt("roaring container")))
@@ -351,9 +356,7 @@ impl<'a> Db<'a> {
             (split(start).0, split(end).0),
             ScanDirection::Forward,
             &mut |high, c| {
-                let lo = join(high, 0).max(start) & 0xFFFF;
-                let hi = join(high, 0xFFFF).min(end) & 0xFFFF;
-                count += c.range_cardinality(lo..=hi);
+                count += c.range_cardinality(low_bounds(high, start, end));
                 Ok(true)
             },
         )?;
@@ -378,14 +381,11 @@ impl<'a> Db<'a> {
             (split(start).0, split(end).0),
             ScanDirection::Forward,
             &mut |high, c| {
-                for low in c.iter() {
-                    let value = join(high, low);
-                    if value > end || out.len() as u64 == limit {
+                for low in c.range(low_bounds(high, start, end)) {
+                    if out.len() as u64 == limit {
                         return Ok(false);
                     }
-                    if value >= start {
-                        out.push(value);
-                    }
+                    out.push(join(high, low));
                 }
                 Ok(true)
             },
@@ -614,22 +614,18 @@ impl<'a> Db<'a> {
             .iter()
             .map(|k| Ok((k.clone(), self.bitmap_of(k)?)))
             .collect::<Result<_, Error>>()?;
+        // NOT complements within [0, max]: the one figure it needs up front.
+        let top = match (op, &sources[0]) {
+            (BitOp::Not, (key, Some(_))) => self.tr_extreme(key, true)?,
+            _ => None,
+        };
         let highs: Vec<u16> = match op {
             BitOp::And | BitOp::Diff => self.container_union(&sources[..1])?.into_iter().collect(),
             BitOp::Or | BitOp::Xor => self.container_union(&sources)?.into_iter().collect(),
-            BitOp::Not => {
-                let max = match &sources[0] {
-                    (key, Some(_)) => self.tr_extreme(key, true)?,
-                    _ => None,
-                };
-                let Some(max) = max else { return Ok(()) };
-                (0..=split(max).0).collect()
-            }
-        };
-        let top = if op == BitOp::Not {
-            self.tr_extreme(&keys[0], true)?
-        } else {
-            None
+            BitOp::Not => match top {
+                Some(max) => (0..=split(max).0).collect(),
+                None => return Ok(()),
+            },
         };
         for high in highs {
             let mut loaded = Vec::with_capacity(sources.len());
