@@ -130,6 +130,11 @@ fn config_get_set_rewrite() {
         run::<Vec<String>>(&mut con, &["CONFIG", "GET", "timeout"])[1],
         "300"
     );
+    let persistence: String = run(&mut con, &["INFO", "persistence"]);
+    assert!(
+        persistence.contains("appendfsync:always"),
+        "the WAL syncer follows CONFIG SET: {persistence}"
+    );
     run::<()>(
         &mut con,
         &["CONFIG", "SET", "hash-max-listpack-entries", "1024"],

@@ -216,6 +216,7 @@ fn config_set(ctx: &mut Context<'_>, pairs: &[Bytes]) -> Result<Reply, Error> {
         }
     }
     *ctx.services.config.write() = updated;
+    ctx.services.apply_config();
     Ok(Reply::OK)
 }
 
