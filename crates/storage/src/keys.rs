@@ -65,6 +65,24 @@ pub fn user_key_of_meta(raw: &[u8]) -> &[u8] {
     raw.get(3..).unwrap_or_default()
 }
 
+/// The database and user key a record of `cf` belongs to (also for an element prefix, the
+/// start of a collection's range delete); `None` for internal records and whole-database
+/// ranges.
+pub fn owner_of(cf: crate::Cf, raw: &[u8]) -> Option<(u8, &[u8])> {
+    let db = *raw.first()?;
+    if db == INTERNAL_PREFIX {
+        return None;
+    }
+    match cf {
+        crate::Cf::Meta => Some((db, raw.get(3..)?)),
+        crate::Cf::Expire => Some((db, decode_expire_key(raw)?.1)),
+        crate::Cf::Data | crate::Cf::Score => {
+            let len = u32::from_be_bytes(raw.get(3..7)?.try_into().ok()?) as usize;
+            Some((db, raw.get(7..7 + len)?))
+        }
+    }
+}
+
 /// `[start, end)` covering one database in the meta, data and score families.
 pub fn db_range(db: u8) -> (Vec<u8>, Vec<u8>) {
     (vec![db], vec![db + 1])
@@ -190,6 +208,26 @@ pub fn list_suffix(position: u64) -> [u8; 8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn owners_decode_from_every_family() {
+        use crate::Cf;
+        assert_eq!(owner_of(Cf::Meta, &meta_key(3, b"k")), Some((3, &b"k"[..])));
+        assert_eq!(
+            owner_of(Cf::Data, &element_key(2, b"key", 9, b"field")),
+            Some((2, &b"key"[..]))
+        );
+        assert_eq!(
+            owner_of(Cf::Score, &element_prefix(1, b"z", 4)),
+            Some((1, &b"z"[..]))
+        );
+        assert_eq!(
+            owner_of(Cf::Expire, &expire_key(0, 1234, b"e")),
+            Some((0, &b"e"[..]))
+        );
+        assert_eq!(owner_of(Cf::Meta, &key_count_key(0)), None);
+        assert_eq!(owner_of(Cf::Meta, &db_range(4).0), None);
+    }
 
     #[test]
     fn slots_match_redis_cluster() {

@@ -9,13 +9,16 @@
 //!   batches, bounded scans and WAL syncs over a fixed set of column families.
 //! - [`RocksEngine`] implements it on RocksDB; [`MemoryEngine`] is its in-memory twin for fast
 //!   tests of type logic. The same conformance tests run against both.
+//! - [`Overlay`] stages writes over an engine and lets reads see them, for transactions.
 
 mod engine;
 pub mod keys;
 mod memory;
 pub mod metadata;
+mod overlay;
 mod rocks;
 
 pub use engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
 pub use memory::MemoryEngine;
+pub use overlay::Overlay;
 pub use rocks::{RocksConfig, RocksEngine};

@@ -1,5 +1,7 @@
 //! Argument parsing shared by command families.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 
 use crate::error::Error;
@@ -12,6 +14,20 @@ pub fn int(arg: &[u8]) -> Result<i64, Error> {
 /// A non-negative integer that fits a `usize`.
 pub fn count(arg: &[u8]) -> Result<usize, Error> {
     usize::try_from(int(arg)?).map_err(|_| Error::NotInteger)
+}
+
+/// A blocking command's timeout in seconds, fractions allowed; `None` for 0 (no limit).
+pub fn timeout(arg: &[u8]) -> Result<Option<Duration>, Error> {
+    let secs = parse_strict_f64(arg)
+        .filter(|s| s.is_finite())
+        .ok_or_else(|| Error::msg("timeout is not a float or out of range"))?;
+    if secs < 0.0 {
+        return Err(Error::msg("timeout is negative"));
+    }
+    if secs > (i64::MAX / 1000) as f64 {
+        return Err(Error::msg("timeout is out of range"));
+    }
+    Ok((secs > 0.0).then(|| Duration::from_secs_f64(secs)))
 }
 
 pub fn float(arg: &[u8]) -> Result<f64, Error> {

@@ -6,6 +6,7 @@ use shale_protocol::Reply;
 use super::args::{db_index, int, is, text};
 use super::{help_reply, Context};
 use crate::error::Error;
+use crate::server::blocking::Unblock;
 use crate::server::{Closing, REDIS_VERSION};
 
 pub fn ping(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
@@ -129,6 +130,8 @@ pub fn reset(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     ctx.services
         .pubsub
         .forget(ctx.client.handle.id, &subscriptions);
+    ctx.client.multi = None;
+    ctx.keyspace.unwatch(&mut ctx.client.watching);
     ctx.client.db = 0;
     ctx.client.resp3 = false;
     ctx.client.authenticated = ctx.services.config.read().requirepass.is_none();
@@ -194,14 +197,36 @@ pub fn client(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
             )));
         }
         Ok(Reply::OK)
+    } else if is(sub, "unblock") {
+        client_unblock(ctx, args)
     } else if is(sub, "help") {
-        Ok(help_reply(&["CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "ID", "GETNAME", "SETNAME <name>", "SETINFO <LIB-NAME|LIB-VER> <value>", "INFO", "LIST [TYPE normal] [ID <id> ...]", "KILL <ip:port> | KILL [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [USER <name>] [SKIPME yes|no]", "HELP"]))
+        Ok(help_reply(&["CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "ID", "GETNAME", "SETNAME <name>", "SETINFO <LIB-NAME|LIB-VER> <value>", "INFO", "LIST [TYPE normal] [ID <id> ...]", "KILL <ip:port> | KILL [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [USER <name>] [SKIPME yes|no]", "UNBLOCK <clientid> [TIMEOUT|ERROR]", "HELP"]))
     } else {
         Err(Error::UnknownSubcommand {
             sub: text(sub),
             command: "CLIENT",
         })
     }
+}
+
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR]
+fn client_unblock(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    if !(3..=4).contains(&args.len()) {
+        return Err(Error::WrongArity("client|unblock".into()));
+    }
+    let id = int(&args[2])?;
+    let how = match args.get(3) {
+        None => Unblock::Timeout,
+        Some(a) if is(a, "timeout") => Unblock::Timeout,
+        Some(a) if is(a, "error") => Unblock::Error,
+        Some(_) => {
+            return Err(Error::msg(
+                "CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+            ))
+        }
+    };
+    let unblocked = u64::try_from(id).is_ok_and(|id| ctx.services.blocking.unblock(id, how));
+    Ok(Reply::Integer(unblocked as i64))
 }
 
 /// CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id ...]

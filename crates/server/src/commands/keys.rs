@@ -155,7 +155,7 @@ pub fn copy(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     }
     let copied = ctx
         .db()
-        .copy_to(&args[1], ctx.keyspace.db(target), &args[2], replace)?;
+        .copy_to(&args[1], ctx.db_at(target), &args[2], replace)?;
     Ok(Reply::Integer(copied as i64))
 }
 
@@ -165,7 +165,7 @@ pub fn move_key(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         return Err(Error::msg("source and destination objects are the same"));
     }
     Ok(Reply::Integer(
-        ctx.db().move_to(&args[1], ctx.keyspace.db(target))? as i64,
+        ctx.db().move_to(&args[1], ctx.db_at(target))? as i64,
     ))
 }
 

@@ -3,10 +3,11 @@
 use bytes::Bytes;
 use shale_protocol::Reply;
 
-use super::args::{int, is};
+use super::args::{self, int, is};
 use super::set::numkeys;
-use super::Context;
+use super::{block_on, Context};
 use crate::error::Error;
+use crate::server::blocking::Attempt;
 use crate::types::list::{End, PosOptions};
 
 fn push(
@@ -193,25 +194,90 @@ pub fn rpoplpush(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> 
     )?))
 }
 
-/// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]
-pub fn lmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let (keys, rest) = numkeys(&args[1..])?;
-    let (which, count) = match rest {
-        [which] => (end(which)?, 1),
+/// The `LEFT|RIGHT [COUNT count]` of LMPOP and BLMPOP.
+fn mpop_options(rest: &[Bytes]) -> Result<(End, u64), Error> {
+    match rest {
+        [which] => Ok((end(which)?, 1)),
         [which, option, n] if is(option, "count") => {
             let n = int(n)
                 .ok()
                 .filter(|&n| n > 0)
                 .ok_or_else(|| Error::msg("count should be greater than 0"))?;
-            (end(which)?, n as u64)
+            Ok((end(which)?, n as u64))
         }
-        _ => return Err(Error::Syntax),
-    };
-    Ok(match ctx.db().lmpop(keys, which, count)? {
-        Some((key, values)) => Reply::Array(vec![
+        _ => Err(Error::Syntax),
+    }
+}
+
+fn mpop_reply(popped: Option<(Bytes, Vec<Bytes>)>) -> Option<Reply> {
+    popped.map(|(key, values)| {
+        Reply::Array(vec![
             Reply::Bulk(key),
             Reply::Array(values.into_iter().map(Reply::Bulk).collect()),
-        ]),
-        None => Reply::NullArray,
+        ])
     })
+}
+
+/// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]
+pub fn lmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let (keys, rest) = numkeys(&args[1..])?;
+    let (which, count) = mpop_options(rest)?;
+    Ok(mpop_reply(ctx.db().lmpop(keys, which, count)?).unwrap_or(Reply::NullArray))
+}
+
+/// BLPOP/BRPOP key [key ...] timeout
+fn blocking_pop(ctx: &mut Context<'_>, args: &[Bytes], which: End) -> Result<Reply, Error> {
+    let (keys, timeout) = args[1..].split_at(args.len() - 2);
+    let timeout = args::timeout(&timeout[0])?;
+    let attempt: Attempt = Box::new(move |db, keys| {
+        Ok(db.lmpop(keys, which, 1)?.map(|(key, values)| {
+            Reply::Array(vec![
+                Reply::Bulk(key),
+                Reply::bulk_or_null(values.into_iter().next()),
+            ])
+        }))
+    });
+    block_on(ctx, keys.to_vec(), timeout, Reply::NullArray, attempt)
+}
+
+pub fn blpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    blocking_pop(ctx, args, End::Left)
+}
+
+pub fn brpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    blocking_pop(ctx, args, End::Right)
+}
+
+fn blocking_move(
+    ctx: &mut Context<'_>,
+    args: &[Bytes],
+    from: End,
+    to: End,
+    timeout: &[u8],
+) -> Result<Reply, Error> {
+    let timeout = args::timeout(timeout)?;
+    let dst = args[2].clone();
+    let attempt: Attempt =
+        Box::new(move |db, keys| Ok(db.lmove(&keys[0], &dst, from, to)?.map(Reply::Bulk)));
+    block_on(ctx, vec![args[1].clone()], timeout, Reply::Null, attempt)
+}
+
+/// BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout
+pub fn blmove(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let (from, to) = (end(&args[3])?, end(&args[4])?);
+    blocking_move(ctx, args, from, to, &args[5])
+}
+
+/// BRPOPLPUSH source destination timeout
+pub fn brpoplpush(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    blocking_move(ctx, args, End::Right, End::Left, &args[3])
+}
+
+/// BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]
+pub fn blmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let timeout = args::timeout(&args[1])?;
+    let (keys, rest) = numkeys(&args[2..])?;
+    let (which, count) = mpop_options(rest)?;
+    let attempt: Attempt = Box::new(move |db, keys| Ok(mpop_reply(db.lmpop(keys, which, count)?)));
+    block_on(ctx, keys.to_vec(), timeout, Reply::NullArray, attempt)
 }

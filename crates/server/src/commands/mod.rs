@@ -16,28 +16,46 @@ mod server;
 mod set;
 mod string;
 mod table;
+mod transaction;
 mod zset;
 
 use bytes::Bytes;
 use shale_protocol::Reply;
 
 use crate::error::Error;
+use crate::server::blocking::{Attempt, BlockRequest};
 use crate::server::{ClientState, Services};
-use crate::types::{Db, Keyspace};
+use crate::types::{Db, Keyspace, Transaction};
 
-pub use table::{lookup, CommandSpec, Flags, COMMANDS};
+pub use table::{command_keys, lookup, CommandSpec, Flags, COMMANDS};
 
 /// What a command may reach: the keyspace, its own connection and the server's services.
 pub struct Context<'a> {
     pub keyspace: &'a Keyspace,
     pub client: &'a mut ClientState,
     pub services: &'a Services,
+    /// The transaction (EXEC, a script) the command runs in, if any.
+    pub txn: Option<&'a Transaction>,
+    /// Set by a blocking command that found its keys empty: the connection waits, then sends
+    /// the reply that the wait produces instead of the handler's.
+    pub block: Option<BlockRequest>,
 }
 
 impl Context<'_> {
     /// The connection's selected database.
     pub fn db(&self) -> Db<'_> {
-        self.keyspace.db(self.client.db)
+        self.db_at(self.client.db)
+    }
+
+    /// Whether a blocking command may block: not inside a transaction or script, where it
+    /// acts as if its timeout had passed.
+    pub fn may_block(&self) -> bool {
+        self.txn.is_none()
+    }
+
+    /// Another database, in the same transaction if there is one.
+    pub fn db_at(&self, index: usize) -> Db<'_> {
+        self.keyspace.db_in(index, self.txn)
     }
 }
 
@@ -51,8 +69,17 @@ pub struct Outcome {
     pub spec: Option<&'static CommandSpec>,
 }
 
-/// Runs one request after the table's checks.
+/// Runs one request after the table's checks; inside MULTI, queues it instead.
 pub fn execute(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
+    let outcome = check_and_run(ctx, args);
+    if let Some(multi) = &mut ctx.client.multi {
+        // A command refused before it could be queued dooms the transaction.
+        multi.refused |= outcome.reply.is_error() && !outcome.spec.is_some_and(runs_in_multi);
+    }
+    outcome
+}
+
+fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     let Some(spec) = lookup(&args[0]) else {
         return Outcome {
             reply: unknown_command(args).to_reply(),
@@ -84,11 +111,54 @@ pub fn execute(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
             spec: Some(spec),
         };
     }
+    if let Some(multi) = &mut ctx.client.multi {
+        if !runs_in_multi(spec) {
+            multi.commands.push(args.to_vec());
+            return Outcome {
+                reply: Reply::status("QUEUED"),
+                spec: None,
+            };
+        }
+    }
     let reply = (spec.handler)(ctx, args).unwrap_or_else(|err| err.to_reply());
     Outcome {
         reply,
         spec: Some(spec),
     }
+}
+
+/// The commands that run at once inside MULTI instead of being queued.
+fn runs_in_multi(spec: &CommandSpec) -> bool {
+    matches!(
+        spec.name,
+        "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+    )
+}
+
+/// Runs a blocking command: replies at once if `attempt` finds something on `keys` (or if the
+/// command may not block here), else asks the connection to wait for the keys.
+fn block_on(
+    ctx: &mut Context<'_>,
+    keys: Vec<Bytes>,
+    timeout: Option<std::time::Duration>,
+    timeout_reply: Reply,
+    attempt: Attempt,
+) -> Result<Reply, Error> {
+    if let Some(reply) = attempt(ctx.db(), &keys)? {
+        return Ok(reply);
+    }
+    if !ctx.may_block() {
+        return Ok(timeout_reply);
+    }
+    ctx.block = Some(BlockRequest {
+        db: ctx.client.db,
+        keys,
+        timeout,
+        timeout_reply,
+        attempt,
+    });
+    // Never sent: the connection replies with what the wait produces.
+    Ok(Reply::Null)
 }
 
 /// The reply of a container command's HELP subcommand.

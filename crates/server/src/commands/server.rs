@@ -226,29 +226,29 @@ pub fn dbsize(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
 
 /// FLUSHDB/FLUSHALL [ASYNC | SYNC]: the keys are gone at once either way (range deletes);
 /// SYNC also waits until compaction has returned their disk space, ASYNC lets it run behind.
-fn flush(ctx: &mut Context<'_>, args: &[Bytes], db: Option<usize>) -> Result<Reply, Error> {
+fn flush(ctx: &mut Context<'_>, args: &[Bytes], all: bool) -> Result<Reply, Error> {
     let wait = match args.get(1) {
         None => false,
         Some(a) if is(a, "async") && args.len() == 2 => false,
         Some(a) if is(a, "sync") && args.len() == 2 => true,
         Some(_) => return Err(Error::Syntax),
     };
-    let ranges = ctx.keyspace.flush(db)?;
-    if wait {
-        ctx.keyspace.reclaim(&ranges)?;
-    } else {
-        ctx.services.reclaim_in_background(ranges);
+    let ranges = ctx.db().flush(all)?;
+    match ctx.txn {
+        // The ranges are deleted only when the transaction commits.
+        Some(txn) => txn.reclaim_after_commit(ranges, wait),
+        None if wait => ctx.keyspace.reclaim(&ranges)?,
+        None => ctx.services.reclaim_in_background(ranges),
     }
     Ok(Reply::OK)
 }
 
 pub fn flushdb(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let db = ctx.client.db;
-    flush(ctx, args, Some(db))
+    flush(ctx, args, false)
 }
 
 pub fn flushall(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    flush(ctx, args, None)
+    flush(ctx, args, true)
 }
 
 pub fn time(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {

@@ -3,8 +3,11 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
+use bytes::Bytes;
+
 use super::{
-    bitmap, connection, hash, keys, list, pubsub, roaring, server, set, string, zset, Handler,
+    bitmap, connection, hash, keys, list, pubsub, roaring, server, set, string, transaction, zset,
+    Handler,
 };
 
 /// Command flags, named as COMMAND INFO reports them.
@@ -22,9 +25,12 @@ impl Flags {
     pub const FAST: Flags = Flags(1 << 7);
     pub const NO_AUTH: Flags = Flags(1 << 8);
     pub const PUBSUB: Flags = Flags(1 << 9);
+    pub const BLOCKING: Flags = Flags(1 << 11);
+    /// Internal (not reported): runs other commands (EXEC, scripts), so it may write.
+    pub const RUNS_COMMANDS: Flags = Flags(1 << 10);
     pub const NONE: Flags = Flags(0);
 
-    const NAMES: [(Flags, &'static str); 10] = [
+    const NAMES: [(Flags, &'static str); 11] = [
         (Flags::WRITE, "write"),
         (Flags::READONLY, "readonly"),
         (Flags::DENYOOM, "denyoom"),
@@ -35,6 +41,7 @@ impl Flags {
         (Flags::FAST, "fast"),
         (Flags::NO_AUTH, "no_auth"),
         (Flags::PUBSUB, "pubsub"),
+        (Flags::BLOCKING, "blocking"),
     ];
 
     pub const fn with(self, other: Flags) -> Flags {
@@ -121,6 +128,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("quit", -1, CONN.with(Flags::NO_AUTH), NO_KEYS, "connection", "Closes the connection.", connection::quit),
     spec!("reset", 1, CONN.with(Flags::NO_AUTH), NO_KEYS, "connection", "Resets the connection.", connection::reset),
     spec!("client", -2, Flags::ADMIN .with(Flags::NOSCRIPT) .with(Flags::LOADING) .with(Flags::STALE), NO_KEYS, "connection", "A container for client connection commands.", connection::client),
+    // transactions
+    spec!("multi", 1, CONN, NO_KEYS, "transactions", "Starts a transaction.", transaction::multi),
+    spec!("exec", 1, Flags::NOSCRIPT.with(Flags::LOADING).with(Flags::STALE).with(Flags::RUNS_COMMANDS), NO_KEYS, "transactions", "Executes all commands in a transaction.", transaction::exec),
+    spec!("discard", 1, CONN, NO_KEYS, "transactions", "Discards a transaction.", transaction::discard),
+    spec!("watch", -2, CONN, ALL_KEYS, "transactions", "Monitors changes to keys to determine the execution of a transaction.", transaction::watch),
+    spec!("unwatch", 1, CONN, NO_KEYS, "transactions", "Forgets about watched keys of a transaction.", transaction::unwatch),
     // server
     spec!("command", -1, Flags::LOADING.with(Flags::STALE), NO_KEYS, "server", "Returns detailed information about commands.", server::command),
     spec!("info", -1, Flags::LOADING.with(Flags::STALE), NO_KEYS, "server", "Returns information and statistics about the server.", server::info),
@@ -212,6 +225,11 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("lmove", 5, W, KEY12, "list", "Returns an element after popping it from one list and pushing it to another.", list::lmove),
     spec!("rpoplpush", 3, W, KEY12, "list", "Returns the last element of a list after removing and pushing it to another list.", list::rpoplpush),
     spec!("lmpop", -4, D, NO_KEYS, "list", "Returns multiple elements from a list after removing them.", list::lmpop),
+    spec!("blpop", -3, D.with(Flags::BLOCKING), (1, -2, 1), "list", "Removes and returns the first element in a list. Blocks until an element is available otherwise.", list::blpop),
+    spec!("brpop", -3, D.with(Flags::BLOCKING), (1, -2, 1), "list", "Removes and returns the last element in a list. Blocks until an element is available otherwise.", list::brpop),
+    spec!("blmove", 6, W.with(Flags::BLOCKING), KEY12, "list", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise.", list::blmove),
+    spec!("brpoplpush", 4, W.with(Flags::BLOCKING), KEY12, "list", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise.", list::brpoplpush),
+    spec!("blmpop", -5, D.with(Flags::BLOCKING), NO_KEYS, "list", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise.", list::blmpop),
     // sets
     spec!("sadd", -3, WF, KEY1, "set", "Adds one or more members to a set.", set::sadd),
     spec!("srem", -3, DF, KEY1, "set", "Removes one or more members from a set.", set::srem),
@@ -253,6 +271,9 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("zremrangebylex", 4, D, KEY1, "sorted-set", "Removes members in a sorted set within a lexicographical range.", zset::zremrangebylex),
     spec!("zpopmin", -2, DF, KEY1, "sorted-set", "Returns the lowest-scoring members from a sorted set after removing them.", zset::zpopmin),
     spec!("zpopmax", -2, DF, KEY1, "sorted-set", "Returns the highest-scoring members from a sorted set after removing them.", zset::zpopmax),
+    spec!("bzpopmin", -3, DF.with(Flags::BLOCKING), (1, -2, 1), "sorted-set", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise.", zset::bzpopmin),
+    spec!("bzpopmax", -3, DF.with(Flags::BLOCKING), (1, -2, 1), "sorted-set", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.", zset::bzpopmax),
+    spec!("bzmpop", -5, D.with(Flags::BLOCKING), NO_KEYS, "sorted-set", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise.", zset::bzmpop),
     spec!("zmpop", -4, D, NO_KEYS, "sorted-set", "Returns the highest- or lowest-scoring members from sorted sets after removing them.", zset::zmpop),
     spec!("zrandmember", -2, R, KEY1, "sorted-set", "Returns one or more random members from a sorted set.", zset::zrandmember),
     spec!("zunion", -3, R, NO_KEYS, "sorted-set", "Returns the union of multiple sorted sets.", zset::zunion),
@@ -309,6 +330,47 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("pubsub", -2, Flags::PUBSUB.with(Flags::LOADING).with(Flags::STALE), NO_KEYS, "pubsub", "A container for Pub/Sub commands.", pubsub::pubsub),
 ];
 
+/// The keys a command names, from the table's key positions or, for commands that count
+/// their keys in an argument, from that count.
+pub fn command_keys<'a>(spec: &CommandSpec, args: &'a [Bytes]) -> Vec<&'a [u8]> {
+    let counted = |count_at: usize, others: &[usize]| -> Vec<&'a [u8]> {
+        let count = args
+            .get(count_at)
+            .and_then(|a| std::str::from_utf8(a).ok())
+            .and_then(|a| a.parse::<usize>().ok())
+            .unwrap_or(0);
+        let first = count_at + 1;
+        others
+            .iter()
+            .filter_map(|&i| args.get(i))
+            .chain(args.iter().skip(first).take(count))
+            .map(|a| a.as_ref())
+            .collect()
+    };
+    match spec.name {
+        "lmpop" | "zmpop" | "sintercard" | "zintercard" | "zunion" | "zinter" | "zdiff" => {
+            counted(1, &[])
+        }
+        "zunionstore" | "zinterstore" | "zdiffstore" => counted(2, &[1]),
+        "blmpop" | "bzmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall"
+        | "fcall_ro" => counted(2, &[]),
+        "tr.bitopcard" => args.iter().skip(2).map(|a| a.as_ref()).collect(),
+        _ if spec.first_key <= 0 => Vec::new(),
+        _ => {
+            let first = spec.first_key as usize;
+            let last = match spec.last_key {
+                n if n < 0 => (args.len() as i32 + n) as usize,
+                n => n as usize,
+            };
+            let step = spec.step.max(1) as usize;
+            (first..=last.min(args.len().saturating_sub(1)))
+                .step_by(step)
+                .map(|i| args[i].as_ref())
+                .collect()
+        }
+    }
+}
+
 static BY_NAME: LazyLock<HashMap<&'static str, &'static CommandSpec>> =
     LazyLock::new(|| COMMANDS.iter().map(|spec| (spec.name, spec)).collect());
 
@@ -351,6 +413,31 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn keys_come_from_positions_or_counts() {
+        let args = |line: &str| -> Vec<Bytes> {
+            line.split(' ')
+                .map(|a| Bytes::from(a.to_string()))
+                .collect()
+        };
+        let keys = |line: &str| -> Vec<String> {
+            let args = args(line);
+            let spec = lookup(&args[0]).unwrap();
+            command_keys(spec, &args)
+                .into_iter()
+                .map(|k| String::from_utf8_lossy(k).into_owned())
+                .collect()
+        };
+        assert_eq!(keys("get a"), ["a"]);
+        assert_eq!(keys("mset a 1 b 2"), ["a", "b"]);
+        assert_eq!(keys("del a b c"), ["a", "b", "c"]);
+        assert_eq!(keys("bitop and d s1 s2"), ["d", "s1", "s2"]);
+        assert_eq!(keys("zunionstore d 2 a b weights 1 2"), ["d", "a", "b"]);
+        assert_eq!(keys("lmpop 2 a b left"), ["a", "b"]);
+        assert_eq!(keys("lmpop 9 a"), ["a"]);
+        assert!(keys("ping").is_empty());
     }
 
     #[test]

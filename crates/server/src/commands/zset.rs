@@ -3,11 +3,12 @@
 use bytes::Bytes;
 use shale_protocol::Reply;
 
-use super::args::{int, is, random_count, scan_args, scan_matches};
+use super::args::{self, int, is, random_count, scan_args, scan_matches};
 use super::hash::scan_reply;
 use super::set::{intercard_args, numkeys};
-use super::Context;
+use super::{block_on, Context};
 use crate::error::Error;
+use crate::server::blocking::Attempt;
 use crate::types::set::SetOp;
 use crate::types::zset::{
     Aggregate, LexBound, RangeBy, RangeSpec, ScoreBound, ScoredMember, ZaddOptions,
@@ -380,9 +381,8 @@ pub fn zpopmax(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     pop(ctx, args, true)
 }
 
-/// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]
-pub fn zmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let (keys, rest) = numkeys(&args[1..])?;
+/// The `MIN|MAX [COUNT count]` of ZMPOP and BZMPOP: whether to pop the highest, and how many.
+fn mpop_options(rest: &[Bytes]) -> Result<(bool, u64), Error> {
     let (which, n) = match rest {
         [which] => (which, 1),
         [which, option, n] if is(option, "count") => {
@@ -394,25 +394,68 @@ pub fn zmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         }
         _ => return Err(Error::Syntax),
     };
-    let max = if is(which, "max") {
-        true
+    if is(which, "max") {
+        Ok((true, n))
     } else if is(which, "min") {
-        false
+        Ok((false, n))
     } else {
-        return Err(Error::Syntax);
-    };
-    Ok(match ctx.db().zmpop(keys, max, n)? {
-        None => Reply::NullArray,
-        Some((key, popped)) => Reply::Array(vec![
+        Err(Error::Syntax)
+    }
+}
+
+fn mpop_reply(popped: Option<(Bytes, Vec<ScoredMember>)>) -> Option<Reply> {
+    popped.map(|(key, members)| {
+        Reply::Array(vec![
             Reply::Bulk(key),
             Reply::Array(
-                popped
+                members
                     .into_iter()
                     .map(|(m, s)| Reply::Array(vec![Reply::Bulk(m), Reply::Double(s)]))
                     .collect(),
             ),
-        ]),
+        ])
     })
+}
+
+/// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]
+pub fn zmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let (keys, rest) = numkeys(&args[1..])?;
+    let (max, n) = mpop_options(rest)?;
+    Ok(mpop_reply(ctx.db().zmpop(keys, max, n)?).unwrap_or(Reply::NullArray))
+}
+
+/// BZPOPMIN/BZPOPMAX key [key ...] timeout
+fn blocking_pop(ctx: &mut Context<'_>, args: &[Bytes], max: bool) -> Result<Reply, Error> {
+    let (keys, timeout) = args[1..].split_at(args.len() - 2);
+    let timeout = args::timeout(&timeout[0])?;
+    let attempt: Attempt = Box::new(move |db, keys| {
+        Ok(db.zmpop(keys, max, 1)?.and_then(|(key, members)| {
+            let (member, score) = members.into_iter().next()?;
+            Some(Reply::Array(vec![
+                Reply::Bulk(key),
+                Reply::Bulk(member),
+                Reply::Double(score),
+            ]))
+        }))
+    });
+    block_on(ctx, keys.to_vec(), timeout, Reply::NullArray, attempt)
+}
+
+pub fn bzpopmin(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    blocking_pop(ctx, args, false)
+}
+
+pub fn bzpopmax(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    blocking_pop(ctx, args, true)
+}
+
+/// BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]
+pub fn bzmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let timeout = args::timeout(&args[1])?;
+    let (keys, rest) = numkeys(&args[2..])?;
+    let (max, n) = mpop_options(rest)?;
+    let attempt: Attempt = Box::new(move |db, keys| Ok(mpop_reply(db.zmpop(keys, max, n)?)));
+    block_on(ctx, keys.to_vec(), timeout, Reply::NullArray, attempt)
 }
 
 /// ZRANDMEMBER key [count [WITHSCORES]]

@@ -16,6 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
+use super::blocking::BlockRequest;
 use super::{pubsub, ClientState, Closing, Services};
 use crate::commands::{execute, Context, Flags};
 use crate::config::FsyncPolicy;
@@ -56,6 +57,8 @@ pub async fn serve(services: Arc<Services>, mut stream: TcpStream, addr: SocketA
             client: handle.clone(),
             queue,
         },
+        multi: None,
+        watching: Default::default(),
     };
     let mut connection = Connection {
         services: services.clone(),
@@ -69,6 +72,7 @@ pub async fn serve(services: Arc<Services>, mut stream: TcpStream, addr: SocketA
     services
         .pubsub
         .forget(handle.id, &connection.client.subscriptions);
+    services.keyspace.unwatch(&mut connection.client.watching);
     services.clients.unregister(handle.id);
 }
 
@@ -209,7 +213,20 @@ impl Connection {
                     return Ok(false);
                 }
             };
-            wrote |= self.run_command(&args, output);
+            let (wrote_now, block) = self.run_command(&args, output);
+            wrote |= wrote_now;
+            if let Some(request) = block {
+                // Earlier replies go out before the wait, as Redis sends them.
+                self.flush(output, wrote).await?;
+                match self.wait_blocked(request, input).await? {
+                    // A served pop wrote, on this client's behalf.
+                    Some(reply) => {
+                        reply.encode(output, self.client.resp3);
+                        wrote = true;
+                    }
+                    None => return Ok(false),
+                }
+            }
             match self.client.closing {
                 Some(Closing::Immediately) => return Ok(false),
                 Some(Closing::AfterReply) => {
@@ -227,24 +244,77 @@ impl Connection {
         Ok(true)
     }
 
-    /// Executes one command and appends its reply; returns whether it was a write.
-    fn run_command(&mut self, args: &[Bytes], output: &mut BytesMut) -> bool {
+    /// Blocks until a blocking command is served, times out or is unblocked. Meanwhile it
+    /// keeps reading, to notice a client that goes away; `None` when the connection must close.
+    async fn wait_blocked(
+        &mut self,
+        request: BlockRequest,
+        input: &mut BytesMut,
+    ) -> std::io::Result<Option<Reply>> {
+        let services = self.services.clone();
+        let keyspace = &services.keyspace;
+        let waiter = services
+            .blocking
+            .block(keyspace, self.client.handle.id, request);
+        let query_limit = services.config.read().client_query_buffer_limit;
+        let mut shutdown = services.shutdown.subscribe();
+        let handle = self.client.handle.clone();
+        let stream = &mut self.stream;
+        let gone = async {
+            loop {
+                input.reserve(READ_CHUNK);
+                match stream.read_buf(input).await {
+                    Ok(read) if read > 0 && input.len() <= query_limit => continue,
+                    _ => return,
+                }
+            }
+        };
+        tokio::select! {
+            reply = services.blocking.wait(keyspace, &waiter) => Ok(Some(reply)),
+            _ = gone => {
+                services.blocking.finish(keyspace, &waiter);
+                Ok(None)
+            }
+            _ = handle.killed() => {
+                services.blocking.finish(keyspace, &waiter);
+                Ok(None)
+            }
+            _ = shutdown.wait_for(|&stop| stop) => {
+                services.blocking.finish(keyspace, &waiter);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Executes one command and appends its reply; returns whether it was a write, and what
+    /// to wait for if it blocks (then it appends no reply).
+    fn run_command(
+        &mut self,
+        args: &[Bytes],
+        output: &mut BytesMut,
+    ) -> (bool, Option<BlockRequest>) {
         let services = self.services.clone();
         let started = Instant::now();
         let mut ctx = Context {
             keyspace: &services.keyspace,
             client: &mut self.client,
             services: &services,
+            txn: None,
+            block: None,
         };
         let outcome = execute(&mut ctx, args);
+        let block = ctx.block.take();
+        services.blocking.serve_ready(&services.keyspace);
         let elapsed = started.elapsed().as_micros() as u64;
-        outcome.reply.encode(output, self.client.resp3);
+        if block.is_none() {
+            outcome.reply.encode(output, self.client.resp3);
+        }
         let failed = outcome.reply.is_error();
         if failed {
             services.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         }
         let Some(spec) = outcome.spec else {
-            return false;
+            return (false, block);
         };
         self.client.handle.touch(spec.name, self.client.db);
         services.stats.record(spec.name, elapsed, failed, false);
@@ -269,11 +339,12 @@ impl Connection {
                 max_len,
             );
         }
-        let is_write = spec.flags.contains(Flags::WRITE);
+        let is_write =
+            spec.flags.contains(Flags::WRITE) || spec.flags.contains(Flags::RUNS_COMMANDS);
         if is_write {
             services.durability.mark_dirty();
         }
-        is_write
+        (is_write, block)
     }
 
     fn protocol_error(&self, err: ProtocolError, output: &mut BytesMut) {

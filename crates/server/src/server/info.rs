@@ -139,7 +139,7 @@ fn server(services: &Services, out: &mut String) {
 fn clients(services: &Services, out: &mut String) {
     line(out, "connected_clients", services.clients.count());
     line(out, "maxclients", services.config.read().maxclients);
-    line(out, "blocked_clients", 0);
+    line(out, "blocked_clients", services.blocking.blocked_clients());
     line(
         out,
         "client_buffers_bytes",

@@ -1,6 +1,7 @@
 //! The network server: listeners, connections, and the services commands reach through their
 //! context (configuration, clients, statistics, slow log, durability, shutdown).
 
+pub mod blocking;
 mod clients;
 mod connection;
 mod cron;
@@ -13,6 +14,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
+
 use parking_lot::RwLock;
 use shale_storage::{Engine, RocksEngine};
 use tokio::net::TcpListener;
@@ -23,7 +26,7 @@ pub use durability::Durability;
 pub use stats::{ServerStats, SlowLog};
 
 use crate::config::Config;
-use crate::types::{KeyRange, Keyspace};
+use crate::types::{KeyRange, Keyspace, WatchSet};
 
 /// The Redis version Shale reports to clients (HELLO, INFO); its command set follows it.
 pub const REDIS_VERSION: &str = "7.0.15";
@@ -47,6 +50,17 @@ pub struct ClientState {
     pub subscriptions: pubsub::Subscriptions,
     /// Where PUBLISH sends this connection's messages.
     pub subscriber: pubsub::Subscriber,
+    /// Commands queued since MULTI.
+    pub multi: Option<QueuedTransaction>,
+    pub watching: WatchSet,
+}
+
+/// A transaction being queued: its commands, and whether one of them was refused (then EXEC
+/// discards it with `EXECABORT`).
+#[derive(Default)]
+pub struct QueuedTransaction {
+    pub commands: Vec<Vec<Bytes>>,
+    pub refused: bool,
 }
 
 /// Tells every part of the server to stop.
@@ -73,6 +87,7 @@ pub struct Services {
     pub stats: ServerStats,
     pub slowlog: SlowLog,
     pub pubsub: pubsub::PubSub,
+    pub blocking: blocking::Blocking,
     pub durability: Durability,
     pub shutdown: Shutdown,
     pub started: Instant,
@@ -141,6 +156,7 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
         stats: ServerStats::default(),
         slowlog: SlowLog::default(),
         pubsub: pubsub::PubSub::default(),
+        blocking: blocking::Blocking::default(),
         durability,
         shutdown: Shutdown {
             sender: shutdown_tx,

@@ -127,7 +127,7 @@ impl<'a> Db<'a> {
 
     /// SETBIT: returns the bit's previous value.
     pub fn setbit(&self, key: &'a [u8], offset: u64, on: bool) -> Result<bool, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let mut string = self.open_string(key)?;
         let byte_at = offset / 8;
         let mut byte = string.read(byte_at, byte_at + 1)?;
@@ -253,7 +253,7 @@ impl<'a> Db<'a> {
     pub fn bitop(&self, op: BitwiseOp, dst: &'a [u8], keys: &[Bytes]) -> Result<u64, Error> {
         let mut all: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
         all.push(dst);
-        let _guard = self.lock(&all);
+        let _guard = self.lock(&all)?;
         let sources: Vec<Option<Metadata>> = keys
             .iter()
             .map(|k| self.string_meta(k))
@@ -303,7 +303,7 @@ impl<'a> Db<'a> {
         let writes = ops
             .iter()
             .any(|op| matches!(op, FieldOp::Set(..) | FieldOp::IncrBy(..)));
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let mut string = self.open_string(key)?;
         let mut overflow = Overflow::Wrap;
         let mut replies = Vec::new();

@@ -68,7 +68,7 @@ impl<'a> Db<'a> {
         )?;
         let mut reaped = 0;
         for (at, key) in &due {
-            let _guard = self.lock(&[key]);
+            let _guard = self.lock(&[key])?;
             // A write to the key between the scan and the lock may have removed the entry
             // (and adjusted the counters) already.
             let entry = k::expire_key(self.index, *at, key);

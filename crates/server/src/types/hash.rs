@@ -12,7 +12,7 @@ use crate::error::Error;
 impl<'a> Db<'a> {
     /// HSET/HMSET: returns how many fields were new.
     pub fn hset(&self, key: &[u8], pairs: &[(Bytes, Bytes)]) -> Result<i64, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let mut write = self.open_for_write(key, KeyKind::Hash)?;
         let fields: Vec<&[u8]> = pairs.iter().map(|(f, _)| f.as_ref()).collect();
         let existing = write.get_many(Cf::Data, &fields)?;
@@ -30,7 +30,7 @@ impl<'a> Db<'a> {
     }
 
     pub fn hsetnx(&self, key: &[u8], field: &[u8], value: &[u8]) -> Result<bool, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let mut write = self.open_for_write(key, KeyKind::Hash)?;
         if write.get(Cf::Data, field)?.is_some() {
             return Ok(false);
@@ -71,7 +71,7 @@ impl<'a> Db<'a> {
     }
 
     pub fn hdel(&self, key: &[u8], fields: &[Bytes]) -> Result<i64, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let mut write = self.open_for_write(key, KeyKind::Hash)?;
         if !write.existed {
             return Ok(0);
@@ -114,7 +114,7 @@ impl<'a> Db<'a> {
         field: &[u8],
         update: impl FnOnce(Option<&[u8]>) -> Result<(Vec<u8>, R), Error>,
     ) -> Result<R, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let mut write = self.open_for_write(key, KeyKind::Hash)?;
         let current = write.get(Cf::Data, field)?;
         let (value, result) = update(current.as_deref())?;

@@ -5,9 +5,7 @@ use bytes::Bytes;
 use rand::Rng;
 use shale_storage::keys as k;
 use shale_storage::metadata::{peek_header, Body, KeyKind, Metadata};
-use shale_storage::{Cf, ScanDirection, WriteBatch};
-
-use std::sync::atomic::Ordering;
+use shale_storage::{Cf, ScanDirection};
 
 use super::{now_ms, Change, Db, Keyspace};
 use crate::error::Error;
@@ -48,7 +46,7 @@ impl<'a> Db<'a> {
     }
 
     pub fn delete(&self, keys: &[Bytes]) -> Result<i64, Error> {
-        let _guard = self.lock(keys);
+        let _guard = self.lock(keys)?;
         let mut change = Change::default();
         let mut deleted = 0;
         let first = super::first_occurrences(keys);
@@ -83,7 +81,7 @@ impl<'a> Db<'a> {
         at_ms: i64,
         condition: ExpireCondition,
     ) -> Result<bool, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let now = now_ms();
         let Some(old) = self.raw_meta(key)?.filter(|m| !m.is_expired(now)) else {
             return Ok(false);
@@ -112,7 +110,7 @@ impl<'a> Db<'a> {
     }
 
     pub fn persist(&self, key: &[u8]) -> Result<bool, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let Some(old) = self.live_meta(key)? else {
             return Ok(false);
         };
@@ -131,7 +129,7 @@ impl<'a> Db<'a> {
 
     /// RENAME and RENAMENX: returns `false` only when `only_if_absent` and `dst` exists.
     pub fn rename(&self, src: &[u8], dst: &[u8], only_if_absent: bool) -> Result<bool, Error> {
-        let _guard = self.lock(&[src, dst]);
+        let _guard = self.lock(&[src, dst])?;
         let now = now_ms();
         let Some(old_src) = self.raw_meta(src)?.filter(|m| !m.is_expired(now)) else {
             return Err(Error::NoSuchKey);
@@ -159,10 +157,7 @@ impl<'a> Db<'a> {
         dst: &[u8],
         replace: bool,
     ) -> Result<bool, Error> {
-        let _guard = self
-            .ks
-            .locks
-            .lock_across(&[(self.index, src), (target.index, dst)]);
+        let _guard = self.lock_across(&[(self.index, src), (target.index, dst)])?;
         let now = now_ms();
         let Some(source) = self.raw_meta(src)?.filter(|m| !m.is_expired(now)) else {
             return Ok(false);
@@ -180,10 +175,7 @@ impl<'a> Db<'a> {
 
     /// MOVE: returns whether the key moved (it must exist here and not in `target`).
     pub fn move_to(&self, key: &[u8], target: Db<'_>) -> Result<bool, Error> {
-        let _guard = self
-            .ks
-            .locks
-            .lock_across(&[(self.index, key), (target.index, key)]);
+        let _guard = self.lock_across(&[(self.index, key), (target.index, key)])?;
         let now = now_ms();
         let Some(source) = self.raw_meta(key)?.filter(|m| !m.is_expired(now)) else {
             return Ok(false);
@@ -397,7 +389,7 @@ impl<'a> Db<'a> {
     /// reaped yet, which the expiry index lists.
     pub fn size(&self) -> Result<u64, Error> {
         let _due = self.ks.due_expiry_lock.lock();
-        let total = self.ks.key_counts[self.index()].load(Ordering::Relaxed);
+        let total = self.counted(false);
         let due = self.due_expiries(now_ms())?;
         Ok((total - due as i64).max(0) as u64)
     }
@@ -405,49 +397,38 @@ impl<'a> Db<'a> {
     /// The number of live keys with an expiry.
     pub fn expiring_size(&self) -> Result<u64, Error> {
         let _due = self.ks.due_expiry_lock.lock();
-        let total = self.ks.expire_counts[self.index()].load(Ordering::Relaxed);
+        let total = self.counted(true);
         let due = self.due_expiries(now_ms())?;
         Ok((total - due as i64).max(0) as u64)
     }
 }
 
-impl Keyspace {
-    /// FLUSHDB (one database) or FLUSHALL (`None`): range deletes in one batch, O(1). Returns
-    /// the deleted ranges for [`Keyspace::reclaim`].
-    pub fn flush(&self, db: Option<usize>) -> Result<Vec<KeyRange>, Error> {
-        let _guard = self.locks.lock_all();
-        let (start, end) = match db {
-            Some(index) => k::db_range(index as u8),
-            None => k::all_dbs_range(),
+impl Db<'_> {
+    /// FLUSHDB (this database) or FLUSHALL (`all`): range deletes in one batch, O(1).
+    /// Returns the deleted ranges for [`Keyspace::reclaim`].
+    pub fn flush(&self, all: bool) -> Result<Vec<KeyRange>, Error> {
+        let _guard = self.lock_all()?;
+        let (start, end) = match all {
+            false => k::db_range(self.index),
+            true => k::all_dbs_range(),
         };
-        let dbs: Vec<usize> = match db {
-            Some(index) => vec![index],
-            None => (0..self.databases).collect(),
+        let dbs: Vec<u8> = match all {
+            false => vec![self.index],
+            true => (0..self.ks.databases as u8).collect(),
         };
-        let mut batch = WriteBatch::new();
+        let mut change = Change::default();
         for cf in Cf::ALL {
-            batch.delete_range(cf, start.clone(), end.clone());
+            change.batch.delete_range(cf, start.clone(), end.clone());
         }
-        for &index in &dbs {
-            batch.put(
-                Cf::Meta,
-                k::key_count_key(index as u8),
-                0i64.to_be_bytes().to_vec(),
-            );
-            batch.put(
-                Cf::Meta,
-                k::expire_count_key(index as u8),
-                0i64.to_be_bytes().to_vec(),
-            );
+        for db in dbs {
+            change.reset_counters(db);
         }
-        self.engine.write(batch)?;
-        for index in dbs {
-            self.key_counts[index].store(0, Ordering::Relaxed);
-            self.expire_counts[index].store(0, Ordering::Relaxed);
-        }
+        self.write(change)?;
         Ok(vec![(start, end)])
     }
+}
 
+impl Keyspace {
     /// Compacts flushed ranges so their space is returned.
     pub fn reclaim(&self, ranges: &[KeyRange]) -> Result<(), Error> {
         for (start, end) in ranges {

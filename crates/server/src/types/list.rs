@@ -133,7 +133,7 @@ impl<'a> Db<'a> {
         values: &[Bytes],
         only_if_exists: bool,
     ) -> Result<i64, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let mut list = self.open_list(key)?;
         if only_if_exists && !list.inner.existed {
             return Ok(0);
@@ -148,7 +148,7 @@ impl<'a> Db<'a> {
 
     /// LPOP/RPOP: removes up to `count` elements from one end.
     pub fn pop(&self, key: &'a [u8], end: End, count: u64) -> Result<Option<Vec<Bytes>>, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         self.pop_locked(key, end, count)
     }
 
@@ -159,7 +159,7 @@ impl<'a> Db<'a> {
         end: End,
         count: u64,
     ) -> Result<Option<(Bytes, Vec<Bytes>)>, Error> {
-        let _guard = self.lock(keys);
+        let _guard = self.lock(keys)?;
         for key in keys {
             if let Some(values) = self.pop_locked(key, end, count)? {
                 return Ok(Some((key.clone(), values)));
@@ -220,7 +220,7 @@ impl<'a> Db<'a> {
     }
 
     pub fn lset(&self, key: &'a [u8], index: i64, value: &[u8]) -> Result<(), Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let mut list = self.open_list(key)?;
         if !list.inner.existed {
             return Err(Error::NoSuchKey);
@@ -262,7 +262,7 @@ impl<'a> Db<'a> {
         pivot: &[u8],
         value: &Bytes,
     ) -> Result<i64, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let Some(current) = self.list_of(key)? else {
             return Ok(0);
         };
@@ -283,7 +283,7 @@ impl<'a> Db<'a> {
 
     /// LREM: removes up to |count| occurrences (all if 0; from the tail if negative).
     pub fn lrem(&self, key: &'a [u8], count: i64, value: &[u8]) -> Result<i64, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let Some(current) = self.list_of(key)? else {
             return Ok(0);
         };
@@ -327,7 +327,7 @@ impl<'a> Db<'a> {
 
     /// LTRIM: keeps `[start, stop]`; the rest goes with range deletes.
     pub fn ltrim(&self, key: &'a [u8], start: i64, stop: i64) -> Result<(), Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let mut list = self.open_list(key)?;
         if !list.inner.existed {
             return Ok(());
@@ -412,7 +412,7 @@ impl<'a> Db<'a> {
         from: End,
         to: End,
     ) -> Result<Option<Bytes>, Error> {
-        let _guard = self.lock(&[src, dst]);
+        let _guard = self.lock(&[src, dst])?;
         let mut source = self.open_list(src)?;
         if !source.inner.existed {
             return Ok(None);

@@ -2,13 +2,16 @@
 //! parallel. Multi-key commands take their stripes in index order, so they cannot deadlock.
 
 use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{ArcMutexGuard, Mutex, MutexGuard, RawMutex};
 
-const STRIPES: usize = 4096;
+pub const STRIPES: usize = 4096;
 
 pub struct LockTable {
-    stripes: Box<[Mutex<()>]>,
+    /// In `Arc`s so that a transaction can hold stripes without borrowing the table.
+    stripes: Box<[Arc<Mutex<()>>]>,
     hasher: std::collections::hash_map::RandomState,
 }
 
@@ -17,17 +20,29 @@ pub struct KeyGuard<'a> {
     _guards: Vec<MutexGuard<'a, ()>>,
 }
 
+impl KeyGuard<'_> {
+    /// A guard holding nothing, for callers whose transaction already holds the stripes.
+    pub fn held_elsewhere() -> Self {
+        KeyGuard {
+            _guards: Vec::new(),
+        }
+    }
+}
+
+/// One stripe held by a transaction.
+pub type StripeGuard = ArcMutexGuard<RawMutex, ()>;
+
 impl Default for LockTable {
     fn default() -> Self {
         LockTable {
-            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            stripes: (0..STRIPES).map(|_| Arc::new(Mutex::new(()))).collect(),
             hasher: Default::default(),
         }
     }
 }
 
 impl LockTable {
-    fn stripe(&self, db: u8, key: &[u8]) -> usize {
+    pub fn stripe(&self, db: u8, key: &[u8]) -> usize {
         let mut h = self.hasher.build_hasher();
         h.write_u8(db);
         h.write(key);
@@ -39,20 +54,22 @@ impl LockTable {
     /// These are `parking_lot` mutexes, not tokio's: they are held only across synchronous
     /// storage calls, never across an `.await`.
     pub fn lock<'a, K: AsRef<[u8]>>(&'a self, db: u8, keys: &[K]) -> KeyGuard<'a> {
-        let mut indexes: Vec<usize> = keys.iter().map(|k| self.stripe(db, k.as_ref())).collect();
-        indexes.sort_unstable();
-        indexes.dedup();
-        KeyGuard {
-            _guards: indexes
-                .into_iter()
-                .map(|i| self.stripes[i].lock())
-                .collect(),
-        }
+        let indexes: Vec<usize> = keys.iter().map(|k| self.stripe(db, k.as_ref())).collect();
+        self.lock_stripes(indexes)
     }
 
     /// Locks keys that live in different databases (MOVE, COPY ... DB).
     pub fn lock_across<'a>(&'a self, keys: &[(u8, &[u8])]) -> KeyGuard<'a> {
-        let mut indexes: Vec<usize> = keys.iter().map(|(db, k)| self.stripe(*db, k)).collect();
+        let indexes: Vec<usize> = keys.iter().map(|(db, k)| self.stripe(*db, k)).collect();
+        self.lock_stripes(indexes)
+    }
+
+    /// Locks every stripe: for FLUSHDB/FLUSHALL, which must not interleave with any write.
+    pub fn lock_all(&self) -> KeyGuard<'_> {
+        self.lock_stripes((0..STRIPES).collect())
+    }
+
+    fn lock_stripes(&self, mut indexes: Vec<usize>) -> KeyGuard<'_> {
         indexes.sort_unstable();
         indexes.dedup();
         KeyGuard {
@@ -63,10 +80,14 @@ impl LockTable {
         }
     }
 
-    /// Locks every stripe: for FLUSHDB/FLUSHALL, which must not interleave with any write.
-    pub fn lock_all(&self) -> KeyGuard<'_> {
-        KeyGuard {
-            _guards: self.stripes.iter().map(|m| m.lock()).collect(),
-        }
+    /// Locks one stripe for a transaction, waiting without limit (callers go in index order).
+    pub fn hold(&self, index: usize) -> StripeGuard {
+        self.stripes[index].lock_arc()
+    }
+
+    /// Locks one stripe for a transaction that may already hold higher ones: waits at most
+    /// `timeout`, so that two transactions locking in opposite orders cannot deadlock.
+    pub fn try_hold(&self, index: usize, timeout: Duration) -> Option<StripeGuard> {
+        self.stripes[index].try_lock_arc_for(timeout)
     }
 }

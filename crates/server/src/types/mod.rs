@@ -16,10 +16,13 @@ mod keys;
 pub mod list;
 mod locks;
 pub mod pattern;
+mod ready;
 pub mod roaring;
 pub mod set;
 pub mod string;
+mod transaction;
 mod version;
+mod watch;
 pub mod zset;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -34,7 +37,10 @@ use shale_storage::{Cf, Engine, ScanDirection, WriteBatch};
 pub use cursor::CursorTable;
 pub use keys::{ExpireCondition, KeyRange, ScanPage};
 pub use locks::{KeyGuard, LockTable};
+pub use ready::ReadyKeys;
+pub use transaction::Transaction;
 pub use version::VersionGenerator;
+pub use watch::WatchSet;
 
 use crate::error::Error;
 
@@ -68,6 +74,9 @@ pub struct Keyspace {
     due_expiry_lock: Mutex<()>,
     /// First and last element of large collections, for random sampling (see `collection`).
     sample_bounds: Mutex<collection::SampleBounds>,
+    watches: watch::Watches,
+    /// Lists and sorted sets that writes filled while clients block on them.
+    pub ready: ReadyKeys,
     pub stats: KeyspaceStats,
 }
 
@@ -94,6 +103,8 @@ impl Keyspace {
             databases,
             cursors: CursorTable::default(),
             expiry_watermarks: (0..databases).map(|_| AtomicU64::new(0)).collect(),
+            watches: Default::default(),
+            ready: Default::default(),
             stats: KeyspaceStats::default(),
         })
     }
@@ -108,9 +119,15 @@ impl Keyspace {
 
     /// A handle on database `index`, which the caller has checked against [`Self::databases`].
     pub fn db(&self, index: usize) -> Db<'_> {
+        self.db_in(index, None)
+    }
+
+    /// A handle on database `index` whose commands run inside `txn`, if there is one.
+    pub fn db_in<'a>(&'a self, index: usize, txn: Option<&'a Transaction>) -> Db<'a> {
         Db {
             ks: self,
             index: index as u8,
+            txn,
         }
     }
 }
@@ -120,6 +137,8 @@ impl Keyspace {
 pub struct Db<'a> {
     pub(crate) ks: &'a Keyspace,
     pub(crate) index: u8,
+    /// Inside a transaction, reads and writes go through its overlay and locks.
+    txn: Option<&'a Transaction>,
 }
 
 pub fn now_ms() -> u64 {
@@ -134,11 +153,44 @@ impl<'a> Db<'a> {
     }
 
     fn engine(&self) -> &'a dyn Engine {
-        self.ks.engine.as_ref()
+        match self.txn {
+            Some(txn) => &txn.overlay,
+            None => self.ks.engine.as_ref(),
+        }
     }
 
-    pub(crate) fn lock<K: AsRef<[u8]>>(&self, keys: &[K]) -> KeyGuard<'a> {
-        self.ks.locks.lock(self.index, keys)
+    pub(crate) fn lock<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<KeyGuard<'a>, Error> {
+        match self.txn {
+            Some(txn) => {
+                let keys: Vec<(u8, &[u8])> =
+                    keys.iter().map(|k| (self.index, k.as_ref())).collect();
+                self.ks.hold_in(txn, &keys)?;
+                Ok(KeyGuard::held_elsewhere())
+            }
+            None => Ok(self.ks.locks.lock(self.index, keys)),
+        }
+    }
+
+    /// Locks keys of several databases (MOVE, COPY ... DB).
+    pub(crate) fn lock_across(&self, keys: &[(u8, &[u8])]) -> Result<KeyGuard<'a>, Error> {
+        match self.txn {
+            Some(txn) => {
+                self.ks.hold_in(txn, keys)?;
+                Ok(KeyGuard::held_elsewhere())
+            }
+            None => Ok(self.ks.locks.lock_across(keys)),
+        }
+    }
+
+    /// Locks every key of every database (FLUSHDB, FLUSHALL).
+    pub(crate) fn lock_all(&self) -> Result<KeyGuard<'a>, Error> {
+        match self.txn {
+            Some(txn) => {
+                self.ks.hold_all_in(txn)?;
+                Ok(KeyGuard::held_elsewhere())
+            }
+            None => Ok(self.ks.locks.lock_all()),
+        }
     }
 
     /// The stored metadata of `key`, even if it has expired but is not yet reaped.
@@ -215,9 +267,28 @@ impl<'a> Db<'a> {
         change.count(db, delta(|_| true), delta(|m| m.expire_at != 0));
     }
 
-    /// Writes a command's changes atomically, then updates the in-memory counters.
+    /// Writes a command's changes atomically, then updates the in-memory counters; inside a
+    /// transaction, stages them for its commit.
     pub(crate) fn write(&self, change: Change) -> Result<(), Error> {
-        self.ks.write(change)
+        match self.txn {
+            Some(txn) => txn.stage(change),
+            None => self.ks.write(change),
+        }
+    }
+
+    /// The number of keys (or of keys with an expiry) in this database, counting the staged
+    /// writes of the transaction.
+    pub(crate) fn counted(&self, expiring: bool) -> i64 {
+        let counters = if expiring {
+            &self.ks.expire_counts
+        } else {
+            &self.ks.key_counts
+        };
+        let committed = counters[self.index()].load(Ordering::Relaxed);
+        match self.txn {
+            Some(txn) => txn.adjusted_count(self.index, committed, expiring),
+            None => committed,
+        }
     }
 
     /// Deletes every element of one collection version in every element family. Reads never
@@ -267,7 +338,15 @@ impl Keyspace {
         let _due = change
             .removes_due_expiry
             .then(|| self.due_expiry_lock.lock());
+        // Noted before the write so the batch need not be copied: a write that fails only
+        // costs a watcher a retry, and a blocked client a look at an unchanged key.
+        self.watches.note(&change.batch);
+        self.ready.note(&change.batch);
         self.engine.write(change.batch)?;
+        for db in change.resets {
+            self.key_counts[db as usize].store(0, Ordering::Relaxed);
+            self.expire_counts[db as usize].store(0, Ordering::Relaxed);
+        }
         for (db, keys, expires) in change.counts {
             self.key_counts[db as usize].fetch_add(keys, Ordering::Relaxed);
             self.expire_counts[db as usize].fetch_add(expires, Ordering::Relaxed);
@@ -282,6 +361,8 @@ impl Keyspace {
 pub(crate) struct Change {
     pub batch: WriteBatch,
     counts: Vec<(u8, i64, i64)>,
+    /// Databases whose counters drop to zero before `counts` apply (FLUSHDB, FLUSHALL).
+    resets: Vec<u8>,
     /// Whether the batch deletes an expiry-index entry that is already due.
     pub removes_due_expiry: bool,
 }
@@ -290,6 +371,9 @@ impl Change {
     /// Adds another command part's changes to this one.
     pub(crate) fn append(&mut self, other: Change) {
         self.batch.ops.extend(other.batch.ops);
+        for db in other.resets {
+            self.reset(db);
+        }
         self.counts.extend(other.counts);
         self.removes_due_expiry |= other.removes_due_expiry;
     }
@@ -302,6 +386,41 @@ impl Change {
         self.batch.add_counter(Cf::Meta, k::key_count_key(db), keys);
         self.batch
             .add_counter(Cf::Meta, k::expire_count_key(db), expires);
+        self.count_in_memory(db, keys, expires);
+    }
+
+    /// Sets the counters of `db` to zero, on disk and, after the write, in memory.
+    pub(crate) fn reset_counters(&mut self, db: u8) {
+        for key in [k::key_count_key(db), k::expire_count_key(db)] {
+            self.batch.put(Cf::Meta, key, 0i64.to_be_bytes().to_vec());
+        }
+        self.reset(db);
+    }
+
+    fn reset(&mut self, db: u8) {
+        self.counts.retain(|(d, _, _)| *d != db);
+        if !self.resets.contains(&db) {
+            self.resets.push(db);
+        }
+    }
+
+    /// A committed counter of `db` as it will be once this change is written.
+    fn adjusted(&self, db: u8, committed: i64, expiring: bool) -> i64 {
+        let base = if self.resets.contains(&db) {
+            0
+        } else {
+            committed
+        };
+        self.counts
+            .iter()
+            .filter(|(d, _, _)| *d == db)
+            .map(|&(_, keys, expires)| if expiring { expires } else { keys })
+            .sum::<i64>()
+            + base
+    }
+
+    /// The in-memory half of [`Change::count`], for batches that already carry the operands.
+    fn count_in_memory(&mut self, db: u8, keys: i64, expires: i64) {
         match self.counts.iter_mut().find(|(d, _, _)| *d == db) {
             Some(entry) => {
                 entry.1 += keys;

@@ -216,7 +216,7 @@ impl<'a> Db<'a> {
     }
 
     pub fn tr_setbit(&self, key: &'a [u8], offset: u32, on: bool) -> Result<bool, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let mut bitmap = self.open_bitmap(key)?;
         let old = bitmap.set(offset, on)?;
         if old != on {
@@ -228,7 +228,7 @@ impl<'a> Db<'a> {
     /// TR.SETBITS (`on`) and TR.CLEARBITS: returns the cardinality after, or with `on` false
     /// the number of bits cleared.
     pub fn tr_setbits(&self, key: &'a [u8], offsets: &[u32], on: bool) -> Result<u64, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let mut bitmap = self.open_bitmap(key)?;
         if !on && !bitmap.inner.existed {
             return Ok(0);
@@ -249,7 +249,7 @@ impl<'a> Db<'a> {
         end: u32,
         flip: bool,
     ) -> Result<u64, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let mut bitmap = self.open_bitmap(key)?;
         bitmap.edit_range(start, end, |container, low, high| {
             if flip {
@@ -265,7 +265,7 @@ impl<'a> Db<'a> {
 
     /// TR.APPENDBITARRAY: bit `first + i` takes character `i` of `bits` (true = 1).
     pub fn tr_write_bits(&self, key: &'a [u8], first: u32, bits: &[bool]) -> Result<u64, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let mut bitmap = self.open_bitmap(key)?;
         for (i, &on) in bits.iter().enumerate() {
             bitmap.set(first + i as u32, on)?;
@@ -275,7 +275,7 @@ impl<'a> Db<'a> {
 
     /// TR.SETBITARRAY and TR.SETINTARRAY: the bitmap becomes exactly `offsets`.
     pub fn tr_replace(&self, key: &'a [u8], offsets: &[u32]) -> Result<(), Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let all: RoaringBitmap = offsets.iter().copied().collect();
         self.replace_with_collection(key, KeyKind::Roaring, |write| {
             write_containers(write, &all);
@@ -283,7 +283,7 @@ impl<'a> Db<'a> {
     }
 
     pub fn tr_optimize(&self, key: &'a [u8]) -> Result<bool, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let Some(bitmap) = self.bitmap_of(key)? else {
             return Ok(false);
         };
@@ -674,7 +674,7 @@ impl<'a> Db<'a> {
     pub fn tr_bitop(&self, op: BitOp, dst: &'a [u8], keys: &[Bytes]) -> Result<u64, Error> {
         let mut all: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
         all.push(dst);
-        let _guard = self.lock(&all);
+        let _guard = self.lock(&all)?;
         let version = self.ks.versions.next()?;
         let mut pending = shale_storage::WriteBatch::new();
         let mut pending_bytes = 0;

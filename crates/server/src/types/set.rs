@@ -20,7 +20,7 @@ pub enum SetOp {
 
 impl<'a> Db<'a> {
     pub fn sadd(&self, key: &[u8], members: &[Bytes]) -> Result<i64, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let mut write = self.open_for_write(key, KeyKind::Set)?;
         let subs: Vec<&[u8]> = members.iter().map(|m| m.as_ref()).collect();
         let existing = write.get_many(Cf::Data, &subs)?;
@@ -40,7 +40,7 @@ impl<'a> Db<'a> {
     }
 
     pub fn srem(&self, key: &[u8], members: &[Bytes]) -> Result<i64, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let mut write = self.open_for_write(key, KeyKind::Set)?;
         if !write.existed {
             return Ok(0);
@@ -107,7 +107,7 @@ impl<'a> Db<'a> {
 
     /// SPOP: removes and returns up to `count` random members.
     pub fn spop(&self, key: &[u8], count: u64) -> Result<Vec<Bytes>, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let Some(set) = self.set_of(key)? else {
             return Ok(Vec::new());
         };
@@ -124,7 +124,7 @@ impl<'a> Db<'a> {
 
     /// SMOVE: returns whether the member was in `src`.
     pub fn smove(&self, src: &[u8], dst: &[u8], member: &[u8]) -> Result<bool, Error> {
-        let _guard = self.lock(&[src, dst]);
+        let _guard = self.lock(&[src, dst])?;
         let mut from = self.open_for_write(src, KeyKind::Set)?;
         if !from.existed {
             return Ok(false);
@@ -251,7 +251,7 @@ impl<'a> Db<'a> {
     pub fn set_algebra_store(&self, op: SetOp, dst: &[u8], keys: &[Bytes]) -> Result<i64, Error> {
         let mut all: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
         all.push(dst);
-        let _guard = self.lock(&all);
+        let _guard = self.lock(&all)?;
         let members = self.set_algebra(op, keys)?;
         let size = members.len();
         self.replace_with_collection(dst, KeyKind::Set, |write| {

@@ -119,7 +119,7 @@ impl<'a> Db<'a> {
     }
 
     pub fn set(&self, key: &[u8], value: Bytes, options: SetOptions) -> Result<SetOutcome, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let now = now_ms();
         let stored = self.raw_meta(key)?;
         let live = stored.as_ref().filter(|m| !m.is_expired(now));
@@ -158,7 +158,7 @@ impl<'a> Db<'a> {
     /// any key exists. Returns whether the pairs were written.
     pub fn mset(&self, pairs: &[(Bytes, Bytes)], only_if_none_exist: bool) -> Result<bool, Error> {
         let keys: Vec<&Bytes> = pairs.iter().map(|(key, _)| key).collect();
-        let _guard = self.lock(&keys);
+        let _guard = self.lock(&keys)?;
         let now = now_ms();
         let mut stored = Vec::with_capacity(pairs.len());
         for (key, _) in pairs {
@@ -183,7 +183,7 @@ impl<'a> Db<'a> {
     }
 
     pub fn getdel(&self, key: &[u8]) -> Result<Option<Bytes>, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let Some(meta) = self.typed_meta(key, KeyKind::String)? else {
             return Ok(None);
         };
@@ -196,7 +196,7 @@ impl<'a> Db<'a> {
 
     /// GETEX: the value, after applying `change` to the expiry (`Keep` changes nothing).
     pub fn getex(&self, key: &[u8], change: ExpiryChange) -> Result<Option<Bytes>, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let Some(meta) = self.typed_meta(key, KeyKind::String)? else {
             return Ok(None);
         };
@@ -228,7 +228,7 @@ impl<'a> Db<'a> {
         key: &[u8],
         update: impl FnOnce(Option<&Bytes>) -> Result<(Bytes, R), Error>,
     ) -> Result<R, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let now = now_ms();
         let stored = self.raw_meta(key)?;
         let live = stored.as_ref().filter(|m| !m.is_expired(now));
@@ -271,7 +271,7 @@ impl<'a> Db<'a> {
     }
 
     pub fn append(&self, key: &'a [u8], tail: &[u8], max_len: usize) -> Result<i64, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let mut string = self.open_string(key)?;
         let len = string.len();
         if len as usize + tail.len() > max_len {
@@ -321,7 +321,7 @@ impl<'a> Db<'a> {
         if offset.saturating_add(patch.len()) > max_len {
             return Err(Error::StringTooLong);
         }
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let mut string = self.open_string(key)?;
         string.write(offset as u64, patch)?;
         let new_len = string.len() as i64;

@@ -133,7 +133,7 @@ impl<'a> Db<'a> {
         options: ZaddOptions,
         pairs: &[(f64, Bytes)],
     ) -> Result<(i64, Option<f64>), Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let mut write = self.open_for_write(key, KeyKind::ZSet)?;
         let members: Vec<&[u8]> = pairs.iter().map(|(_, m)| m.as_ref()).collect();
         let mut current: BTreeMap<Bytes, Option<f64>> = BTreeMap::new();
@@ -189,7 +189,7 @@ impl<'a> Db<'a> {
     }
 
     pub fn zrem(&self, key: &[u8], members: &[Bytes]) -> Result<i64, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let mut write = self.open_for_write(key, KeyKind::ZSet)?;
         let removed = remove_members(&mut write, members)?;
         if removed > 0 {
@@ -384,7 +384,7 @@ impl<'a> Db<'a> {
 
     /// ZREMRANGEBYRANK/SCORE/LEX: removes what the range selects.
     pub fn zremrange(&self, key: &[u8], by: RangeBy) -> Result<i64, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         let Some(zset) = self.zset_of(key)? else {
             return Ok(0);
         };
@@ -411,7 +411,7 @@ impl<'a> Db<'a> {
 
     /// ZPOPMIN/ZPOPMAX: removes and returns up to `count` lowest (or highest) members.
     pub fn zpop(&self, key: &[u8], max: bool, count: u64) -> Result<Vec<ScoredMember>, Error> {
-        let _guard = self.lock(&[key]);
+        let _guard = self.lock(&[key])?;
         self.zpop_locked(key, max, count)
     }
 
@@ -422,7 +422,7 @@ impl<'a> Db<'a> {
         max: bool,
         count: u64,
     ) -> Result<Option<(Bytes, Vec<ScoredMember>)>, Error> {
-        let _guard = self.lock(keys);
+        let _guard = self.lock(keys)?;
         for key in keys {
             let popped = self.zpop_locked(key, max, count)?;
             if !popped.is_empty() {
@@ -591,14 +591,14 @@ impl<'a> Db<'a> {
     ) -> Result<i64, Error> {
         let mut all: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
         all.push(dst);
-        let _guard = self.lock(&all);
+        let _guard = self.lock(&all)?;
         let members = self.zcombine(op, keys, weights, aggregate)?;
         self.zstore(dst, &members)
     }
 
     /// ZRANGESTORE.
     pub fn zrangestore(&self, dst: &'a [u8], src: &[u8], spec: &RangeSpec) -> Result<i64, Error> {
-        let _guard = self.lock(&[src, dst]);
+        let _guard = self.lock(&[src, dst])?;
         let members = self.zrange(src, spec)?;
         self.zstore(dst, &members)
     }

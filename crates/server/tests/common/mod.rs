@@ -150,6 +150,15 @@ impl RawClient {
         self.stream.write_all(bytes).expect("write");
     }
 
+    /// Sends one command as a RESP array.
+    pub fn command(&mut self, args: &[&str]) {
+        let mut out = format!("*{}\r\n", args.len());
+        for arg in args {
+            out.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+        }
+        self.send(out.as_bytes());
+    }
+
     /// Reads exactly `expected.len()` bytes and compares them.
     pub fn expect(&mut self, expected: &[u8]) {
         let mut got = vec![0; expected.len()];
@@ -196,4 +205,16 @@ pub fn run<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&str])
     }
     cmd.query(con)
         .unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
+}
+
+/// Waits until INFO reports `n` blocked clients (a blocking command reached its wait).
+pub fn wait_for_blocked(con: &mut redis::Connection, n: usize) {
+    for _ in 0..500 {
+        let info: String = run(con, &["INFO", "clients"]);
+        if info.contains(&format!("blocked_clients:{n}\r\n")) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("never saw {n} blocked clients");
 }

@@ -1,0 +1,231 @@
+//! Clients blocked in BLPOP, BZPOPMIN and the like.
+//!
+//! Each key has a FIFO queue of waiters. Writes note the lists and sorted sets they fill
+//! ([`crate::types::ReadyKeys`]); after every command, the connection that ran it serves those
+//! keys: it runs the pop of each waiter in queue order on the waiter's behalf and hands over
+//! the reply, so the client that blocked first is served first, as in Redis. A waiter's state
+//! lock makes serving, timing out and CLIENT UNBLOCK exclusive: a popped element is never
+//! lost to a timeout.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use shale_protocol::Reply;
+use tokio::sync::Notify;
+
+use crate::error::Error;
+use crate::types::{Db, Keyspace};
+
+/// A blocking command's non-blocking try on some of its keys, in order: its reply, or `None`
+/// while they are empty. Serving a filled key tries only that key, as Redis does.
+pub type Attempt = Box<dyn Fn(Db<'_>, &[Bytes]) -> Result<Option<Reply>, Error> + Send + Sync>;
+
+/// What a blocking command asks of its connection when its keys are empty.
+pub struct BlockRequest {
+    pub db: usize,
+    pub keys: Vec<Bytes>,
+    /// `None` waits forever.
+    pub timeout: Option<Duration>,
+    pub timeout_reply: Reply,
+    pub attempt: Attempt,
+}
+
+enum WaitState {
+    Waiting,
+    Done(Reply),
+}
+
+pub struct Waiter {
+    client_id: u64,
+    request: BlockRequest,
+    state: Mutex<WaitState>,
+    woken: Notify,
+}
+
+/// How CLIENT UNBLOCK ends a wait.
+#[derive(Clone, Copy)]
+pub enum Unblock {
+    Timeout,
+    Error,
+}
+
+type QueueKey = (u8, Vec<u8>);
+
+#[derive(Default)]
+pub struct Blocking {
+    queues: Mutex<HashMap<QueueKey, VecDeque<Arc<Waiter>>>>,
+    by_client: Mutex<HashMap<u64, Arc<Waiter>>>,
+}
+
+impl Blocking {
+    /// Queues a waiter on every key of `request`, then tries once more: a write between the
+    /// command's own try and the queueing would otherwise go unnoticed.
+    pub fn block(&self, keyspace: &Keyspace, client_id: u64, request: BlockRequest) -> Arc<Waiter> {
+        let waiter = Arc::new(Waiter {
+            client_id,
+            request,
+            state: Mutex::new(WaitState::Waiting),
+            woken: Notify::new(),
+        });
+        keyspace.ready.client_blocked();
+        {
+            let mut queues = self.queues.lock();
+            for key in &waiter.request.keys {
+                queues
+                    .entry((waiter.request.db as u8, key.to_vec()))
+                    .or_default()
+                    .push_back(waiter.clone());
+            }
+        }
+        self.by_client.lock().insert(client_id, waiter.clone());
+        self.try_serve(keyspace, &waiter, &waiter.request.keys);
+        waiter
+    }
+
+    /// Waits until the waiter is served, unblocked or times out, and returns its reply.
+    pub async fn wait(&self, keyspace: &Keyspace, waiter: &Arc<Waiter>) -> Reply {
+        let timeout = waiter.request.timeout.unwrap_or(Duration::MAX);
+        let _ = tokio::time::timeout(timeout, async {
+            loop {
+                let notified = waiter.woken.notified();
+                if !matches!(*waiter.state.lock(), WaitState::Waiting) {
+                    return;
+                }
+                notified.await;
+            }
+        })
+        .await;
+        self.finish(keyspace, waiter)
+    }
+
+    /// Ends a wait (served, timed out, or the client went away) and takes the waiter out of
+    /// every queue.
+    pub fn finish(&self, keyspace: &Keyspace, waiter: &Arc<Waiter>) -> Reply {
+        let reply = {
+            let mut state = waiter.state.lock();
+            match std::mem::replace(
+                &mut *state,
+                WaitState::Done(waiter.request.timeout_reply.clone()),
+            ) {
+                WaitState::Done(reply) => reply,
+                WaitState::Waiting => waiter.request.timeout_reply.clone(),
+            }
+        };
+        {
+            let mut queues = self.queues.lock();
+            for key in &waiter.request.keys {
+                let id = (waiter.request.db as u8, key.to_vec());
+                if let Some(queue) = queues.get_mut(&id) {
+                    queue.retain(|w| !Arc::ptr_eq(w, waiter));
+                    if queue.is_empty() {
+                        queues.remove(&id);
+                    }
+                }
+            }
+        }
+        let mut by_client = self.by_client.lock();
+        if by_client
+            .get(&waiter.client_id)
+            .is_some_and(|w| Arc::ptr_eq(w, waiter))
+        {
+            by_client.remove(&waiter.client_id);
+            keyspace.ready.client_unblocked();
+        }
+        reply
+    }
+
+    pub fn blocked_clients(&self) -> usize {
+        self.by_client.lock().len()
+    }
+
+    /// CLIENT UNBLOCK: whether the client was blocked.
+    pub fn unblock(&self, client_id: u64, how: Unblock) -> bool {
+        let Some(waiter) = self.by_client.lock().get(&client_id).cloned() else {
+            return false;
+        };
+        let mut state = waiter.state.lock();
+        if !matches!(*state, WaitState::Waiting) {
+            return false;
+        }
+        *state = WaitState::Done(match how {
+            Unblock::Timeout => waiter.request.timeout_reply.clone(),
+            Unblock::Error => {
+                Error::Prefixed("UNBLOCKED client unblocked via CLIENT UNBLOCK".into()).to_reply()
+            }
+        });
+        waiter.woken.notify_one();
+        true
+    }
+
+    /// Serves the waiters of every key that writes filled since the last call, including keys
+    /// that the served pops themselves fill (BLMOVE into a list another client waits on).
+    pub fn serve_ready(&self, keyspace: &Keyspace) {
+        loop {
+            let ready = keyspace.ready.take();
+            if ready.is_empty() {
+                return;
+            }
+            for (db, key) in ready {
+                self.serve_key(keyspace, db, Bytes::from(key));
+            }
+        }
+    }
+
+    fn serve_key(&self, keyspace: &Keyspace, db: u8, key: Bytes) {
+        let id = (db, key.to_vec());
+        let only = [key];
+        let mut skip = 0;
+        loop {
+            let next = self
+                .queues
+                .lock()
+                .get(&id)
+                .and_then(|queue| queue.get(skip).cloned());
+            let Some(waiter) = next else {
+                return;
+            };
+            match self.try_serve(keyspace, &waiter, &only) {
+                Served::Yes => {}
+                Served::AlreadyDone => skip += 1,
+                Served::NothingThere => return,
+            }
+        }
+    }
+
+    fn try_serve(&self, keyspace: &Keyspace, waiter: &Arc<Waiter>, keys: &[Bytes]) -> Served {
+        let mut state = waiter.state.lock();
+        if !matches!(*state, WaitState::Waiting) {
+            return Served::AlreadyDone;
+        }
+        let db = keyspace.db(waiter.request.db);
+        let reply = match (waiter.request.attempt)(db, keys) {
+            Ok(Some(reply)) => reply,
+            Ok(None) => return Served::NothingThere,
+            Err(err) => err.to_reply(),
+        };
+        *state = WaitState::Done(reply);
+        drop(state);
+        self.dequeue(waiter);
+        waiter.woken.notify_one();
+        Served::Yes
+    }
+
+    /// Takes a served waiter out of its queues, so the next one is at the front.
+    fn dequeue(&self, waiter: &Arc<Waiter>) {
+        let mut queues = self.queues.lock();
+        for key in &waiter.request.keys {
+            if let Some(queue) = queues.get_mut(&(waiter.request.db as u8, key.to_vec())) {
+                queue.retain(|w| !Arc::ptr_eq(w, waiter));
+            }
+        }
+    }
+}
+
+enum Served {
+    Yes,
+    AlreadyDone,
+    NothingThere,
+}

@@ -1,0 +1,62 @@
+//! Lists and sorted sets that writes filled while clients block on keys (BLPOP, BZPOPMIN...).
+//! As with WATCH, the keys come from the committed batch itself: any metadata record it
+//! writes for a list or sorted set, whichever command, transaction or script wrote it.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+use shale_storage::keys as k;
+use shale_storage::metadata::{peek_header, KeyKind};
+use shale_storage::{Cf, Op, WriteBatch};
+
+#[derive(Default)]
+pub struct ReadyKeys {
+    /// Blocked clients; batches are not looked at while there are none.
+    blocked: AtomicUsize,
+    /// Whether `keys` may be non-empty, so that [`ReadyKeys::take`] costs no lock after every
+    /// command.
+    noted: AtomicBool,
+    keys: Mutex<Vec<(u8, Vec<u8>)>>,
+}
+
+impl ReadyKeys {
+    pub fn client_blocked(&self) {
+        self.blocked.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn client_unblocked(&self) {
+        self.blocked.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// The keys noted since the last call.
+    pub fn take(&self) -> Vec<(u8, Vec<u8>)> {
+        if !self.noted.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *self.keys.lock())
+    }
+
+    pub(super) fn note(&self, batch: &WriteBatch) {
+        if self.blocked.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut keys = self.keys.lock();
+        for op in &batch.ops {
+            if let Op::Put {
+                cf: Cf::Meta,
+                key,
+                value,
+            } = op
+            {
+                let fillable =
+                    matches!(peek_header(value), Some((KeyKind::List | KeyKind::ZSet, _)));
+                if let (true, Some((db, user_key))) = (fillable, k::owner_of(Cf::Meta, key)) {
+                    if !keys.iter().any(|(d, k)| *d == db && k == user_key) {
+                        keys.push((db, user_key.to_vec()));
+                    }
+                    self.noted.store(true, Ordering::Release);
+                }
+            }
+        }
+    }
+}

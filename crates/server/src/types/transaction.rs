@@ -1,0 +1,136 @@
+//! Transactions: EXEC and scripts run many commands as one.
+//!
+//! A transaction locks the keys it declares before its first command and every other key the
+//! moment a command touches it, and holds them all to the end. Its commands write into an
+//! [`Overlay`], so each reads what the earlier ones wrote, and [`Keyspace::commit`] writes
+//! everything as one atomic batch. Other clients see the state before or after it, never in
+//! between, and only clients of the same keys wait: there is no server-wide lock.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use shale_storage::{Engine, Overlay};
+
+use super::locks::{StripeGuard, STRIPES};
+use super::{Change, KeyRange, Keyspace};
+use crate::error::Error;
+
+/// How long a transaction waits for a key it did not declare before giving up. Waiting longer
+/// could deadlock: another transaction may hold that key while waiting for one of ours.
+const UNDECLARED_KEY_WAIT: Duration = Duration::from_secs(2);
+
+pub struct Transaction {
+    pub(super) overlay: Overlay,
+    /// Counter changes of the staged writes (their batch lives in the overlay).
+    pub(super) pending: Mutex<Change>,
+    held: Mutex<BTreeMap<usize, StripeGuard>>,
+    /// Ranges that FLUSHDB/FLUSHALL deleted, to compact after the commit (and whether a
+    /// SYNC flush waits for it).
+    reclaims: Mutex<(Vec<KeyRange>, bool)>,
+}
+
+impl Keyspace {
+    /// Starts a transaction holding the locks of `keys` (database, key).
+    pub fn begin(&self, keys: &[(u8, &[u8])]) -> Transaction {
+        let mut stripes: Vec<usize> = keys
+            .iter()
+            .map(|(db, key)| self.locks.stripe(*db, key))
+            .collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        let held = stripes
+            .into_iter()
+            .map(|i| (i, self.locks.hold(i)))
+            .collect();
+        Transaction {
+            overlay: Overlay::new(self.engine.clone()),
+            pending: Mutex::new(Change::default()),
+            held: Mutex::new(held),
+            reclaims: Mutex::default(),
+        }
+    }
+
+    /// Writes everything the transaction staged as one batch. Its locks are released when it
+    /// is dropped.
+    pub fn commit(&self, txn: &Transaction) -> Result<(), Error> {
+        let mut change = std::mem::take(&mut *txn.pending.lock());
+        change.batch = txn.overlay.take_batch();
+        self.write(change)
+    }
+
+    /// Makes sure `txn` holds the stripes of `keys`, locking the missing ones.
+    pub(super) fn hold_in(&self, txn: &Transaction, keys: &[(u8, &[u8])]) -> Result<(), Error> {
+        let stripes: Vec<usize> = keys
+            .iter()
+            .map(|(db, key)| self.locks.stripe(*db, key))
+            .collect();
+        self.hold_stripes(txn, stripes)
+    }
+
+    /// Makes sure `txn` holds every stripe (FLUSHDB and FLUSHALL inside a transaction).
+    pub(super) fn hold_all_in(&self, txn: &Transaction) -> Result<(), Error> {
+        self.hold_stripes(txn, (0..STRIPES).collect())
+    }
+
+    fn hold_stripes(&self, txn: &Transaction, mut stripes: Vec<usize>) -> Result<(), Error> {
+        stripes.sort_unstable();
+        stripes.dedup();
+        let mut held = txn.held.lock();
+        for index in stripes {
+            if held.contains_key(&index) {
+                continue;
+            }
+            let guard = match held.last_key_value() {
+                // Above everything held: the usual ascending order, which cannot deadlock.
+                Some((&highest, _)) if highest > index => self
+                    .locks
+                    .try_hold(index, UNDECLARED_KEY_WAIT)
+                    .ok_or_else(|| {
+                        Error::msg("a key of this transaction is locked by another client (possible deadlock): declare every key up front")
+                    })?,
+                _ => self.locks.hold(index),
+            };
+            held.insert(index, guard);
+        }
+        Ok(())
+    }
+}
+
+impl Transaction {
+    /// Stages one command's writes.
+    pub(super) fn stage(&self, change: Change) -> Result<(), Error> {
+        let Change {
+            batch,
+            counts,
+            resets,
+            removes_due_expiry,
+        } = change;
+        self.overlay.write(batch)?;
+        let mut pending = self.pending.lock();
+        for db in resets {
+            pending.reset(db);
+        }
+        for (db, keys, expires) in counts {
+            pending.count_in_memory(db, keys, expires);
+        }
+        pending.removes_due_expiry |= removes_due_expiry;
+        Ok(())
+    }
+
+    pub fn reclaim_after_commit(&self, ranges: Vec<KeyRange>, wait: bool) {
+        let mut reclaims = self.reclaims.lock();
+        reclaims.0.extend(ranges);
+        reclaims.1 |= wait;
+    }
+
+    /// The ranges to compact now that the transaction committed, and whether to wait.
+    pub fn take_reclaims(&self) -> (Vec<KeyRange>, bool) {
+        std::mem::take(&mut *self.reclaims.lock())
+    }
+
+    /// The key count of `db` as this transaction will leave it, given the committed count.
+    pub(super) fn adjusted_count(&self, db: u8, committed: i64, expiring: bool) -> i64 {
+        self.pending.lock().adjusted(db, committed, expiring)
+    }
+}

@@ -1,0 +1,156 @@
+//! WATCH: optimistic locking. Each client has one flag; every committed batch raises the flags
+//! of the watched keys it touches. The keys are read from the batch's own records, so no
+//! write path (commands, transactions, the reaper, FLUSHDB) can forget to report a write.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use shale_storage::keys as k;
+use shale_storage::{Cf, Op, WriteBatch};
+
+use super::{now_ms, Db, Keyspace};
+use crate::error::Error;
+
+type Flags = Vec<Arc<AtomicBool>>;
+
+#[derive(Default)]
+pub(super) struct Watches {
+    /// Registrations; batches are not decoded while there are none.
+    active: AtomicUsize,
+    by_db: Mutex<HashMap<u8, HashMap<Vec<u8>, Flags>>>,
+}
+
+/// One client's watched keys.
+#[derive(Default)]
+pub struct WatchSet {
+    dirty: Arc<AtomicBool>,
+    keys: Vec<WatchedKey>,
+}
+
+struct WatchedKey {
+    db: u8,
+    key: Vec<u8>,
+    /// The key's expiry when it was watched, if it existed then (0: none). A key that expires
+    /// before EXEC counts as modified, as in Redis.
+    expire_at: Option<u64>,
+}
+
+impl WatchSet {
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+impl Watches {
+    /// Raises the flags of watched keys that `batch` writes.
+    pub(super) fn note(&self, batch: &WriteBatch) {
+        if self.active.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let by_db = self.by_db.lock();
+        let raise = |db: u8, key: &[u8]| {
+            if let Some(flags) = by_db.get(&db).and_then(|keys| keys.get(key)) {
+                flags.iter().for_each(|f| f.store(true, Ordering::Relaxed));
+            }
+        };
+        for op in &batch.ops {
+            match op {
+                Op::Put { cf, key, .. } | Op::Delete { cf, key } => {
+                    if let Some((db, user_key)) = k::owner_of(*cf, key) {
+                        raise(db, user_key);
+                    }
+                }
+                Op::DeleteRange { cf, start, end } => match k::owner_of(*cf, start) {
+                    Some((db, user_key)) => raise(db, user_key),
+                    // A whole database or several: FLUSHDB, FLUSHALL.
+                    None if *cf == Cf::Meta => {
+                        let (first, last) = (start.first().copied(), end.first().copied());
+                        for (db, keys) in by_db.iter() {
+                            if first.is_some_and(|f| f <= *db) && last.is_some_and(|l| *db < l) {
+                                keys.values()
+                                    .flatten()
+                                    .for_each(|f| f.store(true, Ordering::Relaxed));
+                            }
+                        }
+                    }
+                    None => {}
+                },
+                Op::AddCounter { .. } => {}
+            }
+        }
+    }
+}
+
+impl Db<'_> {
+    /// WATCH: from now on, any write of `keys` (or their expiry) makes the client's EXEC fail.
+    pub fn watch(&self, set: &mut WatchSet, keys: &[Bytes]) -> Result<(), Error> {
+        let watches = &self.ks.watches;
+        for key in keys {
+            if set
+                .keys
+                .iter()
+                .any(|w| w.db == self.index && w.key == key.as_ref())
+            {
+                continue;
+            }
+            // Registered before reading, so that a write in between raises the flag.
+            watches
+                .by_db
+                .lock()
+                .entry(self.index)
+                .or_default()
+                .entry(key.to_vec())
+                .or_default()
+                .push(set.dirty.clone());
+            watches.active.fetch_add(1, Ordering::Relaxed);
+            let expire_at = self.live_meta(key)?.map(|m| m.expire_at);
+            set.keys.push(WatchedKey {
+                db: self.index,
+                key: key.to_vec(),
+                expire_at,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Keyspace {
+    /// UNWATCH (also after EXEC and DISCARD, and when the client leaves).
+    pub fn unwatch(&self, set: &mut WatchSet) {
+        if !set.keys.is_empty() {
+            let mut by_db = self.watches.by_db.lock();
+            for watched in set.keys.drain(..) {
+                let Some(keys) = by_db.get_mut(&watched.db) else {
+                    continue;
+                };
+                if let Some(flags) = keys.get_mut(&watched.key) {
+                    flags.retain(|f| !Arc::ptr_eq(f, &set.dirty));
+                    if flags.is_empty() {
+                        keys.remove(&watched.key);
+                    }
+                }
+                self.watches.active.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        set.dirty.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether a watched key was written, or expired, since WATCH. EXEC asks with the keys
+    /// locked, so the answer holds until it commits.
+    pub fn watch_broken(&self, set: &WatchSet) -> bool {
+        let now = now_ms();
+        set.dirty.load(Ordering::Relaxed)
+            || set
+                .keys
+                .iter()
+                .any(|w| w.expire_at.is_some_and(|at| at != 0 && at <= now))
+    }
+
+    /// The keys of a watch set, to lock them for EXEC.
+    pub fn watched_keys<'a>(&self, set: &'a WatchSet) -> Vec<(u8, &'a [u8])> {
+        set.keys.iter().map(|w| (w.db, w.key.as_slice())).collect()
+    }
+}

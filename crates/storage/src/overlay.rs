@@ -1,0 +1,316 @@
+//! Pending writes layered over an engine, like RocksDB's `WriteBatchWithIndex`: reads through
+//! the overlay see the pending writes, and nothing reaches the engine until the owner takes
+//! the batch and writes it. Transactions and scripts stage every command here, so that a
+//! command reads what the previous ones wrote and all of them commit as one atomic batch.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
+
+pub struct Overlay {
+    base: Arc<dyn Engine>,
+    pending: Mutex<Pending>,
+}
+
+#[derive(Default)]
+struct Pending {
+    /// Latest point write per key: `Some` a put, `None` a delete.
+    points: [BTreeMap<Vec<u8>, Option<Vec<u8>>>; 4],
+    /// Range deletes. A later put of a key inside one is in `points`, which reads check first.
+    ranges: [Vec<(Vec<u8>, Vec<u8>)>; 4],
+    /// Everything, in order, for the final write. Counter additions are only here: nothing
+    /// reads counters through an overlay.
+    batch: WriteBatch,
+}
+
+impl Pending {
+    fn lookup(&self, cf: Cf, key: &[u8]) -> Lookup {
+        match self.points[cf.index()].get(key) {
+            Some(Some(value)) => Lookup::Found(value.clone()),
+            Some(None) => Lookup::Deleted,
+            None if self.in_deleted_range(cf, key) => Lookup::Deleted,
+            None => Lookup::Base,
+        }
+    }
+
+    fn in_deleted_range(&self, cf: Cf, key: &[u8]) -> bool {
+        self.ranges[cf.index()]
+            .iter()
+            .any(|(start, end)| start.as_slice() <= key && key < end.as_slice())
+    }
+}
+
+enum Lookup {
+    Found(Vec<u8>),
+    Deleted,
+    Base,
+}
+
+impl Overlay {
+    pub fn new(base: Arc<dyn Engine>) -> Overlay {
+        Overlay {
+            base,
+            pending: Mutex::new(Pending::default()),
+        }
+    }
+
+    /// Takes the pending writes, leaving the overlay empty.
+    pub fn take_batch(&self) -> WriteBatch {
+        std::mem::take(&mut *self.pending.lock()).batch
+    }
+}
+
+impl Engine for Overlay {
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        match self.pending.lock().lookup(cf, key) {
+            Lookup::Found(value) => Ok(Some(value)),
+            Lookup::Deleted => Ok(None),
+            Lookup::Base => self.base.get(cf, key),
+        }
+    }
+
+    fn multi_get(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
+        keys.iter().map(|key| self.get(cf, key)).collect()
+    }
+
+    /// Stages the batch; the base engine is not touched.
+    fn write(&self, batch: WriteBatch) -> Result<(), StorageError> {
+        let mut pending = self.pending.lock();
+        for op in &batch.ops {
+            match op {
+                Op::Put { cf, key, value } => {
+                    pending.points[cf.index()].insert(key.clone(), Some(value.clone()));
+                }
+                Op::Delete { cf, key } => {
+                    pending.points[cf.index()].insert(key.clone(), None);
+                }
+                Op::DeleteRange { cf, start, end } => {
+                    let points = &mut pending.points[cf.index()];
+                    let inside: Vec<Vec<u8>> = points
+                        .range::<[u8], _>((
+                            Bound::Included(start.as_slice()),
+                            Bound::Excluded(end.as_slice()),
+                        ))
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    for key in inside {
+                        points.remove(&key);
+                    }
+                    pending.ranges[cf.index()].push((start.clone(), end.clone()));
+                }
+                Op::AddCounter { .. } => {}
+            }
+        }
+        pending.batch.ops.extend(batch.ops);
+        Ok(())
+    }
+
+    /// Merges the pending writes of the range with the base engine's keys.
+    fn scan(
+        &self,
+        cf: Cf,
+        lower: &[u8],
+        upper: &[u8],
+        direction: ScanDirection,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StorageError> {
+        if lower >= upper {
+            return Ok(());
+        }
+        let (mut points, ranges) = {
+            let pending = self.pending.lock();
+            let points: Vec<(Vec<u8>, Option<Vec<u8>>)> = pending.points[cf.index()]
+                .range::<[u8], _>((Bound::Included(lower), Bound::Excluded(upper)))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            (points, pending.ranges[cf.index()].clone())
+        };
+        let forward = direction == ScanDirection::Forward;
+        if !forward {
+            points.reverse();
+        }
+        let deleted = |key: &[u8]| {
+            ranges
+                .iter()
+                .any(|(start, end)| start.as_slice() <= key && key < end.as_slice())
+        };
+        let mut next = 0;
+        let mut stopped = false;
+        self.base
+            .scan(cf, lower, upper, direction, &mut |key, value| {
+                while let Some((pending_key, pending_value)) = points.get(next) {
+                    let before = if forward {
+                        pending_key.as_slice() < key
+                    } else {
+                        pending_key.as_slice() > key
+                    };
+                    if !before {
+                        break;
+                    }
+                    next += 1;
+                    if let Some(v) = pending_value {
+                        if !visit(pending_key, v) {
+                            stopped = true;
+                            return false;
+                        }
+                    }
+                }
+                if let Some((pending_key, pending_value)) = points.get(next) {
+                    if pending_key.as_slice() == key {
+                        next += 1;
+                        let keep_going = pending_value.as_ref().is_none_or(|v| visit(key, v));
+                        stopped = !keep_going;
+                        return keep_going;
+                    }
+                }
+                if deleted(key) {
+                    return true;
+                }
+                let keep_going = visit(key, value);
+                stopped = !keep_going;
+                keep_going
+            })?;
+        if !stopped {
+            for (key, value) in &points[next..] {
+                if let Some(v) = value {
+                    if !visit(key, v) {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn sync_wal(&self) -> Result<(), StorageError> {
+        self.base.sync_wal()
+    }
+
+    fn flush_memtables(&self) -> Result<(), StorageError> {
+        self.base.flush_memtables()
+    }
+
+    fn compact_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<(), StorageError> {
+        self.base.compact_range(cf, start, end)
+    }
+
+    fn stats(&self) -> EngineStats {
+        self.base.stats()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemoryEngine;
+
+    fn base_with(keys: &[&[u8]]) -> Arc<dyn Engine> {
+        let engine = MemoryEngine::new();
+        let mut batch = WriteBatch::new();
+        for k in keys {
+            batch.put(Cf::Data, k.to_vec(), b"base".to_vec());
+        }
+        engine.write(batch).unwrap();
+        Arc::new(engine)
+    }
+
+    fn scan_all(engine: &dyn Engine, direction: ScanDirection) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        engine
+            .scan(Cf::Data, b"", b"\xff", direction, &mut |k, v| {
+                out.push((k.to_vec(), v.to_vec()));
+                true
+            })
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn reads_see_pending_writes_and_base_sees_nothing() {
+        let base = base_with(&[b"a", b"c", b"e"]);
+        let overlay = Overlay::new(base.clone());
+        let mut batch = WriteBatch::new();
+        batch.put(Cf::Data, b"b".to_vec(), b"new".to_vec());
+        batch.delete(Cf::Data, b"c".to_vec());
+        batch.put(Cf::Data, b"e".to_vec(), b"over".to_vec());
+        overlay.write(batch).unwrap();
+        assert_eq!(overlay.get(Cf::Data, b"b").unwrap(), Some(b"new".to_vec()));
+        assert_eq!(overlay.get(Cf::Data, b"c").unwrap(), None);
+        assert_eq!(overlay.get(Cf::Data, b"a").unwrap(), Some(b"base".to_vec()));
+        assert_eq!(base.get(Cf::Data, b"b").unwrap(), None);
+
+        let forward: Vec<Vec<u8>> = scan_all(&overlay, ScanDirection::Forward)
+            .into_iter()
+            .map(|(k, v)| [k, v].concat())
+            .collect();
+        assert_eq!(
+            forward,
+            vec![b"abase".to_vec(), b"bnew".to_vec(), b"eover".to_vec()]
+        );
+        let reverse: Vec<Vec<u8>> = scan_all(&overlay, ScanDirection::Reverse)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(reverse, vec![b"e".to_vec(), b"b".to_vec(), b"a".to_vec()]);
+
+        base.write(overlay.take_batch()).unwrap();
+        let committed: Vec<Vec<u8>> = scan_all(base.as_ref(), ScanDirection::Forward)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(committed, vec![b"a".to_vec(), b"b".to_vec(), b"e".to_vec()]);
+    }
+
+    #[test]
+    fn range_deletes_hide_base_keys_but_not_later_puts() {
+        let base = base_with(&[b"k1", b"k2", b"k3", b"z"]);
+        let overlay = Overlay::new(base);
+        let mut batch = WriteBatch::new();
+        batch.put(Cf::Data, b"k0".to_vec(), b"gone".to_vec());
+        batch.delete_range(Cf::Data, b"k".to_vec(), b"l".to_vec());
+        batch.put(Cf::Data, b"k2".to_vec(), b"again".to_vec());
+        overlay.write(batch).unwrap();
+        assert_eq!(overlay.get(Cf::Data, b"k1").unwrap(), None);
+        assert_eq!(overlay.get(Cf::Data, b"k0").unwrap(), None);
+        assert_eq!(
+            overlay.get(Cf::Data, b"k2").unwrap(),
+            Some(b"again".to_vec())
+        );
+        let keys: Vec<Vec<u8>> = scan_all(&overlay, ScanDirection::Forward)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(keys, vec![b"k2".to_vec(), b"z".to_vec()]);
+    }
+
+    #[test]
+    fn scans_stop_when_the_visitor_says_so() {
+        let base = base_with(&[b"b", b"d"]);
+        let overlay = Overlay::new(base);
+        let mut batch = WriteBatch::new();
+        for k in [b"a", b"c", b"e"] {
+            batch.put(Cf::Data, k.to_vec(), vec![]);
+        }
+        overlay.write(batch).unwrap();
+        for limit in 1..=5 {
+            let mut seen = Vec::new();
+            overlay
+                .scan(
+                    Cf::Data,
+                    b"",
+                    b"\xff",
+                    ScanDirection::Forward,
+                    &mut |k, _| {
+                        seen.push(k[0]);
+                        seen.len() < limit
+                    },
+                )
+                .unwrap();
+            assert_eq!(seen, b"abcde"[..limit].to_vec());
+        }
+    }
+}
