@@ -10,3 +10,4 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libclang\(-[0-9.]*\)\?\.so'; then
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq libclang-dev >/dev/null
 fi
+

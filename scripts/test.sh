@@ -7,6 +7,21 @@ cd "$(dirname "$0")/.."
 
 source scripts/setup.sh
 
+# redis-py, for the second-client-language test: a virtualenv outside the clone.
+SHALE_VENV="${SHALE_VENV:-$HOME/.cache/shale-venv}"
+if ! "$SHALE_VENV/bin/python" -c 'import redis' 2>/dev/null; then
+    echo "installing redis-py into $SHALE_VENV" >&2
+    if ! python3 -m venv "$SHALE_VENV" 2>/dev/null; then
+        SUDO=""
+        if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+        $SUDO apt-get update -qq
+        $SUDO apt-get install -y -qq python3-venv >/dev/null
+        python3 -m venv "$SHALE_VENV"
+    fi
+    "$SHALE_VENV/bin/pip" install -q redis
+fi
+export SHALE_PYTHON="$SHALE_VENV/bin/python"
+
 cargo fmt --all --check
 cargo clippy --release --all-targets -- -D warnings
 log=$(mktemp)

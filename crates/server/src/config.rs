@@ -44,6 +44,8 @@ pub struct Config {
     pub client_query_buffer_limit: usize,
     pub slowlog_log_slower_than: i64,
     pub slowlog_max_len: usize,
+    /// Milliseconds after which SCRIPT KILL may stop a running script.
+    pub lua_time_limit: u64,
     pub hz: u32,
     /// Threads that run connections and commands; 0 means one per core.
     pub threads: usize,
@@ -89,6 +91,7 @@ impl Default for Config {
             client_query_buffer_limit: 1 << 30,
             slowlog_log_slower_than: 10_000,
             slowlog_max_len: 128,
+            lua_time_limit: 5000,
             hz: 10,
             threads: 0,
             rocks: RocksConfig::default(),
@@ -234,6 +237,15 @@ pub const PARAMS: &[Param] = &[
         |c| c.slowlog_max_len.to_string(),
         |c, v| {
             c.slowlog_max_len = parse_num(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "lua-time-limit",
+        true,
+        |c| c.lua_time_limit.to_string(),
+        |c, v| {
+            c.lua_time_limit = parse_num(v)?;
             Ok(())
         }
     ),

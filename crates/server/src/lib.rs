@@ -13,6 +13,8 @@
 //!   the type layer, shape the reply.
 //! - [`types`] holds Redis semantics, one file per type, over the storage engine: it locks the
 //!   keys it touches, reads metadata, and writes one atomic batch per command.
+//! - [`scripting`] runs Lua scripts (EVAL) with Redis's Lua API; their `redis.call` goes
+//!   back through [`commands`].
 //! - `shale_storage` (its own crate) owns every key byte and the engines (RocksDB and an
 //!   in-memory twin).
 //!
@@ -21,5 +23,6 @@
 pub mod commands;
 pub mod config;
 pub mod error;
+pub mod scripting;
 pub mod server;
 pub mod types;

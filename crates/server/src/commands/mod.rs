@@ -12,6 +12,7 @@ mod keys;
 mod list;
 mod pubsub;
 mod roaring;
+mod scripting;
 mod server;
 mod set;
 mod string;

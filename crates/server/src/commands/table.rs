@@ -6,8 +6,8 @@ use std::sync::LazyLock;
 use bytes::Bytes;
 
 use super::{
-    bitmap, connection, hash, keys, list, pubsub, roaring, server, set, string, transaction, zset,
-    Handler,
+    bitmap, connection, hash, keys, list, pubsub, roaring, scripting, server, set, string,
+    transaction, zset, Handler,
 };
 
 /// Command flags, named as COMMAND INFO reports them.
@@ -85,6 +85,8 @@ const CONN: Flags = Flags::NOSCRIPT
     .with(Flags::LOADING)
     .with(Flags::STALE)
     .with(Flags::FAST);
+/// Connection commands that scripts may run too.
+const SCRIPTABLE: Flags = Flags::LOADING.with(Flags::STALE).with(Flags::FAST);
 /// Subscription commands: allowed in RESP2 subscribed mode.
 const PUBSUB: Flags = Flags::PUBSUB
     .with(Flags::NOSCRIPT)
@@ -120,11 +122,11 @@ const PAIRS: (i32, i32, i32) = (1, -1, 2);
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
     // connection
-    spec!("ping", -1, CONN, NO_KEYS, "connection", "Returns the server's liveliness response.", connection::ping),
-    spec!("echo", 2, CONN, NO_KEYS, "connection", "Returns the given string.", connection::echo),
+    spec!("ping", -1, SCRIPTABLE, NO_KEYS, "connection", "Returns the server's liveliness response.", connection::ping),
+    spec!("echo", 2, SCRIPTABLE, NO_KEYS, "connection", "Returns the given string.", connection::echo),
     spec!("hello", -1, CONN.with(Flags::NO_AUTH), NO_KEYS, "connection", "Handshakes with the server.", connection::hello),
     spec!("auth", -2, CONN.with(Flags::NO_AUTH), NO_KEYS, "connection", "Authenticates the connection.", connection::auth),
-    spec!("select", 2, CONN, NO_KEYS, "connection", "Changes the selected database.", connection::select),
+    spec!("select", 2, SCRIPTABLE, NO_KEYS, "connection", "Changes the selected database.", connection::select),
     spec!("quit", -1, CONN.with(Flags::NO_AUTH), NO_KEYS, "connection", "Closes the connection.", connection::quit),
     spec!("reset", 1, CONN.with(Flags::NO_AUTH), NO_KEYS, "connection", "Resets the connection.", connection::reset),
     spec!("client", -2, Flags::ADMIN .with(Flags::NOSCRIPT) .with(Flags::LOADING) .with(Flags::STALE), NO_KEYS, "connection", "A container for client connection commands.", connection::client),
@@ -134,6 +136,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("discard", 1, CONN, NO_KEYS, "transactions", "Discards a transaction.", transaction::discard),
     spec!("watch", -2, CONN, ALL_KEYS, "transactions", "Monitors changes to keys to determine the execution of a transaction.", transaction::watch),
     spec!("unwatch", 1, CONN, NO_KEYS, "transactions", "Forgets about watched keys of a transaction.", transaction::unwatch),
+    // scripting
+    spec!("eval", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::RUNS_COMMANDS), NO_KEYS, "scripting", "Executes a server-side Lua script.", scripting::eval),
+    spec!("evalsha", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::RUNS_COMMANDS), NO_KEYS, "scripting", "Executes a server-side Lua script by SHA1 digest.", scripting::evalsha),
+    spec!("eval_ro", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::READONLY).with(Flags::RUNS_COMMANDS), NO_KEYS, "scripting", "Executes a read-only server-side Lua script.", scripting::eval_ro),
+    spec!("evalsha_ro", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::READONLY).with(Flags::RUNS_COMMANDS), NO_KEYS, "scripting", "Executes a read-only server-side Lua script by SHA1 digest.", scripting::evalsha_ro),
+    spec!("script", -2, Flags::NOSCRIPT, NO_KEYS, "scripting", "A container for Lua scripts management commands.", scripting::script),
     // server
     spec!("command", -1, Flags::LOADING.with(Flags::STALE), NO_KEYS, "server", "Returns detailed information about commands.", server::command),
     spec!("info", -1, Flags::LOADING.with(Flags::STALE), NO_KEYS, "server", "Returns information and statistics about the server.", server::info),

@@ -26,6 +26,7 @@ pub use durability::Durability;
 pub use stats::{ServerStats, SlowLog};
 
 use crate::config::Config;
+use crate::scripting::Scripts;
 use crate::types::{KeyRange, Keyspace, WatchSet};
 
 /// The Redis version Shale reports to clients (HELLO, INFO); its command set follows it.
@@ -88,6 +89,7 @@ pub struct Services {
     pub slowlog: SlowLog,
     pub pubsub: pubsub::PubSub,
     pub blocking: blocking::Blocking,
+    pub scripts: Scripts,
     pub durability: Durability,
     pub shutdown: Shutdown,
     pub started: Instant,
@@ -157,6 +159,7 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
         slowlog: SlowLog::default(),
         pubsub: pubsub::PubSub::default(),
         blocking: blocking::Blocking::default(),
+        scripts: Scripts::default(),
         durability,
         shutdown: Shutdown {
             sender: shutdown_tx,

@@ -1,0 +1,197 @@
+//! EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT.
+//!
+//! A script runs in a transaction holding its declared keys (see [`crate::scripting`]); inside
+//! MULTI it joins the transaction of the EXEC.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use shale_protocol::Reply;
+
+use super::args::{int, is, text};
+use super::{execute, help_reply, lookup, Context, Flags};
+use crate::error::Error;
+use crate::scripting::{sha1_hex, Invocation};
+use crate::types::Transaction;
+
+pub fn eval(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    run(ctx, args, false, false)
+}
+
+pub fn evalsha(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    run(ctx, args, true, false)
+}
+
+pub fn eval_ro(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    run(ctx, args, false, true)
+}
+
+pub fn evalsha_ro(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    run(ctx, args, true, true)
+}
+
+fn run(
+    ctx: &mut Context<'_>,
+    args: &[Bytes],
+    by_sha: bool,
+    read_only: bool,
+) -> Result<Reply, Error> {
+    let numkeys = int(&args[2])?;
+    if numkeys < 0 {
+        return Err(Error::msg("Number of keys can't be negative"));
+    }
+    if numkeys as usize > args.len() - 3 {
+        return Err(Error::msg(
+            "Number of keys can't be greater than number of args",
+        ));
+    }
+    let (keys, argv) = args[3..].split_at(numkeys as usize);
+    let scripts = &ctx.services.scripts;
+    let (sha, source) = if by_sha {
+        let source = scripts.source(&args[1]).ok_or_else(|| {
+            Error::Prefixed("NOSCRIPT No matching script. Please use EVAL.".into())
+        })?;
+        (sha1_hex(&source), source)
+    } else {
+        (scripts.load(args[1].clone()), args[1].clone())
+    };
+    let invocation = Invocation {
+        sha: &sha,
+        source: &source,
+        keys,
+        args: argv,
+    };
+    // A long script must not hold up the other connections of this worker thread.
+    let in_multi_thread_runtime = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if in_multi_thread_runtime {
+        tokio::task::block_in_place(|| run_in_transaction(ctx, &invocation, read_only))
+    } else {
+        run_in_transaction(ctx, &invocation, read_only)
+    }
+}
+
+fn run_in_transaction(
+    ctx: &mut Context<'_>,
+    invocation: &Invocation<'_>,
+    read_only: bool,
+) -> Result<Reply, Error> {
+    if let Some(txn) = ctx.txn {
+        return run_script(ctx, txn, invocation, read_only).map(|(reply, _)| reply);
+    }
+    let db = ctx.client.db as u8;
+    let keys: Vec<(u8, &[u8])> = invocation.keys.iter().map(|k| (db, k.as_ref())).collect();
+    let txn = ctx.keyspace.begin(&keys);
+    let (reply, killed) = run_script(ctx, &txn, invocation, read_only)?;
+    if !killed {
+        ctx.keyspace.commit(&txn)?;
+    }
+    Ok(reply)
+}
+
+/// Runs the script's commands in `txn`; also says whether SCRIPT KILL stopped it (then its
+/// writes must not be committed).
+fn run_script(
+    ctx: &mut Context<'_>,
+    txn: &Transaction,
+    invocation: &Invocation<'_>,
+    read_only: bool,
+) -> Result<(Reply, bool), Error> {
+    let services = ctx.services;
+    let mut vm = services
+        .scripts
+        .checkout()
+        .map_err(|e| Error::msg(format!("can't start a Lua state: {e}")))?;
+    let running = services.scripts.started();
+    let (caller_db, caller_resp3) = (ctx.client.db, ctx.client.resp3);
+    let mut inner = Context {
+        keyspace: ctx.keyspace,
+        client: &mut *ctx.client,
+        services,
+        txn: Some(txn),
+        block: None,
+    };
+    let mut call = |args: &[Bytes], resp3: bool| -> Reply {
+        let Some(spec) = lookup(&args[0]) else {
+            return Reply::Error("ERR Unknown Redis command called from script".into());
+        };
+        let argc = args.len() as i32;
+        if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
+            return Reply::Error(
+                "ERR Wrong number of args calling Redis command from script".into(),
+            );
+        }
+        if spec.flags.contains(Flags::NOSCRIPT) {
+            return Reply::Error("ERR This Redis command is not allowed from script".into());
+        }
+        if read_only && spec.flags.contains(Flags::WRITE) {
+            return Reply::Error(
+                "ERR Write commands are not allowed from read-only scripts.".into(),
+            );
+        }
+        inner.client.resp3 = resp3;
+        execute(&mut inner, args).reply
+    };
+    let reply = vm.run(invocation, &running, &mut call);
+    let killed = running.is_killed();
+    services.scripts.finished(&running);
+    services.scripts.checkin(vm);
+    // SELECT inside a script does not change the caller's database.
+    ctx.client.db = caller_db;
+    ctx.client.resp3 = caller_resp3;
+    Ok((reply, killed))
+}
+
+/// SCRIPT LOAD | EXISTS | FLUSH | KILL | HELP
+pub fn script(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let sub = &args[1];
+    let scripts = &ctx.services.scripts;
+    if is(sub, "load") && args.len() == 3 {
+        Ok(Reply::bulk(scripts.load(args[2].clone())))
+    } else if is(sub, "exists") && args.len() >= 3 {
+        Ok(Reply::Array(
+            args[2..]
+                .iter()
+                .map(|sha| Reply::Integer(scripts.exists(sha) as i64))
+                .collect(),
+        ))
+    } else if is(sub, "flush") && args.len() <= 3 {
+        match args.get(2) {
+            None => {}
+            Some(mode) if is(mode, "sync") || is(mode, "async") => {}
+            Some(_) => return Err(Error::msg("SCRIPT FLUSH only support SYNC|ASYNC option")),
+        }
+        scripts.flush();
+        Ok(Reply::OK)
+    } else if is(sub, "kill") && args.len() == 2 {
+        let limit = Duration::from_millis(ctx.services.config.read().lua_time_limit);
+        if scripts.kill(limit) == 0 {
+            return Err(Error::Prefixed(
+                "NOTBUSY No scripts in execution right now.".into(),
+            ));
+        }
+        Ok(Reply::OK)
+    } else if is(sub, "help") && args.len() == 2 {
+        Ok(help_reply(&[
+            "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "EXISTS <sha1> [<sha1> ...]",
+            "FLUSH [ASYNC|SYNC]",
+            "KILL",
+            "LOAD <script>",
+            "HELP",
+        ]))
+    } else if ["load", "exists", "flush", "kill", "help"]
+        .iter()
+        .any(|name| is(sub, name))
+    {
+        Err(Error::WrongArity(format!(
+            "script|{}",
+            text(sub).to_ascii_lowercase()
+        )))
+    } else {
+        Err(Error::UnknownSubcommand {
+            sub: text(sub),
+            command: "SCRIPT",
+        })
+    }
+}

@@ -1,0 +1,175 @@
+//! Redis's rules for converting between RESP replies and Lua values, both ways.
+
+use std::borrow::Cow;
+
+use bytes::Bytes;
+use mlua::{Lua, Table, Value};
+use shale_protocol::{format_double, Reply};
+
+/// A command's reply as `redis.call` hands it to Lua: RESP2 rules unless the script chose
+/// RESP3 with `redis.setresp(3)`.
+pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value> {
+    let string = |bytes: &[u8]| lua.create_string(bytes).map(Value::String);
+    let tagged = |tag: &str, value: Value| -> mlua::Result<Value> {
+        let table = lua.create_table()?;
+        table.raw_set(tag, value)?;
+        Ok(Value::Table(table))
+    };
+    match reply {
+        Reply::Status(text) => tagged("ok", string(text.as_bytes())?),
+        Reply::Error(line) => Ok(Value::Table(error_table(lua, &line)?)),
+        Reply::Integer(n) => Ok(Value::Number(n as f64)),
+        Reply::Bulk(data) => string(&data),
+        Reply::Null | Reply::NullArray if resp3 => Ok(Value::Nil),
+        Reply::Null | Reply::NullArray => Ok(Value::Boolean(false)),
+        Reply::Array(items) | Reply::Push(items) | Reply::Sequence(items) => {
+            array(lua, items, resp3)
+        }
+        Reply::Set(items) if resp3 => {
+            let set = lua.create_table()?;
+            for item in items {
+                set.raw_set(reply_to_lua(lua, item, resp3)?, true)?;
+            }
+            tagged("set", Value::Table(set))
+        }
+        Reply::Set(items) => array(lua, items, resp3),
+        Reply::Map(pairs) if resp3 => {
+            let map = lua.create_table()?;
+            for (k, v) in pairs {
+                map.raw_set(reply_to_lua(lua, k, resp3)?, reply_to_lua(lua, v, resp3)?)?;
+            }
+            tagged("map", Value::Table(map))
+        }
+        Reply::Map(pairs) => array(
+            lua,
+            pairs.into_iter().flat_map(|(k, v)| [k, v]).collect(),
+            resp3,
+        ),
+        Reply::Double(d) if resp3 => tagged("double", Value::Number(d)),
+        Reply::Double(d) => string(format_double(d).as_bytes()),
+        Reply::Bool(b) if resp3 => Ok(Value::Boolean(b)),
+        Reply::Bool(b) => Ok(Value::Number(b as i64 as f64)),
+        Reply::Verbatim(text) if resp3 => {
+            let verbatim = lua.create_table()?;
+            verbatim.raw_set("format", "txt")?;
+            verbatim.raw_set("string", lua.create_string(&text)?)?;
+            tagged("verbatim_string", Value::Table(verbatim))
+        }
+        Reply::Verbatim(text) => string(&text),
+    }
+}
+
+fn array(lua: &Lua, items: Vec<Reply>, resp3: bool) -> mlua::Result<Value> {
+    let table = lua.create_table_with_capacity(items.len(), 0)?;
+    for (i, item) in items.into_iter().enumerate() {
+        table.raw_set(i + 1, reply_to_lua(lua, item, resp3)?)?;
+    }
+    Ok(Value::Table(table))
+}
+
+/// `{err = "CODE message"}`, the Lua form of an error reply line.
+pub fn error_table(lua: &Lua, line: &str) -> mlua::Result<Table> {
+    let table = lua.create_table()?;
+    table.raw_set("err", line.trim_end_matches(['\r', '\n']))?;
+    Ok(table)
+}
+
+/// A script's return value as the reply to EVAL. `resp3` is the protocol the script chose.
+pub fn lua_to_reply(value: &Value, resp3: bool) -> Reply {
+    lua_to_reply_at(value, resp3, 0)
+}
+
+/// Nesting beyond this is cut off, so a self-referencing table cannot recurse forever.
+const MAX_DEPTH: usize = 128;
+
+fn lua_to_reply_at(value: &Value, resp3: bool, depth: usize) -> Reply {
+    if depth > MAX_DEPTH {
+        return Reply::Error("ERR reached lua stack limit".into());
+    }
+    match value {
+        Value::String(s) => Reply::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
+        Value::Boolean(true) if !resp3 => Reply::Integer(1),
+        Value::Boolean(false) if !resp3 => Reply::Null,
+        Value::Boolean(b) => Reply::Bool(*b),
+        Value::Integer(n) => Reply::Integer(*n),
+        Value::Number(n) => Reply::Integer(*n as i64),
+        Value::Table(table) => table_to_reply(table, resp3, depth),
+        _ => Reply::Null,
+    }
+}
+
+fn table_to_reply(table: &Table, resp3: bool, depth: usize) -> Reply {
+    let field = |name: &str| table.raw_get::<Value>(name).unwrap_or(Value::Nil);
+    if let Value::String(err) = field("err") {
+        let line = err.to_string_lossy().replace(['\r', '\n'], " ");
+        return Reply::Error(line.trim_start_matches('-').to_string().into());
+    }
+    if let Value::String(ok) = field("ok") {
+        return Reply::Status(ok.to_string_lossy().replace(['\r', '\n'], " ").into());
+    }
+    match field("double") {
+        Value::Number(d) => return Reply::Double(d),
+        Value::Integer(n) => return Reply::Double(n as f64),
+        _ => {}
+    }
+    if let Value::Table(map) = field("map") {
+        let pairs = map
+            .pairs::<Value, Value>()
+            .filter_map(Result::ok)
+            .map(|(k, v)| {
+                (
+                    lua_to_reply_at(&k, resp3, depth + 1),
+                    lua_to_reply_at(&v, resp3, depth + 1),
+                )
+            })
+            .collect();
+        return Reply::Map(pairs);
+    }
+    if let Value::Table(set) = field("set") {
+        let items = set
+            .pairs::<Value, Value>()
+            .filter_map(Result::ok)
+            .map(|(k, _)| lua_to_reply_at(&k, resp3, depth + 1))
+            .collect();
+        return Reply::Set(items);
+    }
+    let mut items = Vec::new();
+    for i in 1.. {
+        match table.raw_get::<Value>(i) {
+            Ok(Value::Nil) | Err(_) => break,
+            Ok(item) => items.push(lua_to_reply_at(&item, resp3, depth + 1)),
+        }
+    }
+    Reply::Array(items)
+}
+
+/// The `err` field `redis.error_reply` makes of its argument: a leading `-` is dropped and a
+/// message without an error code gets `ERR`, as in Redis.
+pub fn error_line(text: &str) -> Cow<'static, str> {
+    let text = text.strip_prefix('-').unwrap_or(text);
+    let has_code = text
+        .split(' ')
+        .next()
+        .is_some_and(|code| !code.is_empty() && text.contains(' '));
+    if has_code {
+        text.to_string().into()
+    } else {
+        format!("ERR {text}").into()
+    }
+}
+
+/// The arguments of `redis.call`: strings as they are, numbers as Redis prints them.
+pub fn command_args(values: &[Value]) -> Option<Vec<Bytes>> {
+    values
+        .iter()
+        .map(|value| match value {
+            Value::String(s) => Some(Bytes::copy_from_slice(&s.as_bytes())),
+            Value::Integer(n) => Some(Bytes::from(n.to_string())),
+            Value::Number(n) if n.fract() == 0.0 && n.abs() < 1e17 => {
+                Some(Bytes::from((*n as i64).to_string()))
+            }
+            Value::Number(n) => Some(Bytes::from(format_double(*n))),
+            _ => None,
+        })
+        .collect()
+}

@@ -1,0 +1,122 @@
+//! Lua scripting: EVAL and EVALSHA run Lua 5.1 scripts with Redis's Lua API.
+//!
+//! A script runs as a transaction ([`crate::types::Transaction`]): the keys it declares are
+//! locked before it starts, any other key the moment it touches one, and all its writes commit
+//! as one batch when it ends. Clients of other keys never wait for it. Because nothing is
+//! written before the end, SCRIPT KILL can stop any script, even one that has written: its
+//! writes are simply dropped.
+//!
+//! Lua states are pooled (one is needed per script running at the same time); each compiles a
+//! script once and keeps the function, as Redis keeps `f_<sha>`.
+
+mod cjson;
+mod convert;
+mod vm;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+
+pub use vm::{Invocation, Vm};
+
+/// The script cache and the Lua states that run scripts.
+#[derive(Default)]
+pub struct Scripts {
+    sources: RwLock<HashMap<String, Bytes>>,
+    /// Bumped by SCRIPT FLUSH: pooled states of an older generation are dropped.
+    generation: AtomicU64,
+    pool: Mutex<Vec<Vm>>,
+    running: Mutex<Vec<Arc<RunningScript>>>,
+}
+
+/// A script in execution, as SCRIPT KILL sees it.
+pub struct RunningScript {
+    started: Instant,
+    killed: AtomicBool,
+}
+
+impl RunningScript {
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::Relaxed)
+    }
+}
+
+pub fn sha1_hex(data: &[u8]) -> String {
+    sha1_smol::Sha1::from(data).digest().to_string()
+}
+
+impl Scripts {
+    /// Caches a script and returns its SHA1.
+    pub fn load(&self, source: Bytes) -> String {
+        let sha = sha1_hex(&source);
+        self.sources.write().entry(sha.clone()).or_insert(source);
+        sha
+    }
+
+    /// A cached script's source, by SHA1 (any case).
+    pub fn source(&self, sha: &[u8]) -> Option<Bytes> {
+        let sha = std::str::from_utf8(sha).ok()?.to_ascii_lowercase();
+        self.sources.read().get(&sha).cloned()
+    }
+
+    pub fn exists(&self, sha: &[u8]) -> bool {
+        self.source(sha).is_some()
+    }
+
+    pub fn count(&self) -> usize {
+        self.sources.read().len()
+    }
+
+    /// SCRIPT FLUSH: forgets every script, and the functions compiled from them.
+    pub fn flush(&self) {
+        self.sources.write().clear();
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        self.pool.lock().clear();
+    }
+
+    /// Takes a Lua state from the pool, or makes one.
+    pub fn checkout(&self) -> Result<Vm, mlua::Error> {
+        let generation = self.generation.load(Ordering::Relaxed);
+        match self.pool.lock().pop() {
+            Some(vm) if vm.generation == generation => Ok(vm),
+            _ => Vm::new(generation),
+        }
+    }
+
+    pub fn checkin(&self, vm: Vm) {
+        if vm.generation == self.generation.load(Ordering::Relaxed) {
+            self.pool.lock().push(vm);
+        }
+    }
+
+    /// Registers a script that starts running now.
+    pub fn started(&self) -> Arc<RunningScript> {
+        let script = Arc::new(RunningScript {
+            started: Instant::now(),
+            killed: AtomicBool::new(false),
+        });
+        self.running.lock().push(script.clone());
+        script
+    }
+
+    pub fn finished(&self, script: &Arc<RunningScript>) {
+        self.running.lock().retain(|s| !Arc::ptr_eq(s, script));
+    }
+
+    /// SCRIPT KILL: stops every script that has run longer than `limit`; how many it stopped.
+    pub fn kill(&self, limit: Duration) -> usize {
+        let running = self.running.lock();
+        let mut killed = 0;
+        for script in running.iter() {
+            if script.started.elapsed() >= limit && !script.is_killed() {
+                script.killed.store(true, Ordering::Relaxed);
+                killed += 1;
+            }
+        }
+        killed
+    }
+}

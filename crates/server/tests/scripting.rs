@@ -1,0 +1,267 @@
+//! EVAL, EVALSHA and SCRIPT against a real server.
+
+mod common;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{fails, run, wait_for_blocked, TestServer};
+
+fn sha1(text: &str) -> String {
+    sha1_smol::Sha1::from(text).digest().to_string()
+}
+
+#[test]
+fn keys_args_calls_and_reply_conversions() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let echoed: Vec<String> = run(
+        &mut con,
+        &[
+            "EVAL",
+            "return {KEYS[1],KEYS[2],ARGV[1],ARGV[2]}",
+            "2",
+            "k1",
+            "k2",
+            "a1",
+            "a2",
+        ],
+    );
+    assert_eq!(echoed, ["k1", "k2", "a1", "a2"]);
+    let got: String = run(
+        &mut con,
+        &[
+            "EVAL",
+            "redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])",
+            "1",
+            "k",
+            "v",
+        ],
+    );
+    assert_eq!(got, "v");
+    let mut raw = server.raw();
+    // Numbers are truncated, true is 1, false is nil, and an array ends at its first nil.
+    raw.command(&["EVAL", "return {1, 2.9, 'x', true, false, nil, 5}", "0"]);
+    raw.expect(b"*5\r\n:1\r\n:2\r\n$1\r\nx\r\n:1\r\n$-1\r\n");
+    raw.command(&["EVAL", "return redis.status_reply('FINE')", "0"]);
+    raw.expect(b"+FINE\r\n");
+    raw.command(&["EVAL", "return redis.error_reply('MYCODE went wrong')", "0"]);
+    raw.expect(b"-MYCODE went wrong\r\n");
+    raw.command(&["EVAL", "return redis.call('GET', 'missing')", "0"]);
+    raw.expect(b"$-1\r\n");
+    raw.command(&["EVAL", "return redis.call('INCRBY', 'n', 41) + 1", "0"]);
+    raw.expect(b":42\r\n");
+    // With RESP3 chosen, a map reply reaches the script as {map = ...} and goes back as a map.
+    run::<()>(&mut con, &["HSET", "h", "f", "v"]);
+    let mut raw3 = server.raw();
+    raw3.send(b"HELLO 3\r\n");
+    let mut skip = vec![0u8; 4096];
+    thread::sleep(Duration::from_millis(50));
+    let _ = std::io::Read::read(&mut raw3.stream, &mut skip);
+    raw3.command(&[
+        "EVAL",
+        "redis.setresp(3); return redis.call('HGETALL', 'h')",
+        "0",
+    ]);
+    raw3.expect(b"%1\r\n$1\r\nf\r\n$1\r\nv\r\n");
+    let decoded: i64 = run(
+        &mut con,
+        &[
+            "EVAL",
+            "return cjson.decode(ARGV[1]).x[2]",
+            "0",
+            "{\"x\":[5,6]}",
+        ],
+    );
+    assert_eq!(decoded, 6);
+    let encoded: String = run(
+        &mut con,
+        &["EVAL", "return cjson.encode({1, 2, {a = 'b'}})", "0"],
+    );
+    assert_eq!(encoded, "[1,2,{\"a\":\"b\"}]");
+    let hex: String = run(&mut con, &["EVAL", "return redis.sha1hex('')", "0"]);
+    assert_eq!(hex, "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+}
+
+#[test]
+fn errors_name_the_script_line() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["SET", "s", "x"]);
+    let script = "local a = 1\nerror('boom')";
+    assert_eq!(
+        fails(&mut con, &["EVAL", script, "0"]),
+        format!(
+            "ERR user_script:2: boom script: {}, on @user_script:2.",
+            sha1(script)
+        )
+    );
+    let script = "local x = 1\nredis.call('LPUSH', 's', 'y')\nreturn x";
+    assert_eq!(
+        fails(&mut con, &["EVAL", script, "0"]),
+        format!(
+            "WRONGTYPE Operation against a key holding the wrong kind of value script: {}, on @user_script:2.",
+            sha1(script)
+        )
+    );
+    let caught: String = run(
+        &mut con,
+        &["EVAL", "return redis.pcall('LPUSH', 's', 'y')['err']", "0"],
+    );
+    assert_eq!(
+        caught,
+        "WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
+    assert!(fails(&mut con, &["EVAL", "return undefined_name", "0"])
+        .starts_with("ERR user_script:1: Script attempted to access nonexistent global variable 'undefined_name'"));
+    assert!(fails(&mut con, &["EVAL", "x = 5", "0"])
+        .contains("Script attempted to create global variable 'x'"));
+    assert_eq!(
+        fails(&mut con, &["EVAL", "this is not lua", "0"]),
+        "ERR Error compiling script (new function): user_script:1: '=' expected near 'is'"
+    );
+    assert_eq!(
+        fails(&mut con, &["EVAL", "return redis.call('NOSUCH')", "0"]),
+        "ERR Unknown Redis command called from script"
+    );
+    assert_eq!(
+        fails(&mut con, &["EVAL", "return redis.call('MULTI')", "0"]),
+        "ERR This Redis command is not allowed from script"
+    );
+    assert_eq!(
+        fails(
+            &mut con,
+            &["EVAL_RO", "return redis.call('SET', 'a', 1)", "0"]
+        ),
+        "ERR Write commands are not allowed from read-only scripts."
+    );
+    assert_eq!(
+        fails(&mut con, &["EVAL", "return 1", "-1"]),
+        "ERR Number of keys can't be negative"
+    );
+    assert_eq!(
+        fails(&mut con, &["EVAL", "return 1", "3", "a"]),
+        "ERR Number of keys can't be greater than number of args"
+    );
+}
+
+#[test]
+fn the_script_cache() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let script = "return 'cached'";
+    let sha: String = run(&mut con, &["SCRIPT", "LOAD", script]);
+    assert_eq!(sha, sha1(script));
+    let got: String = run(&mut con, &["EVALSHA", &sha.to_uppercase(), "0"]);
+    assert_eq!(got, "cached");
+    let exists: Vec<i64> = run(&mut con, &["SCRIPT", "EXISTS", &sha, "0000"]);
+    assert_eq!(exists, [1, 0]);
+    // EVAL caches too.
+    run::<String>(&mut con, &["EVAL", "return 'x'", "0"]);
+    let got: String = run(&mut con, &["EVALSHA", &sha1("return 'x'"), "0"]);
+    assert_eq!(got, "x");
+    run::<()>(&mut con, &["SCRIPT", "FLUSH"]);
+    assert_eq!(
+        fails(&mut con, &["EVALSHA", &sha, "0"]),
+        "NOSCRIPT No matching script. Please use EVAL."
+    );
+    assert_eq!(
+        fails(&mut con, &["SCRIPT", "KILL"]),
+        "NOTBUSY No scripts in execution right now."
+    );
+}
+
+/// A Lua loop that runs for `ms` milliseconds by the server's clock, after writing key A.
+fn slow_script(ms: u64) -> String {
+    format!(
+        "redis.call('SET', KEYS[1], 'during')\n\
+         local function now() local t = redis.call('TIME') return t[1] * 1000 + t[2] / 1000 end\n\
+         local stop = now() + {ms}\n\
+         while now() < stop do end\n\
+         return 'done'"
+    )
+}
+
+#[test]
+fn a_two_second_script_on_one_key_does_not_stop_other_keys() {
+    let server = TestServer::start();
+    let mut script_con = server.client();
+    let mut other = server.client();
+    run::<()>(&mut other, &["SET", "a", "before"]);
+    let runner = thread::spawn(move || {
+        let started = Instant::now();
+        let reply: String = run(&mut script_con, &["EVAL", &slow_script(2000), "1", "a"]);
+        (reply, started.elapsed())
+    });
+    thread::sleep(Duration::from_millis(300));
+    let mut served = 0;
+    for i in 0..50 {
+        run::<()>(&mut other, &["SET", "b", &i.to_string()]);
+        assert_eq!(run::<i64>(&mut other, &["GET", "b"]), i);
+        // The script's write is not visible before it ends.
+        assert_eq!(run::<String>(&mut other, &["GET", "a"]), "before");
+        served += 1;
+    }
+    assert!(
+        !runner.is_finished(),
+        "the script was still running while b was served"
+    );
+    let (reply, took) = runner.join().unwrap();
+    assert_eq!((reply.as_str(), served), ("done", 50));
+    assert!(took >= Duration::from_secs(2));
+    assert_eq!(run::<String>(&mut other, &["GET", "a"]), "during");
+}
+
+#[test]
+fn script_kill_stops_a_script_and_drops_its_writes() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["CONFIG", "SET", "lua-time-limit", "100"]);
+    let mut looping = server.client();
+    let runner =
+        thread::spawn(move || fails(&mut looping, &["EVAL", &slow_script(60_000), "1", "a"]));
+    thread::sleep(Duration::from_millis(300));
+    run::<()>(&mut con, &["SCRIPT", "KILL"]);
+    assert_eq!(
+        runner.join().unwrap(),
+        "ERR Script killed by user with SCRIPT KILL..."
+    );
+    assert_eq!(run::<Option<String>>(&mut con, &["GET", "a"]), None);
+}
+
+#[test]
+fn scripts_wake_blocked_clients_and_run_inside_multi() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let mut blocked = server.client();
+    let waiter = thread::spawn(move || run::<Vec<String>>(&mut blocked, &["BLPOP", "jobs", "0"]));
+    wait_for_blocked(&mut con, 1);
+    run::<i64>(
+        &mut con,
+        &[
+            "EVAL",
+            "return redis.call('RPUSH', KEYS[1], 'job1')",
+            "1",
+            "jobs",
+        ],
+    );
+    assert_eq!(waiter.join().unwrap(), ["jobs", "job1"]);
+
+    let (set, got): (String, String) = redis::pipe()
+        .atomic()
+        .cmd("EVAL")
+        .arg("return redis.call('SET', KEYS[1], 'in-multi')")
+        .arg(1)
+        .arg("m")
+        .cmd("GET")
+        .arg("m")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!((set.as_str(), got.as_str()), ("OK", "in-multi"));
+    // Inside a script a blocking pop on an empty list returns at once.
+    let popped: Option<Vec<String>> = run(
+        &mut con,
+        &["EVAL", "return redis.call('BLPOP', 'none', 0)", "0"],
+    );
+    assert_eq!(popped, None);
+}
