@@ -93,11 +93,11 @@ def bench(server, command, requests, pipeline):
     return rps, cpu * 1e6 / requests
 
 
-def shale_bench(server, command, seconds, r, r2, connections=20):
+def shale_bench(server, command, seconds, r, r2, connections=20, extra=()):
     """Runs shale-bench's command template for `seconds`; returns (ops/s, server CPU µs/op)."""
     binary = os.path.join(TARGET, "release", "shale-bench")
     argv = [binary, "-port", str(server.port), "-p", str(connections), "-d", str(seconds), "-r", str(r),
-            "-r2", str(r2), "-command", command, "--json", "-q"]
+            "-r2", str(r2), "-command", command, "--json", "-q", *extra]
     before = cpu_seconds(server.proc.pid)
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     cpu = cpu_seconds(server.proc.pid) - before
@@ -122,6 +122,29 @@ BITMAP_EXPERIMENT = [
     ("TR.BITOP AND", "TR.BITOP dest-__RAND__ AND foo-__RAND__ foo-__RAND__", None),
     ("TR.BITOPCARD AND", "TR.BITOPCARD AND foo-__RAND__ foo-__RAND__", None),
 ]
+
+
+# Transactions and scripts: a small script by SHA, and MULTI/EXEC of 10 SETs per round trip.
+SMALL_SCRIPT = "return redis.call('INCR', KEYS[1])"
+TRANSACTION_EXPERIMENT = [
+    ("EVALSHA (INCR script)", "EVALSHA {sha} 1 counter:__RAND__", ()),
+    ("MULTI/EXEC of 10 SETs", "SET key:__RAND__ value", ("-batching", "10")),
+]
+
+
+def transaction_rows(shale, redis, seconds):
+    rows = []
+    for name, template, extra in TRANSACTION_EXPERIMENT:
+        results = []
+        for server in (shale, redis):
+            sha = subprocess.run(["redis-cli", "-p", str(server.port), "SCRIPT", "LOAD", SMALL_SCRIPT],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+            results.append(shale_bench(server, template.format(sha=sha), seconds, 100000, 1, extra=extra))
+        rows.append((name, template.format(sha="<sha>"), " ".join(extra), results[0], results[1]))
+        s, r = results
+        print(f"{name:24} shale {s[0]:>10.0f}/s {s[1]:6.1f}us  redis {r[0]:>10.0f}/s {r[1]:6.1f}us  ratio {s[0] / r[0]:.2f}",
+              file=sys.stderr)
+    return rows
 
 
 def restart_time(port, keys):
@@ -198,6 +221,7 @@ def main():
                 r = shale_bench(redis, redis_command, args.bitmap_seconds, BITMAP_KEYS, BITMAP_BITS) if redis_command else None
                 bitmap_rows.append((name, shale_command, redis_command, s, r))
                 print(f"{name:20} shale {s[0]:>10.0f}/s {s[1]:6.1f}us" + (f"  redis {r[0]:>10.0f}/s {r[1]:6.1f}us  ratio {s[0] / r[0]:.2f}" if r else ""), file=sys.stderr)
+            txn_rows = transaction_rows(shale, redis, args.bitmap_seconds)
         finally:
             shale.stop()
             redis.stop()
@@ -243,6 +267,19 @@ def main():
             lines.append(f"| {name} | {s[0]:,.0f} | {s[1]:.1f} | {redis_command.split()[0]} | {r[0]:,.0f} | {r[1]:.1f} | {s[0] / r[0]:.2f} |")
         else:
             lines.append(f"| {name} | {s[0]:,.0f} | {s[1]:.1f} | — | — | — | — |")
+    lines += [
+        "",
+        "## Transactions and scripts",
+        "",
+        f"`shale-bench -p 20 -d {args.bitmap_seconds} -r 100000 -command \"<template>\" [-batching 10]` against both servers.",
+        "`-batching 10` wraps every 10 commands in one MULTI/EXEC round trip; ops/s counts the SETs.",
+        f"The script is `{SMALL_SCRIPT}`, loaded with SCRIPT LOAD on each server first.",
+        "",
+        "| workload | template | options | Shale ops/s | Redis ops/s | Shale/Redis | Shale CPU µs/op | Redis CPU µs/op |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, template, extra, s, r in txn_rows:
+        lines.append(f"| {name} | `{template}` | {extra or '—'} | {s[0]:,.0f} | {r[0]:,.0f} | {s[0] / r[0]:.2f} | {s[1]:.1f} | {r[1]:.1f} |")
     lines += [
         "",
         f"Restart of a database holding {restart_keys} keys (SIGTERM, start, first PONG): {restart_s:.2f} s.",

@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use shale_storage::RocksConfig;
 
+use crate::commands::{format_classes, parse_classes};
+
 /// When acknowledged writes reach the disk (Redis's `appendfsync`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -44,6 +46,8 @@ pub struct Config {
     pub client_query_buffer_limit: usize,
     pub slowlog_log_slower_than: i64,
     pub slowlog_max_len: usize,
+    /// Keyspace-notification classes (`notify-keyspace-events`, parsed).
+    pub notify_keyspace_events: u32,
     /// Milliseconds after which SCRIPT KILL may stop a running script.
     pub lua_time_limit: u64,
     pub hz: u32,
@@ -92,6 +96,7 @@ impl Default for Config {
             slowlog_log_slower_than: 10_000,
             slowlog_max_len: 128,
             lua_time_limit: 5000,
+            notify_keyspace_events: 0,
             hz: 10,
             threads: 0,
             rocks: RocksConfig::default(),
@@ -237,6 +242,16 @@ pub const PARAMS: &[Param] = &[
         |c| c.slowlog_max_len.to_string(),
         |c, v| {
             c.slowlog_max_len = parse_num(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "notify-keyspace-events",
+        true,
+        |c| format_classes(c.notify_keyspace_events),
+        |c, v| {
+            c.notify_keyspace_events =
+                parse_classes(v).ok_or_else(|| format!("invalid event classes '{v}'"))?;
             Ok(())
         }
     ),

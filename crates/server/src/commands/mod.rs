@@ -10,6 +10,7 @@ mod connection;
 mod hash;
 mod keys;
 mod list;
+mod notify;
 mod pubsub;
 mod roaring;
 mod scripting;
@@ -26,8 +27,9 @@ use shale_protocol::Reply;
 use crate::error::Error;
 use crate::server::blocking::{Attempt, BlockRequest};
 use crate::server::{ClientState, Services};
-use crate::types::{Db, Keyspace, Transaction};
+use crate::types::{Db, Keyspace, Transaction, WrittenKeys};
 
+pub use notify::{expired_event, format_classes, parse_classes};
 pub use table::{command_keys, lookup, CommandSpec, Flags, COMMANDS};
 
 /// What a command may reach: the keyspace, its own connection and the server's services.
@@ -40,6 +42,8 @@ pub struct Context<'a> {
     /// Set by a blocking command that found its keys empty: the connection waits, then sends
     /// the reply that the wait produces instead of the handler's.
     pub block: Option<BlockRequest>,
+    /// The keys the current command wrote, while keyspace notifications are on.
+    pub written: WrittenKeys,
 }
 
 impl Context<'_> {
@@ -56,7 +60,9 @@ impl Context<'_> {
 
     /// Another database, in the same transaction if there is one.
     pub fn db_at(&self, index: usize) -> Db<'_> {
-        self.keyspace.db_in(index, self.txn)
+        let notifying = self.services.notify_classes() != 0;
+        self.keyspace
+            .db_in(index, self.txn, notifying.then_some(&self.written))
     }
 }
 
@@ -122,6 +128,10 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
         }
     }
     let reply = (spec.handler)(ctx, args).unwrap_or_else(|err| err.to_reply());
+    let written = ctx.written.take();
+    if !written.is_empty() {
+        notify::command_events(ctx, spec, args, &written);
+    }
     Outcome {
         reply,
         spec: Some(spec),

@@ -3,7 +3,7 @@
 //! A script runs in a transaction holding its declared keys (see [`crate::scripting`]); inside
 //! MULTI it joins the transaction of the EXEC.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use shale_protocol::Reply;
@@ -61,14 +61,21 @@ fn run(
         keys,
         args: argv,
     };
-    // A long script must not hold up the other connections of this worker thread.
+    // A script that may run long (it did last time, or it never ran) first hands the other
+    // connections of its worker thread to another thread, or they would wait for it. That
+    // costs about 100 µs, so scripts known to be short run in place.
     let in_multi_thread_runtime = tokio::runtime::Handle::try_current()
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    if in_multi_thread_runtime {
+    let started = Instant::now();
+    let reply = if in_multi_thread_runtime && !scripts.is_fast(&sha) {
         tokio::task::block_in_place(|| run_in_transaction(ctx, &invocation, read_only))
     } else {
         run_in_transaction(ctx, &invocation, read_only)
-    }
+    };
+    ctx.services
+        .scripts
+        .record_duration(&sha, started.elapsed());
+    reply
 }
 
 fn run_in_transaction(
@@ -110,6 +117,7 @@ fn run_script(
         services,
         txn: Some(txn),
         block: None,
+        written: Default::default(),
     };
     let mut call = |args: &[Bytes], resp3: bool| -> Reply {
         let Some(spec) = lookup(&args[0]) else {

@@ -66,6 +66,7 @@ pub fn exec(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
         services: ctx.services,
         txn: Some(&txn),
         block: None,
+        written: Default::default(),
     };
     let mut replies = Vec::with_capacity(queued.commands.len());
     for args in &queued.commands {

@@ -13,7 +13,7 @@ mod cjson;
 mod convert;
 mod vm;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,7 +31,12 @@ pub struct Scripts {
     generation: AtomicU64,
     pool: Mutex<Vec<Vm>>,
     running: Mutex<Vec<Arc<RunningScript>>>,
+    /// Scripts whose last run took less than [`FAST_SCRIPT`].
+    fast: RwLock<HashSet<String>>,
 }
+
+/// A script whose last run was shorter than this runs on its connection's worker thread.
+const FAST_SCRIPT: Duration = Duration::from_millis(1);
 
 /// A script in execution, as SCRIPT KILL sees it.
 pub struct RunningScript {
@@ -67,6 +72,23 @@ impl Scripts {
         self.source(sha).is_some()
     }
 
+    /// Whether the script's last run was short; a script never run counts as long.
+    pub fn is_fast(&self, sha: &str) -> bool {
+        self.fast.read().contains(sha)
+    }
+
+    pub fn record_duration(&self, sha: &str, took: Duration) {
+        let fast = took < FAST_SCRIPT;
+        if fast != self.is_fast(sha) {
+            let mut set = self.fast.write();
+            if fast {
+                set.insert(sha.to_string());
+            } else {
+                set.remove(sha);
+            }
+        }
+    }
+
     pub fn count(&self) -> usize {
         self.sources.read().len()
     }
@@ -74,6 +96,7 @@ impl Scripts {
     /// SCRIPT FLUSH: forgets every script, and the functions compiled from them.
     pub fn flush(&self) {
         self.sources.write().clear();
+        self.fast.write().clear();
         self.generation.fetch_add(1, Ordering::Relaxed);
         self.pool.lock().clear();
     }

@@ -301,6 +301,7 @@ impl Connection {
             services: &services,
             txn: None,
             block: None,
+            written: Default::default(),
         };
         let outcome = execute(&mut ctx, args);
         let block = ctx.block.take();

@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::Services;
+use crate::commands::expired_event;
 use crate::types::now_ms;
 
 /// Keys one reaping step removes per database before it checks its time budget.
@@ -54,7 +55,8 @@ fn reap(services: &Services, budget: Duration) {
     for index in 0..keyspace.databases() {
         let db = keyspace.db(index);
         loop {
-            match db.reap_expired(now_ms(), REAP_BATCH) {
+            let mut notify = |key: &[u8]| expired_event(services, index as u8, key);
+            match db.reap_expired(now_ms(), REAP_BATCH, &mut notify) {
                 Ok(n) if n == REAP_BATCH && started.elapsed() < budget => continue,
                 Ok(_) => break,
                 Err(err) => {

@@ -174,6 +174,7 @@ fn memory(services: &Services, keyspace: &Keyspace, out: &mut String) {
     line(out, "memtables_limit", engine.memtable_limit);
     line(out, "table_readers_used", engine.table_readers_usage);
     line(out, "mem_clients_normal", clients);
+    line(out, "number_of_cached_scripts", services.scripts.count());
 }
 
 fn persistence(services: &Services, out: &mut String) {

@@ -11,6 +11,7 @@ pub mod pubsub;
 mod stats;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -90,6 +91,8 @@ pub struct Services {
     pub pubsub: pubsub::PubSub,
     pub blocking: blocking::Blocking,
     pub scripts: Scripts,
+    /// `notify-keyspace-events`, parsed (see `commands::notify`).
+    notify_classes: AtomicU32,
     pub durability: Durability,
     pub shutdown: Shutdown,
     pub started: Instant,
@@ -105,7 +108,15 @@ impl Services {
 
     /// Pushes configuration that other services cache (after CONFIG SET).
     pub fn apply_config(&self) {
-        self.durability.set_policy(self.config.read().appendfsync);
+        let config = self.config.read();
+        self.durability.set_policy(config.appendfsync);
+        self.notify_classes
+            .store(config.notify_keyspace_events, Ordering::Relaxed);
+    }
+
+    /// The keyspace-notification classes enabled; 0 when notifications are off.
+    pub fn notify_classes(&self) -> u32 {
+        self.notify_classes.load(Ordering::Relaxed)
     }
 
     /// Compacts flushed ranges on a background thread so their disk space comes back.
@@ -160,6 +171,7 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
         pubsub: pubsub::PubSub::default(),
         blocking: blocking::Blocking::default(),
         scripts: Scripts::default(),
+        notify_classes: AtomicU32::new(0),
         durability,
         shutdown: Shutdown {
             sender: shutdown_tx,
@@ -168,6 +180,7 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
         run_id: format!("{:040x}", rand::random::<u128>()),
         tcp_port,
     });
+    services.apply_config();
     let cron = cron::start(services.clone());
 
     for listener in listeners {

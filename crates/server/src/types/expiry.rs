@@ -49,9 +49,15 @@ impl<'a> Db<'a> {
         Ok(count)
     }
 
-    /// Removes up to `limit` keys that expired by `now`, each in its own batch under its lock.
-    /// Returns how many it removed; fewer than `limit` means none is left.
-    pub fn reap_expired(&self, now: u64, limit: usize) -> Result<usize, Error> {
+    /// Removes up to `limit` keys that expired by `now`, each in its own batch under its lock,
+    /// and tells `on_expired` each key. Returns how many entries were due; fewer than `limit`
+    /// means none is left.
+    pub fn reap_expired(
+        &self,
+        now: u64,
+        limit: usize,
+        on_expired: &mut dyn FnMut(&[u8]),
+    ) -> Result<usize, Error> {
         let (lower, upper) = self.due_range(now);
         let mut due: Vec<(u64, Vec<u8>)> = Vec::new();
         self.engine().scan(
@@ -88,6 +94,7 @@ impl<'a> Db<'a> {
                 }
             }
             self.write(change)?;
+            on_expired(key);
         }
         self.ks.stats.expired.fetch_add(reaped, Ordering::Relaxed);
         if due.len() < limit {

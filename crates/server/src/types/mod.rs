@@ -23,6 +23,7 @@ pub mod string;
 mod transaction;
 mod version;
 mod watch;
+mod written;
 pub mod zset;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -41,6 +42,7 @@ pub use ready::ReadyKeys;
 pub use transaction::Transaction;
 pub use version::VersionGenerator;
 pub use watch::WatchSet;
+pub use written::{WrittenKey, WrittenKeys};
 
 use crate::error::Error;
 
@@ -119,15 +121,22 @@ impl Keyspace {
 
     /// A handle on database `index`, which the caller has checked against [`Self::databases`].
     pub fn db(&self, index: usize) -> Db<'_> {
-        self.db_in(index, None)
+        self.db_in(index, None, None)
     }
 
-    /// A handle on database `index` whose commands run inside `txn`, if there is one.
-    pub fn db_in<'a>(&'a self, index: usize, txn: Option<&'a Transaction>) -> Db<'a> {
+    /// A handle on database `index` whose commands run inside `txn`, if there is one, and
+    /// report the keys they write to `written`, if given.
+    pub fn db_in<'a>(
+        &'a self,
+        index: usize,
+        txn: Option<&'a Transaction>,
+        written: Option<&'a WrittenKeys>,
+    ) -> Db<'a> {
         Db {
             ks: self,
             index: index as u8,
             txn,
+            written,
         }
     }
 }
@@ -139,6 +148,8 @@ pub struct Db<'a> {
     pub(crate) index: u8,
     /// Inside a transaction, reads and writes go through its overlay and locks.
     txn: Option<&'a Transaction>,
+    /// Where the keys of each write are reported, for keyspace notifications.
+    written: Option<&'a WrittenKeys>,
 }
 
 pub fn now_ms() -> u64 {
@@ -270,6 +281,9 @@ impl<'a> Db<'a> {
     /// Writes a command's changes atomically, then updates the in-memory counters; inside a
     /// transaction, stages them for its commit.
     pub(crate) fn write(&self, change: Change) -> Result<(), Error> {
+        if let Some(written) = self.written {
+            written.note(&change.batch);
+        }
         match self.txn {
             Some(txn) => txn.stage(change),
             None => self.ks.write(change),

@@ -1,0 +1,279 @@
+//! Keyspace notifications (`notify-keyspace-events`).
+//!
+//! The type layer reports which keys a command's writes changed, and whether each was deleted
+//! (read from the write batch itself, see [`crate::types::WrittenKeys`]); this file names the
+//! event, as Redis does for each command, and publishes `__keyspace@<db>__:<key>` and
+//! `__keyevent@<db>__:<event>` messages.
+
+use bytes::Bytes;
+
+use super::args::is;
+use super::{command_keys, CommandSpec, Context};
+use crate::server::pubsub::Kind;
+use crate::types::WrittenKey;
+
+/// Event classes, as letters in `notify-keyspace-events`.
+pub const KEYSPACE: u32 = 1;
+pub const KEYEVENT: u32 = 1 << 1;
+const GENERIC: u32 = 1 << 2;
+const STRING: u32 = 1 << 3;
+const LIST: u32 = 1 << 4;
+const SET: u32 = 1 << 5;
+const HASH: u32 = 1 << 6;
+const ZSET: u32 = 1 << 7;
+pub const EXPIRED: u32 = 1 << 8;
+const ALL: u32 = GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED;
+
+const LETTERS: [(char, u32); 9] = [
+    ('g', GENERIC),
+    ('$', STRING),
+    ('l', LIST),
+    ('s', SET),
+    ('h', HASH),
+    ('z', ZSET),
+    ('x', EXPIRED),
+    ('K', KEYSPACE),
+    ('E', KEYEVENT),
+];
+
+/// Parses `notify-keyspace-events`; `None` for a letter Shale does not know. The classes
+/// Shale never produces (`e` evicted, `t` stream, `m` key miss, `d` module, `n` new key) are
+/// refused rather than accepted and ignored.
+pub fn parse_classes(text: &str) -> Option<u32> {
+    text.chars().try_fold(0, |flags, c| match c {
+        'A' => Some(flags | ALL),
+        c => LETTERS
+            .iter()
+            .find(|(letter, _)| *letter == c)
+            .map(|(_, flag)| flags | flag),
+    })
+}
+
+/// The canonical spelling of `flags`, as CONFIG GET shows it.
+pub fn format_classes(flags: u32) -> String {
+    let mut out = String::new();
+    if flags & ALL == ALL {
+        out.push('A');
+    }
+    for (letter, flag) in LETTERS {
+        let covered_by_all = flags & ALL == ALL && flag & ALL != 0;
+        if flags & flag != 0 && !covered_by_all {
+            out.push(letter);
+        }
+    }
+    out
+}
+
+/// Publishes the events of one command that changed `written`.
+pub fn command_events(
+    ctx: &Context<'_>,
+    spec: &CommandSpec,
+    args: &[Bytes],
+    written: &[WrittenKey],
+) {
+    let flags = ctx.services.notify_classes();
+    if flags & (KEYSPACE | KEYEVENT) == 0 {
+        return;
+    }
+    let keys = command_keys(spec, args);
+    let position_of = |w: &WrittenKey| keys.iter().position(|k| *k == w.key.as_slice());
+    // In the order the command names its keys (RENAME: rename_from, then rename_to).
+    let mut written: Vec<(Option<usize>, &WrittenKey)> =
+        written.iter().map(|w| (position_of(w), w)).collect();
+    written.sort_by_key(|(position, _)| position.unwrap_or(usize::MAX));
+    for (position, written_key) in written {
+        let other_db = written_key.db as usize != ctx.client.db;
+        for (class, event) in events(spec.name, args, position, other_db, written_key.deleted) {
+            publish(ctx, flags, class, event, written_key.db, &written_key.key);
+        }
+    }
+}
+
+/// The `expired` event of a key the expiry cycle removed.
+pub fn expired_event(services: &crate::server::Services, db: u8, key: &[u8]) {
+    let flags = services.notify_classes();
+    if flags & EXPIRED != 0 {
+        publish_with(services, flags, "expired", db, key);
+    }
+}
+
+fn publish(ctx: &Context<'_>, flags: u32, class: u32, event: &str, db: u8, key: &[u8]) {
+    if flags & class != 0 {
+        publish_with(ctx.services, flags, event, db, key);
+    }
+}
+
+fn publish_with(services: &crate::server::Services, flags: u32, event: &str, db: u8, key: &[u8]) {
+    let pubsub = &services.pubsub;
+    if flags & KEYSPACE != 0 {
+        let mut channel = format!("__keyspace@{db}__:").into_bytes();
+        channel.extend_from_slice(key);
+        pubsub.publish(
+            Kind::Channel,
+            &Bytes::from(channel),
+            &Bytes::copy_from_slice(event.as_bytes()),
+        );
+    }
+    if flags & KEYEVENT != 0 {
+        let channel = Bytes::from(format!("__keyevent@{db}__:{event}"));
+        pubsub.publish(Kind::Channel, &channel, &Bytes::copy_from_slice(key));
+    }
+}
+
+/// Redis's events for a key that `command` changed: `position` is where the key stands among
+/// the command's keys, `deleted` whether the write removed it.
+fn events(
+    command: &str,
+    args: &[Bytes],
+    position: Option<usize>,
+    other_db: bool,
+    deleted: bool,
+) -> Vec<(u32, &'static str)> {
+    let has = |option: &str| args.iter().skip(2).any(|a| is(a, option));
+    let end_event = |arg: Option<&Bytes>, left: &'static str, right: &'static str| {
+        if arg.is_some_and(|a| is(a, "left")) {
+            left
+        } else {
+            right
+        }
+    };
+    let source = position == Some(0);
+    let primary: Option<(u32, &'static str)> = match command {
+        "del" | "unlink" | "getdel" => return vec![(GENERIC, "del")],
+        "expire" | "pexpire" | "expireat" | "pexpireat" if deleted => {
+            return vec![(GENERIC, "del")]
+        }
+        "expire" | "pexpire" | "expireat" | "pexpireat" => Some((GENERIC, "expire")),
+        "persist" => Some((GENERIC, "persist")),
+        "getex" if has("persist") => Some((GENERIC, "persist")),
+        "getex" => Some((GENERIC, "expire")),
+        "rename" | "renamenx" if source => Some((GENERIC, "rename_from")),
+        "rename" | "renamenx" => Some((GENERIC, "rename_to")),
+        "copy" => Some((GENERIC, "copy_to")),
+        "move" if other_db => Some((GENERIC, "move_to")),
+        "move" => Some((GENERIC, "move_from")),
+        "set" | "setnx" | "getset" | "mset" | "msetnx" | "bitop" => Some((STRING, "set")),
+        "setex" | "psetex" => {
+            return vec![(STRING, "set"), (GENERIC, "expire")];
+        }
+        "incr" | "decr" | "incrby" | "decrby" => Some((STRING, "incrby")),
+        "incrbyfloat" => Some((STRING, "incrbyfloat")),
+        "append" => Some((STRING, "append")),
+        "setrange" => Some((STRING, "setrange")),
+        "setbit" | "bitfield" => Some((STRING, "setbit")),
+        "lpush" | "lpushx" => Some((LIST, "lpush")),
+        "rpush" | "rpushx" => Some((LIST, "rpush")),
+        "lpop" | "blpop" => Some((LIST, "lpop")),
+        "rpop" | "brpop" => Some((LIST, "rpop")),
+        "lmpop" => Some((LIST, end_event(args.last(), "lpop", "rpop"))),
+        "blmpop" => Some((
+            LIST,
+            end_event(
+                args.iter().rev().find(|a| is(a, "left") || is(a, "right")),
+                "lpop",
+                "rpop",
+            ),
+        )),
+        "linsert" => Some((LIST, "linsert")),
+        "lset" => Some((LIST, "lset")),
+        "lrem" => Some((LIST, "lrem")),
+        "ltrim" => Some((LIST, "ltrim")),
+        "rpoplpush" | "brpoplpush" if source => Some((LIST, "rpop")),
+        "rpoplpush" | "brpoplpush" => Some((LIST, "lpush")),
+        "lmove" | "blmove" if source => Some((LIST, end_event(args.get(3), "lpop", "rpop"))),
+        "lmove" | "blmove" => Some((LIST, end_event(args.get(4), "lpush", "rpush"))),
+        "hset" | "hsetnx" | "hmset" => Some((HASH, "hset")),
+        "hdel" => Some((HASH, "hdel")),
+        "hincrby" => Some((HASH, "hincrby")),
+        "hincrbyfloat" => Some((HASH, "hincrbyfloat")),
+        "sadd" => Some((SET, "sadd")),
+        "srem" => Some((SET, "srem")),
+        "spop" => Some((SET, "spop")),
+        "smove" if source => Some((SET, "srem")),
+        "smove" => Some((SET, "sadd")),
+        "sinterstore" | "sunionstore" | "sdiffstore" if deleted => None,
+        "sinterstore" => Some((SET, "sinterstore")),
+        "sunionstore" => Some((SET, "sunionstore")),
+        "sdiffstore" => Some((SET, "sdiffstore")),
+        "zadd" if has("incr") => Some((ZSET, "zincr")),
+        "zadd" => Some((ZSET, "zadd")),
+        "zincrby" => Some((ZSET, "zincr")),
+        "zrem" => Some((ZSET, "zrem")),
+        "zremrangebyrank" => Some((ZSET, "zremrangebyrank")),
+        "zremrangebyscore" => Some((ZSET, "zremrangebyscore")),
+        "zremrangebylex" => Some((ZSET, "zremrangebylex")),
+        "zpopmin" | "bzpopmin" => Some((ZSET, "zpopmin")),
+        "zpopmax" | "bzpopmax" => Some((ZSET, "zpopmax")),
+        "zmpop" | "bzmpop" if has("max") => Some((ZSET, "zpopmax")),
+        "zmpop" | "bzmpop" => Some((ZSET, "zpopmin")),
+        "zunionstore" | "zinterstore" | "zdiffstore" | "zrangestore" if deleted => None,
+        "zunionstore" => Some((ZSET, "zunionstore")),
+        "zinterstore" => Some((ZSET, "zinterstore")),
+        "zdiffstore" => Some((ZSET, "zdiffstore")),
+        "zrangestore" => Some((ZSET, "zrangestore")),
+        _ => None,
+    };
+    let mut out: Vec<(u32, &'static str)> = primary.into_iter().collect();
+    if command == "set" && (has("ex") || has("px") || has("exat") || has("pxat")) {
+        out.push((GENERIC, "expire"));
+    }
+    let moved_away = matches!(command, "rename" | "renamenx" | "move") && deleted;
+    if deleted && !moved_away {
+        out.push((GENERIC, "del"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn class_letters_round_trip() {
+        assert_eq!(
+            parse_classes("KEA").map(format_classes).as_deref(),
+            Some("AKE")
+        );
+        assert_eq!(
+            parse_classes("Elg").map(format_classes).as_deref(),
+            Some("glE")
+        );
+        assert_eq!(parse_classes(""), Some(0));
+        assert_eq!(parse_classes("Kq"), None);
+    }
+
+    #[test]
+    fn events_follow_redis() {
+        let args = |line: &str| -> Vec<Bytes> {
+            line.split(' ')
+                .map(|a| Bytes::from(a.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            events("lpop", &args("lpop l"), Some(0), false, true),
+            [(LIST, "lpop"), (GENERIC, "del")]
+        );
+        assert_eq!(
+            events("set", &args("set k v EX 10"), Some(0), false, false),
+            [(STRING, "set"), (GENERIC, "expire")]
+        );
+        assert_eq!(
+            events(
+                "lmove",
+                &args("lmove a b LEFT RIGHT"),
+                Some(1),
+                false,
+                false
+            ),
+            [(LIST, "rpush")]
+        );
+        assert_eq!(
+            events("rename", &args("rename a b"), Some(0), false, true),
+            [(GENERIC, "rename_from")]
+        );
+        assert_eq!(
+            events("expire", &args("expire k -1"), Some(0), false, true),
+            [(GENERIC, "del")]
+        );
+    }
+}

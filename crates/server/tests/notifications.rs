@@ -1,0 +1,104 @@
+//! Keyspace notifications (`notify-keyspace-events`) against a real server.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{fails, run, TestServer};
+
+/// Collects `(channel, payload)` of pattern messages until `count` arrive.
+fn collect(pubsub: &mut redis::PubSub<'_>, count: usize) -> Vec<(String, String)> {
+    (0..count)
+        .map(|_| {
+            let msg = pubsub.get_message().expect("a notification");
+            (
+                msg.get_channel_name().to_string(),
+                msg.get_payload::<String>().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn events_name_the_command_and_the_key() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    assert_eq!(
+        fails(&mut con, &["CONFIG", "SET", "notify-keyspace-events", "KQ"]),
+        "ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - invalid event classes 'KQ'"
+    );
+    run::<()>(
+        &mut con,
+        &["CONFIG", "SET", "notify-keyspace-events", "KEA"],
+    );
+    let got: Vec<String> = run(&mut con, &["CONFIG", "GET", "notify-keyspace-events"]);
+    assert_eq!(got, ["notify-keyspace-events", "AKE"]);
+
+    let mut listener = server.client();
+    listener
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut pubsub = listener.as_pubsub();
+    pubsub.psubscribe("__keyevent@0__:*").unwrap();
+
+    run::<()>(&mut con, &["SET", "k", "v", "EX", "100"]);
+    run::<()>(&mut con, &["RPUSH", "l", "a"]);
+    run::<String>(&mut con, &["LPOP", "l"]);
+    run::<()>(&mut con, &["HSET", "h", "f", "v"]);
+    run::<()>(&mut con, &["SADD", "s", "m"]);
+    run::<()>(&mut con, &["ZADD", "z", "1", "m"]);
+    run::<()>(&mut con, &["RENAME", "k", "k2"]);
+    run::<()>(&mut con, &["DEL", "k2", "missing"]);
+    run::<i64>(&mut con, &["INCR", "n"]);
+    let expected = [
+        ("set", "k"),
+        ("expire", "k"),
+        ("rpush", "l"),
+        ("lpop", "l"),
+        ("del", "l"),
+        ("hset", "h"),
+        ("sadd", "s"),
+        ("zadd", "z"),
+        ("rename_from", "k"),
+        ("rename_to", "k2"),
+        ("del", "k2"),
+        ("incrby", "n"),
+    ];
+    let events = collect(&mut pubsub, expected.len());
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(event, key)| (format!("__keyevent@0__:{event}"), key.to_string()))
+        .collect();
+    assert_eq!(events, expected);
+
+    // Nothing is published for writes that change nothing.
+    run::<i64>(&mut con, &["SREM", "s", "absent"]);
+    run::<()>(&mut con, &["SET", "last", "x"]);
+    assert_eq!(
+        collect(&mut pubsub, 1),
+        [("__keyevent@0__:set".to_string(), "last".to_string())]
+    );
+}
+
+#[test]
+fn keyspace_channels_and_expired_events() {
+    let server = TestServer::start_with(&["--notify-keyspace-events", "Kgx"]);
+    let mut con = server.client();
+    let mut listener = server.client();
+    listener
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut pubsub = listener.as_pubsub();
+    pubsub.psubscribe("__keyspace@0__:*").unwrap();
+    run::<()>(&mut con, &["SET", "plain", "v"]);
+    run::<()>(&mut con, &["SET", "short", "v", "PX", "50"]);
+    let events = collect(&mut pubsub, 2);
+    assert_eq!(
+        events,
+        [
+            ("__keyspace@0__:short".to_string(), "expire".to_string()),
+            ("__keyspace@0__:short".to_string(), "expired".to_string()),
+        ],
+        "string events are off (no $), generic and expired are on"
+    );
+}
