@@ -36,7 +36,7 @@ pub struct Scripts {
 }
 
 /// A script whose last run was shorter than this runs on its connection's worker thread.
-const FAST_SCRIPT: Duration = Duration::from_millis(1);
+const FAST_SCRIPT: Duration = Duration::from_millis(10);
 
 /// A script in execution, as SCRIPT KILL sees it.
 pub struct RunningScript {
