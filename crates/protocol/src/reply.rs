@@ -104,10 +104,18 @@ impl From<i64> for Reply {
     }
 }
 
+/// A status or error line. A CR or LF inside would end the line early and corrupt the
+/// stream, so they become spaces, as Redis does.
 fn line(out: &mut BytesMut, prefix: u8, text: &[u8]) {
     out.reserve(text.len() + 3);
     out.put_u8(prefix);
+    let start = out.len();
     out.put_slice(text);
+    for byte in &mut out[start..] {
+        if *byte == b'\r' || *byte == b'\n' {
+            *byte = b' ';
+        }
+    }
     out.put_slice(b"\r\n");
 }
 
@@ -179,6 +187,10 @@ mod tests {
     #[test]
     fn resp2_and_resp3_encodings() {
         assert_eq!(encode(&Reply::OK, false), "+OK\r\n");
+        assert_eq!(
+            encode(&Reply::Error("ERR two\nlines\r".into()), false),
+            "-ERR two lines \r\n"
+        );
         assert_eq!(encode(&Reply::Integer(-12), false), ":-12\r\n");
         assert_eq!(encode(&Reply::bulk("ab"), false), "$2\r\nab\r\n");
         assert_eq!(encode(&Reply::Null, false), "$-1\r\n");

@@ -281,3 +281,29 @@ fn scripts_wake_blocked_clients_and_run_inside_multi() {
     );
     assert_eq!(popped, None);
 }
+
+#[test]
+fn nothing_a_script_changes_outlives_it() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["SET", "k", "v"]);
+    let tamper = "redis.call = function() return 'intercepted' end\n\
+                  rawset(string, 'upper', nil)\n\
+                  rawset(_G, 'leftover', 1)\n\
+                  return 1";
+    // Run it more often than there are pooled Lua states, so every state sees it.
+    for _ in 0..4 {
+        run::<i64>(&mut con, &["EVAL", tamper, "0"]);
+    }
+    let got: String = run(&mut con, &["EVAL", "return redis.call('GET', 'k')", "0"]);
+    assert_eq!(got, "v");
+    let upper: String = run(
+        &mut con,
+        &["EVAL", "return string.upper('a') .. ('b'):upper()", "0"],
+    );
+    assert_eq!(upper, "AB");
+    assert!(fails(&mut con, &["EVAL", "return leftover", "0"])
+        .contains("Script attempted to access nonexistent global variable 'leftover'"));
+    let hidden: bool = run(&mut con, &["EVAL", "return getmetatable('') == false", "0"]);
+    assert!(hidden, "the string metatable is not reachable");
+}

@@ -29,7 +29,7 @@ use crate::server::blocking::{Attempt, BlockRequest};
 use crate::server::{ClientState, Services};
 use crate::types::{Db, Keyspace, Transaction, WrittenKeys};
 
-pub use notify::{expired_event, format_classes, parse_classes};
+pub use notify::{expired_event, format_classes, parse_classes, publish_committed};
 pub use table::{command_keys, lookup, CommandSpec, Flags, COMMANDS};
 
 /// What a command may reach: the keyspace, its own connection and the server's services.
@@ -44,6 +44,8 @@ pub struct Context<'a> {
     pub block: Option<BlockRequest>,
     /// The keys the current command wrote, while keyspace notifications are on.
     pub written: WrittenKeys,
+    /// Keyspace events of a transaction's commands, published once it commits.
+    pub events: Vec<notify::Event>,
 }
 
 impl Context<'_> {

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use super::args::is;
 use super::{command_keys, CommandSpec, Context};
 use crate::server::pubsub::Kind;
+use crate::server::Services;
 use crate::types::WrittenKey;
 
 /// Event classes, as letters in `notify-keyspace-events`.
@@ -64,9 +65,28 @@ pub fn format_classes(flags: u32) -> String {
     out
 }
 
-/// Publishes the events of one command that changed `written`.
+/// An event held back until its transaction commits.
+pub struct Event {
+    class: u32,
+    name: &'static str,
+    db: u8,
+    key: Vec<u8>,
+}
+
+/// Publishes events held back by a transaction, once it has committed.
+pub fn publish_committed(services: &Services, events: Vec<Event>) {
+    let flags = services.notify_classes();
+    for event in events {
+        if flags & event.class != 0 {
+            publish_with(services, flags, event.name, event.db, &event.key);
+        }
+    }
+}
+
+/// Publishes the events of one command that changed `written`; inside a transaction, holds
+/// them in `ctx.events` until it commits.
 pub fn command_events(
-    ctx: &Context<'_>,
+    ctx: &mut Context<'_>,
     spec: &CommandSpec,
     args: &[Bytes],
     written: &[WrittenKey],
@@ -83,27 +103,30 @@ pub fn command_events(
     written.sort_by_key(|(position, _)| position.unwrap_or(usize::MAX));
     for (position, written_key) in written {
         let other_db = written_key.db as usize != ctx.client.db;
-        for (class, event) in events(spec.name, args, position, other_db, written_key.deleted) {
-            publish(ctx, flags, class, event, written_key.db, &written_key.key);
+        for (class, name) in events(spec.name, args, position, other_db, written_key.deleted) {
+            if ctx.txn.is_some() {
+                ctx.events.push(Event {
+                    class,
+                    name,
+                    db: written_key.db,
+                    key: written_key.key.clone(),
+                });
+            } else if flags & class != 0 {
+                publish_with(ctx.services, flags, name, written_key.db, &written_key.key);
+            }
         }
     }
 }
 
 /// The `expired` event of a key the expiry cycle removed.
-pub fn expired_event(services: &crate::server::Services, db: u8, key: &[u8]) {
+pub fn expired_event(services: &Services, db: u8, key: &[u8]) {
     let flags = services.notify_classes();
     if flags & EXPIRED != 0 {
         publish_with(services, flags, "expired", db, key);
     }
 }
 
-fn publish(ctx: &Context<'_>, flags: u32, class: u32, event: &str, db: u8, key: &[u8]) {
-    if flags & class != 0 {
-        publish_with(ctx.services, flags, event, db, key);
-    }
-}
-
-fn publish_with(services: &crate::server::Services, flags: u32, event: &str, db: u8, key: &[u8]) {
+fn publish_with(services: &Services, flags: u32, event: &str, db: u8, key: &[u8]) {
     let pubsub = &services.pubsub;
     if flags & KEYSPACE != 0 {
         let mut channel = format!("__keyspace@{db}__:").into_bytes();
@@ -129,7 +152,29 @@ fn events(
     other_db: bool,
     deleted: bool,
 ) -> Vec<(u32, &'static str)> {
-    let has = |option: &str| args.iter().skip(2).any(|a| is(a, option));
+    // Options of SET and GETEX follow the value or the key; ZADD's come before the scores.
+    let has = |option: &str| match command {
+        "set" => args.iter().skip(3).any(|a| is(a, option)),
+        "zadd" => args
+            .iter()
+            .skip(2)
+            .take_while(|a| {
+                ["nx", "xx", "gt", "lt", "ch", "incr"]
+                    .iter()
+                    .any(|o| is(a, o))
+            })
+            .any(|a| is(a, option)),
+        _ => args.iter().skip(2).any(|a| is(a, option)),
+    };
+    // The LEFT|RIGHT or MIN|MAX after the keys of LMPOP, BLMPOP, ZMPOP and BZMPOP.
+    let after_keys = |count_at: usize| {
+        let count = args
+            .get(count_at)
+            .and_then(|a| std::str::from_utf8(a).ok())
+            .and_then(|a| a.parse::<usize>().ok())
+            .unwrap_or(0);
+        args.get(count_at + 1 + count)
+    };
     let end_event = |arg: Option<&Bytes>, left: &'static str, right: &'static str| {
         if arg.is_some_and(|a| is(a, "left")) {
             left
@@ -165,15 +210,8 @@ fn events(
         "rpush" | "rpushx" => Some((LIST, "rpush")),
         "lpop" | "blpop" => Some((LIST, "lpop")),
         "rpop" | "brpop" => Some((LIST, "rpop")),
-        "lmpop" => Some((LIST, end_event(args.last(), "lpop", "rpop"))),
-        "blmpop" => Some((
-            LIST,
-            end_event(
-                args.iter().rev().find(|a| is(a, "left") || is(a, "right")),
-                "lpop",
-                "rpop",
-            ),
-        )),
+        "lmpop" => Some((LIST, end_event(after_keys(1), "lpop", "rpop"))),
+        "blmpop" => Some((LIST, end_event(after_keys(2), "lpop", "rpop"))),
         "linsert" => Some((LIST, "linsert")),
         "lset" => Some((LIST, "lset")),
         "lrem" => Some((LIST, "lrem")),
@@ -204,7 +242,8 @@ fn events(
         "zremrangebylex" => Some((ZSET, "zremrangebylex")),
         "zpopmin" | "bzpopmin" => Some((ZSET, "zpopmin")),
         "zpopmax" | "bzpopmax" => Some((ZSET, "zpopmax")),
-        "zmpop" | "bzmpop" if has("max") => Some((ZSET, "zpopmax")),
+        "zmpop" if after_keys(1).is_some_and(|a| is(a, "max")) => Some((ZSET, "zpopmax")),
+        "bzmpop" if after_keys(2).is_some_and(|a| is(a, "max")) => Some((ZSET, "zpopmax")),
         "zmpop" | "bzmpop" => Some((ZSET, "zpopmin")),
         "zunionstore" | "zinterstore" | "zdiffstore" | "zrangestore" if deleted => None,
         "zunionstore" => Some((ZSET, "zunionstore")),

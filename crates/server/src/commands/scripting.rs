@@ -9,7 +9,8 @@ use bytes::Bytes;
 use shale_protocol::Reply;
 
 use super::args::{int, is, text};
-use super::{execute, help_reply, lookup, Context, Flags};
+use super::notify::Event;
+use super::{execute, help_reply, lookup, publish_committed, Context, Flags};
 use crate::error::Error;
 use crate::scripting::{sha1_hex, Invocation};
 use crate::types::Transaction;
@@ -84,32 +85,38 @@ fn run_in_transaction(
     read_only: bool,
 ) -> Result<Reply, Error> {
     if let Some(txn) = ctx.txn {
-        return run_script(ctx, txn, invocation, read_only).map(|(reply, _)| reply);
+        // Inside EXEC: the script's writes belong to the EXEC, so it cannot be killed alone.
+        let (reply, events, _) = run_script(ctx, txn, invocation, read_only, false)?;
+        ctx.events.extend(events);
+        return Ok(reply);
     }
     let db = ctx.client.db as u8;
     let keys: Vec<(u8, &[u8])> = invocation.keys.iter().map(|k| (db, k.as_ref())).collect();
     let txn = ctx.keyspace.begin(&keys);
-    let (reply, killed) = run_script(ctx, &txn, invocation, read_only)?;
+    let (reply, events, killed) = run_script(ctx, &txn, invocation, read_only, true)?;
     if !killed {
         ctx.keyspace.commit(&txn)?;
+        publish_committed(ctx.services, events);
     }
     Ok(reply)
 }
 
-/// Runs the script's commands in `txn`; also says whether SCRIPT KILL stopped it (then its
-/// writes must not be committed).
+/// Runs the script's commands in `txn`. Returns the reply, the keyspace events to publish
+/// once `txn` commits, and whether SCRIPT KILL stopped it (then its writes must not be
+/// committed).
 fn run_script(
     ctx: &mut Context<'_>,
     txn: &Transaction,
     invocation: &Invocation<'_>,
     read_only: bool,
-) -> Result<(Reply, bool), Error> {
+    killable: bool,
+) -> Result<(Reply, Vec<Event>, bool), Error> {
     let services = ctx.services;
     let mut vm = services
         .scripts
         .checkout()
         .map_err(|e| Error::msg(format!("can't start a Lua state: {e}")))?;
-    let running = services.scripts.started();
+    let running = services.scripts.started(killable);
     let (caller_db, caller_resp3) = (ctx.client.db, ctx.client.resp3);
     let mut inner = Context {
         keyspace: ctx.keyspace,
@@ -118,6 +125,7 @@ fn run_script(
         txn: Some(txn),
         block: None,
         written: Default::default(),
+        events: Vec::new(),
     };
     let mut call = |args: &[Bytes], resp3: bool| -> Reply {
         let Some(spec) = lookup(&args[0]) else {
@@ -141,13 +149,14 @@ fn run_script(
         execute(&mut inner, args).reply
     };
     let reply = vm.run(invocation, &running, &mut call);
+    let events = std::mem::take(&mut inner.events);
     let killed = running.is_killed();
     services.scripts.finished(&running);
     services.scripts.checkin(vm);
     // SELECT inside a script does not change the caller's database.
     ctx.client.db = caller_db;
     ctx.client.resp3 = caller_resp3;
-    Ok((reply, killed))
+    Ok((reply, events, killed))
 }
 
 /// SCRIPT LOAD | EXISTS | FLUSH | KILL | HELP

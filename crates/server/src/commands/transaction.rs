@@ -8,7 +8,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use shale_protocol::Reply;
 
-use super::{command_keys, execute, lookup, Context};
+use super::{command_keys, execute, lookup, publish_committed, Context};
 use crate::error::Error;
 use crate::server::QueuedTransaction;
 
@@ -67,6 +67,7 @@ pub fn exec(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
         txn: Some(&txn),
         block: None,
         written: Default::default(),
+        events: Vec::new(),
     };
     let mut replies = Vec::with_capacity(queued.commands.len());
     for args in &queued.commands {
@@ -82,7 +83,9 @@ pub fn exec(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
         }
         replies.push(outcome.reply);
     }
+    let events = std::mem::take(&mut inner.events);
     ctx.keyspace.commit(&txn)?;
+    publish_committed(ctx.services, events);
     let (ranges, wait) = txn.take_reclaims();
     drop(txn);
     if wait {

@@ -116,13 +116,15 @@ impl Scripts {
         }
     }
 
-    /// Registers a script that starts running now.
-    pub fn started(&self) -> Arc<RunningScript> {
+    /// A script that starts running now; SCRIPT KILL sees it if it is `killable`.
+    pub fn started(&self, killable: bool) -> Arc<RunningScript> {
         let script = Arc::new(RunningScript {
             started: Instant::now(),
             killed: AtomicBool::new(false),
         });
-        self.running.lock().push(script.clone());
+        if killable {
+            self.running.lock().push(script.clone());
+        }
         script
     }
 

@@ -18,17 +18,35 @@ const MEMORY_LIMIT: usize = 1 << 30;
 const KILL_CHECK_INSTRUCTIONS: u32 = 10_000;
 const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
 
-/// Written in Lua so that `redis.call` raises the same error table that `redis.pcall`
-/// returns. The error handler turns Lua errors into error tables with the script line.
+/// Written in Lua: `redis.call` raises the same error table that `redis.pcall` returns, the
+/// error handler turns Lua errors into error tables with the script line, and every run gets
+/// fresh copies of the globals and library tables. The Lua states are shared by all clients,
+/// so nothing a script changes (`redis.call = ...`, `rawset(string, ...)`) may outlive it.
+/// The prelude keeps its own references to the functions it uses for the same reason.
 const PRELUDE: &str = r#"
 local bridge = ...
-local match = string.match
+local match, pairs, ipairs, type, tostring, error, xpcall, setfenv, setmetatable, getmetatable =
+  string.match, pairs, ipairs, type, tostring, error, xpcall, setfenv, setmetatable, getmetatable
+local command = function(...) return bridge.command(...) end
 redis.call = function(...)
-  local reply = bridge.command(...)
+  local reply = command(...)
   if type(reply) == 'table' and reply.err ~= nil then error(reply) end
   return reply
 end
-redis.pcall = function(...) return bridge.command(...) end
+redis.pcall = command
+redis.setresp = function(...) return bridge.setresp(...) end
+local function copy(t)
+  local c = {}
+  for k, v in pairs(t) do c[k] = v end
+  return c
+end
+local libraries = {'redis', 'cjson', 'string', 'table', 'math', 'coroutine'}
+local pristine = {}
+for name, value in pairs(_G) do pristine[name] = value end
+for _, name in ipairs(libraries) do pristine[name] = copy(_G[name]) end
+local strings = getmetatable('')
+strings.__index = copy(pristine.string)
+strings.__metatable = false
 local function handler(err)
   if type(err) ~= 'table' then
     local text = tostring(err)
@@ -38,15 +56,25 @@ local function handler(err)
   end
   return err
 end
-bridge.run = function(f) return xpcall(f, handler) end
-setmetatable(_G, {
-  __newindex = function(_, name)
-    error("Attempt to modify a readonly table: Script attempted to create global variable '" .. tostring(name) .. "'", 2)
-  end,
+local globals = {
   __index = function(_, name)
     error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
   end,
-})
+  __newindex = function(_, name)
+    error("Attempt to modify a readonly table: Script attempted to create global variable '" .. tostring(name) .. "'", 2)
+  end,
+  __metatable = false,
+}
+bridge.run = function(f, keys, argv)
+  local env = copy(pristine)
+  for _, name in ipairs(libraries) do env[name] = copy(pristine[name]) end
+  env._G = env
+  env.KEYS = keys
+  env.ARGV = argv
+  setmetatable(env, globals)
+  setfenv(f, env)
+  return xpcall(f, handler)
+end
 "#;
 
 /// What EVAL asks to run.
@@ -138,9 +166,6 @@ impl Vm {
         call: &mut dyn FnMut(&[Bytes], bool) -> Reply,
     ) -> mlua::Result<Reply> {
         let lua = &self.lua;
-        let globals = lua.globals();
-        globals.raw_set("KEYS", strings(lua, invocation.keys)?)?;
-        globals.raw_set("ARGV", strings(lua, invocation.args)?)?;
         let watched = running.clone();
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(KILL_CHECK_INSTRUCTIONS),
@@ -186,10 +211,11 @@ impl Vm {
                 )),
             })?;
             self.bridge.raw_set("command", command)?;
-            let redis: Table = globals.raw_get("redis")?;
-            redis.raw_set("setresp", setresp)?;
+            self.bridge.raw_set("setresp", setresp)?;
             let run: Function = self.bridge.raw_get("run")?;
-            let (ok, value): (bool, Value) = run.call(function)?;
+            let keys = strings(lua, invocation.keys)?;
+            let args = strings(lua, invocation.args)?;
+            let (ok, value): (bool, Value) = run.call((function, keys, args))?;
             Ok(if ok {
                 lua_to_reply(&value, resp3.get())
             } else {
@@ -197,6 +223,7 @@ impl Vm {
             })
         });
         self.bridge.raw_set("command", Value::Nil)?;
+        self.bridge.raw_set("setresp", Value::Nil)?;
         outcome
     }
 }
@@ -239,8 +266,7 @@ fn strings(lua: &Lua, items: &[Bytes]) -> mlua::Result<Table> {
     Ok(table)
 }
 
-/// The `redis` table, apart from `call`, `pcall` and `setresp`, which need the running
-/// script.
+/// The `redis` table, apart from `call`, `pcall` and `setresp`, which the prelude adds.
 fn redis_api(lua: &Lua) -> mlua::Result<Table> {
     let redis = lua.create_table()?;
     redis.raw_set(

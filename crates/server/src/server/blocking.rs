@@ -54,6 +54,9 @@ pub enum Unblock {
 
 type QueueKey = (u8, Vec<u8>);
 
+/// How long CLIENT UNBLOCK waits for a waiter that is being served.
+const UNBLOCK_WAIT: Duration = Duration::from_millis(100);
+
 #[derive(Default)]
 pub struct Blocking {
     queues: Mutex<HashMap<QueueKey, VecDeque<Arc<Waiter>>>>,
@@ -114,18 +117,7 @@ impl Blocking {
                 WaitState::Waiting => waiter.request.timeout_reply.clone(),
             }
         };
-        {
-            let mut queues = self.queues.lock();
-            for key in &waiter.request.keys {
-                let id = (waiter.request.db as u8, key.to_vec());
-                if let Some(queue) = queues.get_mut(&id) {
-                    queue.retain(|w| !Arc::ptr_eq(w, waiter));
-                    if queue.is_empty() {
-                        queues.remove(&id);
-                    }
-                }
-            }
-        }
+        self.dequeue(waiter);
         let mut by_client = self.by_client.lock();
         if by_client
             .get(&waiter.client_id)
@@ -146,7 +138,11 @@ impl Blocking {
         let Some(waiter) = self.by_client.lock().get(&client_id).cloned() else {
             return false;
         };
-        let mut state = waiter.state.lock();
+        // A waiter's state is locked while it is being served, which takes key locks; inside
+        // EXEC this command may hold those, so it must not wait for the state lock.
+        let Some(mut state) = waiter.state.try_lock_for(UNBLOCK_WAIT) else {
+            return false;
+        };
         if !matches!(*state, WaitState::Waiting) {
             return false;
         }
@@ -177,19 +173,19 @@ impl Blocking {
     fn serve_key(&self, keyspace: &Keyspace, db: u8, key: Bytes) {
         let id = (db, key.to_vec());
         let only = [key];
-        let mut skip = 0;
         loop {
             let next = self
                 .queues
                 .lock()
                 .get(&id)
-                .and_then(|queue| queue.get(skip).cloned());
+                .and_then(|queue| queue.front().cloned());
             let Some(waiter) = next else {
                 return;
             };
             match self.try_serve(keyspace, &waiter, &only) {
                 Served::Yes => {}
-                Served::AlreadyDone => skip += 1,
+                // Timed out or unblocked, and not yet out of the queues: take it out here.
+                Served::AlreadyDone => self.dequeue(&waiter),
                 Served::NothingThere => return,
             }
         }
@@ -204,6 +200,9 @@ impl Blocking {
         let reply = match (waiter.request.attempt)(db, keys) {
             Ok(Some(reply)) => reply,
             Ok(None) => return Served::NothingThere,
+            // A key that now holds another type does not serve the waiter, which keeps
+            // waiting, as in Redis 7.0.
+            Err(Error::WrongType) => return Served::NothingThere,
             Err(err) => err.to_reply(),
         };
         *state = WaitState::Done(reply);
@@ -213,12 +212,16 @@ impl Blocking {
         Served::Yes
     }
 
-    /// Takes a served waiter out of its queues, so the next one is at the front.
+    /// Takes a waiter out of its queues, so the next one is at the front.
     fn dequeue(&self, waiter: &Arc<Waiter>) {
         let mut queues = self.queues.lock();
         for key in &waiter.request.keys {
-            if let Some(queue) = queues.get_mut(&(waiter.request.db as u8, key.to_vec())) {
+            let id = (waiter.request.db as u8, key.to_vec());
+            if let Some(queue) = queues.get_mut(&id) {
                 queue.retain(|w| !Arc::ptr_eq(w, waiter));
+                if queue.is_empty() {
+                    queues.remove(&id);
+                }
             }
         }
     }

@@ -302,6 +302,7 @@ impl Connection {
             txn: None,
             block: None,
             written: Default::default(),
+            events: Vec::new(),
         };
         let outcome = execute(&mut ctx, args);
         let block = ctx.block.take();

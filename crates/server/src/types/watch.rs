@@ -2,7 +2,7 @@
 //! of the watched keys it touches. The keys are read from the batch's own records, so no
 //! write path (commands, transactions, the reaper, FLUSHDB) can forget to report a write.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -28,6 +28,8 @@ pub(super) struct Watches {
 pub struct WatchSet {
     dirty: Arc<AtomicBool>,
     keys: Vec<WatchedKey>,
+    /// The keys above, to skip repeats in linear time.
+    watched: HashSet<(u8, Vec<u8>)>,
 }
 
 struct WatchedKey {
@@ -36,12 +38,6 @@ struct WatchedKey {
     /// The key's expiry when it was watched, if it existed then (0: none). A key that expires
     /// before EXEC counts as modified, as in Redis.
     expire_at: Option<u64>,
-}
-
-impl WatchSet {
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
 }
 
 impl Watches {
@@ -88,12 +84,10 @@ impl Db<'_> {
     /// WATCH: from now on, any write of `keys` (or their expiry) makes the client's EXEC fail.
     pub fn watch(&self, set: &mut WatchSet, keys: &[Bytes]) -> Result<(), Error> {
         let watches = &self.ks.watches;
+        // Under the keys' locks, so no write is between noting its watchers and landing.
+        let _guard = self.lock(keys)?;
         for key in keys {
-            if set
-                .keys
-                .iter()
-                .any(|w| w.db == self.index && w.key == key.as_ref())
-            {
+            if !set.watched.insert((self.index, key.to_vec())) {
                 continue;
             }
             // Registered before reading, so that a write in between raises the flag.
@@ -106,12 +100,17 @@ impl Db<'_> {
                 .or_default()
                 .push(set.dirty.clone());
             watches.active.fetch_add(1, Ordering::Relaxed);
-            let expire_at = self.live_meta(key)?.map(|m| m.expire_at);
+            let expire_at = self.live_meta(key);
+            // Recorded even if the read failed, so that UNWATCH finds the registration.
             set.keys.push(WatchedKey {
                 db: self.index,
                 key: key.to_vec(),
-                expire_at,
+                expire_at: expire_at
+                    .as_ref()
+                    .ok()
+                    .and_then(|m| m.as_ref().map(|m| m.expire_at)),
             });
+            expire_at?;
         }
         Ok(())
     }
@@ -135,6 +134,7 @@ impl Keyspace {
                 self.watches.active.fetch_sub(1, Ordering::Relaxed);
             }
         }
+        set.watched.clear();
         set.dirty.store(false, Ordering::Relaxed);
     }
 

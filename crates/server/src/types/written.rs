@@ -1,6 +1,8 @@
 //! The keys a command's writes changed, read from its write batches, for keyspace
 //! notifications: a metadata record put or deleted, or an element written.
 
+use std::collections::HashMap;
+
 use parking_lot::Mutex;
 use shale_storage::keys as k;
 use shale_storage::{Cf, Op, WriteBatch};
@@ -13,12 +15,21 @@ pub struct WrittenKey {
     pub deleted: bool,
 }
 
+/// The keys in the order first written, and where each stands (so that a command writing
+/// many keys costs linear time).
 #[derive(Default)]
-pub struct WrittenKeys(Mutex<Vec<WrittenKey>>);
+pub struct WrittenKeys(Mutex<Written>);
+
+type Written = (Vec<WrittenKey>, HashMap<(u8, Vec<u8>), usize>);
 
 impl WrittenKeys {
     pub fn take(&self) -> Vec<WrittenKey> {
-        std::mem::take(&mut *self.0.lock())
+        let mut written = self.0.lock();
+        if written.0.is_empty() {
+            return Vec::new();
+        }
+        written.1.clear();
+        std::mem::take(&mut written.0)
     }
 
     pub(super) fn note(&self, batch: &WriteBatch) {
@@ -36,14 +47,18 @@ impl WrittenKeys {
             let Some((db, key)) = k::owner_of(cf, raw) else {
                 continue;
             };
-            match written.iter_mut().find(|w| w.db == db && w.key == key) {
-                Some(entry) if cf == Cf::Meta => entry.deleted = deleted,
+            let (keys, index) = &mut *written;
+            match index.get(&(db, key.to_vec())) {
+                Some(&at) if cf == Cf::Meta => keys[at].deleted = deleted,
                 Some(_) => {}
-                None => written.push(WrittenKey {
-                    db,
-                    key: key.to_vec(),
-                    deleted,
-                }),
+                None => {
+                    index.insert((db, key.to_vec()), keys.len());
+                    keys.push(WrittenKey {
+                        db,
+                        key: key.to_vec(),
+                        deleted,
+                    });
+                }
             }
         }
     }
