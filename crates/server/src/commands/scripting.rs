@@ -92,7 +92,7 @@ fn run_in_transaction(
     }
     let db = ctx.client.db as u8;
     let keys: Vec<(u8, &[u8])> = invocation.keys.iter().map(|k| (db, k.as_ref())).collect();
-    let txn = ctx.keyspace.begin(&keys);
+    let txn = ctx.keyspace.begin(&keys)?;
     let (reply, events, killed) = run_script(ctx, &txn, invocation, read_only, true)?;
     if !killed {
         ctx.keyspace.commit(&txn)?;

@@ -54,7 +54,7 @@ pub fn exec(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
         ));
     }
     let keys = declared_keys(ctx, &queued.commands);
-    let txn = ctx.keyspace.begin(&keys);
+    let txn = ctx.keyspace.begin(&keys)?;
     let broken = ctx.keyspace.watch_broken(&ctx.client.watching);
     ctx.keyspace.unwatch(&mut ctx.client.watching);
     if broken {

@@ -32,23 +32,16 @@ pub struct Transaction {
 
 impl Keyspace {
     /// Starts a transaction holding the locks of `keys` (database, key).
-    pub fn begin(&self, keys: &[(u8, &[u8])]) -> Transaction {
-        let mut stripes: Vec<usize> = keys
-            .iter()
-            .map(|(db, key)| self.locks.stripe(*db, key))
-            .collect();
-        stripes.sort_unstable();
-        stripes.dedup();
-        let held = stripes
-            .into_iter()
-            .map(|i| (i, self.locks.hold(i)))
-            .collect();
-        Transaction {
+    pub fn begin(&self, keys: &[(u8, &[u8])]) -> Result<Transaction, Error> {
+        let txn = Transaction {
             overlay: Overlay::new(self.engine.clone()),
             pending: Mutex::new(Change::default()),
-            held: Mutex::new(held),
+            held: Mutex::new(BTreeMap::new()),
             reclaims: Mutex::default(),
-        }
+        };
+        // Nothing is held yet, so this locks in ascending order and waits as long as needed.
+        self.hold_in(&txn, keys)?;
+        Ok(txn)
     }
 
     /// Writes everything the transaction staged as one batch. Its locks are released when it
