@@ -25,8 +25,8 @@ const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
 /// The prelude keeps its own references to the functions it uses for the same reason.
 const PRELUDE: &str = r#"
 local bridge = ...
-local match, pairs, ipairs, type, tostring, error, xpcall, setfenv, setmetatable, getmetatable =
-  string.match, pairs, ipairs, type, tostring, error, xpcall, setfenv, setmetatable, getmetatable
+local match, pairs, type, tostring, error, xpcall, setfenv, setmetatable, getmetatable, rawset =
+  string.match, pairs, type, tostring, error, xpcall, setfenv, setmetatable, getmetatable, rawset
 local command = function(...) return bridge.command(...) end
 redis.call = function(...)
   local reply = command(...)
@@ -40,10 +40,10 @@ local function copy(t)
   for k, v in pairs(t) do c[k] = v end
   return c
 end
-local libraries = {'redis', 'cjson', 'string', 'table', 'math', 'coroutine'}
+local libraries = {redis = true, cjson = true, string = true, table = true, math = true, coroutine = true}
 local pristine = {}
 for name, value in pairs(_G) do pristine[name] = value end
-for _, name in ipairs(libraries) do pristine[name] = copy(_G[name]) end
+for name in pairs(libraries) do pristine[name] = copy(_G[name]) end
 local strings = getmetatable('')
 strings.__index = copy(pristine.string)
 strings.__metatable = false
@@ -56,9 +56,17 @@ local function handler(err)
   end
   return err
 end
+-- A run's globals start empty: the first read of a name copies it in (a library table as a
+-- fresh copy), so a run pays only for the names it uses.
 local globals = {
-  __index = function(_, name)
-    error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+  __index = function(env, name)
+    local value = pristine[name]
+    if value == nil then
+      error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+    end
+    if libraries[name] then value = copy(value) end
+    rawset(env, name, value)
+    return value
   end,
   __newindex = function(_, name)
     error("Attempt to modify a readonly table: Script attempted to create global variable '" .. tostring(name) .. "'", 2)
@@ -66,11 +74,8 @@ local globals = {
   __metatable = false,
 }
 bridge.run = function(f, keys, argv)
-  local env = copy(pristine)
-  for _, name in ipairs(libraries) do env[name] = copy(pristine[name]) end
+  local env = {KEYS = keys, ARGV = argv}
   env._G = env
-  env.KEYS = keys
-  env.ARGV = argv
   setmetatable(env, globals)
   setfenv(f, env)
   return xpcall(f, handler)
