@@ -21,6 +21,13 @@ impl MemoryEngine {
     }
 }
 
+/// Removes the keys in `[start, end)` of an ordered map, for the engines kept in `BTreeMap`s.
+pub(crate) fn remove_range<V>(map: &mut BTreeMap<Vec<u8>, V>, start: &[u8], end: &[u8]) {
+    let mut from_start = map.split_off(start);
+    let mut from_end = from_start.split_off(end);
+    map.append(&mut from_end);
+}
+
 impl Engine for MemoryEngine {
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
         Ok(self.families.read()[cf.index()].get(key).cloned())
@@ -45,12 +52,7 @@ impl Engine for MemoryEngine {
                     families[cf.index()].remove(&key);
                 }
                 Op::DeleteRange { cf, start, end } => {
-                    let family = &mut families[cf.index()];
-                    let doomed: Vec<Vec<u8>> =
-                        family.range(start..end).map(|(k, _)| k.clone()).collect();
-                    for key in doomed {
-                        family.remove(&key);
-                    }
+                    remove_range(&mut families[cf.index()], &start, &end);
                 }
                 Op::AddCounter { cf, key, delta } => {
                     let slot = families[cf.index()]

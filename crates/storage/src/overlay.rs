@@ -10,6 +10,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
+use crate::memory::remove_range;
 
 pub struct Overlay {
     base: Arc<dyn Engine>,
@@ -89,17 +90,7 @@ impl Engine for Overlay {
                     pending.points[cf.index()].insert(key.clone(), None);
                 }
                 Op::DeleteRange { cf, start, end } => {
-                    let points = &mut pending.points[cf.index()];
-                    let inside: Vec<Vec<u8>> = points
-                        .range::<[u8], _>((
-                            Bound::Included(start.as_slice()),
-                            Bound::Excluded(end.as_slice()),
-                        ))
-                        .map(|(k, _)| k.clone())
-                        .collect();
-                    for key in inside {
-                        points.remove(&key);
-                    }
+                    remove_range(&mut pending.points[cf.index()], start, end);
                     pending.ranges[cf.index()].push((start.clone(), end.clone()));
                 }
                 Op::AddCounter { .. } => {}

@@ -8,6 +8,7 @@
 use bytes::Bytes;
 
 use super::args::is;
+use super::table::key_count;
 use super::{command_keys, CommandSpec, Context};
 use crate::server::pubsub::Kind;
 use crate::server::Services;
@@ -167,14 +168,7 @@ fn events(
         _ => args.iter().skip(2).any(|a| is(a, option)),
     };
     // The LEFT|RIGHT or MIN|MAX after the keys of LMPOP, BLMPOP, ZMPOP and BZMPOP.
-    let after_keys = |count_at: usize| {
-        let count = args
-            .get(count_at)
-            .and_then(|a| std::str::from_utf8(a).ok())
-            .and_then(|a| a.parse::<usize>().ok())
-            .unwrap_or(0);
-        args.get(count_at + 1 + count)
-    };
+    let after_keys = |count_at: usize| args.get(count_at + 1 + key_count(args, count_at));
     let end_event = |arg: Option<&Bytes>, left: &'static str, right: &'static str| {
         if arg.is_some_and(|a| is(a, "left")) {
             left

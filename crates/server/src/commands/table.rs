@@ -342,11 +342,7 @@ pub static COMMANDS: &[CommandSpec] = &[
 /// their keys in an argument, from that count.
 pub fn command_keys<'a>(spec: &CommandSpec, args: &'a [Bytes]) -> Vec<&'a [u8]> {
     let counted = |count_at: usize, others: &[usize]| -> Vec<&'a [u8]> {
-        let count = args
-            .get(count_at)
-            .and_then(|a| std::str::from_utf8(a).ok())
-            .and_then(|a| a.parse::<usize>().ok())
-            .unwrap_or(0);
+        let count = key_count(args, count_at);
         let first = count_at + 1;
         others
             .iter()
@@ -377,6 +373,15 @@ pub fn command_keys<'a>(spec: &CommandSpec, args: &'a [Bytes]) -> Vec<&'a [u8]> 
                 .collect()
         }
     }
+}
+
+/// The number of keys a command states at `args[at]` (`numkeys`); 0 if it is not a count,
+/// which the command itself then refuses.
+pub fn key_count(args: &[Bytes], at: usize) -> usize {
+    args.get(at)
+        .and_then(|a| std::str::from_utf8(a).ok())
+        .and_then(|a| a.parse::<usize>().ok())
+        .unwrap_or(0)
 }
 
 static BY_NAME: LazyLock<HashMap<&'static str, &'static CommandSpec>> =

@@ -8,6 +8,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use shale_protocol::Reply;
 
+use super::args::db_index;
 use super::{command_keys, execute, lookup, publish_committed, Context};
 use crate::error::Error;
 use crate::server::QueuedTransaction;
@@ -108,10 +109,9 @@ fn declared_keys<'a>(ctx: &'a Context<'_>, commands: &'a [Vec<Bytes>]) -> Vec<(u
         if spec.name == "select" {
             if let Some(index) = args
                 .get(1)
-                .and_then(|a| std::str::from_utf8(a).ok())
-                .and_then(|a| a.parse::<u8>().ok())
+                .and_then(|a| db_index(a, ctx.keyspace.databases()).ok())
             {
-                db = index;
+                db = index as u8;
             }
         }
         keys.extend(command_keys(spec, args).into_iter().map(|key| (db, key)));
