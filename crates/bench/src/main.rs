@@ -2,10 +2,11 @@
 //! Tair's Go load tool and the output redis-benchmark users expect.
 //!
 //! Layout: `options` parses the command line, `template` renders each request with fresh
-//! `__RAND__` values, `runner` drives the connections and `reply` finds reply boundaries,
+//! `__RAND__` values and `payload` the `__VALUE__` bytes, `runner` drives the connections and `reply` finds reply boundaries,
 //! `report` prints throughput and latency.
 
 mod options;
+mod payload;
 mod reply;
 mod report;
 mod runner;

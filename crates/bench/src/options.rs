@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::payload::{PayloadKind, ValueSize};
+
 /// How `__RAND__` values are drawn from `[0, r)`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Distribution {
@@ -32,7 +34,8 @@ pub struct Options {
     pub batching: usize,
     /// Plain pipelining depth.
     pub pipeline: usize,
-    pub value_size: usize,
+    pub value_size: ValueSize,
+    pub payload: PayloadKind,
     pub distribution: Distribution,
     pub json: bool,
     /// Suppress the per-second lines.
@@ -54,7 +57,8 @@ impl Default for Options {
             range2: 100_000_000,
             batching: 0,
             pipeline: 1,
-            value_size: 3,
+            value_size: ValueSize { min: 3, max: 3 },
+            payload: PayloadKind::Letters,
             distribution: Distribution::Uniform,
             json: false,
             quiet: false,
@@ -71,12 +75,13 @@ pub const USAGE: &str = "Usage: shale-bench [options]
   -d <seconds>         test duration (default 30)
   -command <cmd>       command template (default \"TR.GETBIT foo-__RAND__ __RAND2__\");
                        __RAND__ / __RAND2__ become random integers below -r / -r2,
-                       __VALUE__ a random payload of --value-size bytes
+                       __VALUE__ a value of --value-size bytes
   -r <n>               range of __RAND__ (default 100000000)
   -r2 <n>              range of __RAND2__ (default 100000000)
   -batching <n>        n commands per MULTI/EXEC round trip
   -P <n>               pipeline n commands per round trip
-  --value-size <n>     bytes of __VALUE__ (default 3)
+  --value-size <n>     bytes of __VALUE__ (default 3), or a range such as 1024-4096
+  --text               __VALUE__ is text-like (words), not random letters
   --dist <kind>        __RAND__ distribution: uniform, sequential, zipfian[:s], gaussian
   --mset <n>           shortcut: MSET of n random keys (key:__RAND__ __VALUE__ ...)
   --mget <n>           shortcut: MGET of n random keys
@@ -113,7 +118,11 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             "-r2" => options.range2 = num(value(i)?, name)?,
             "-batching" => options.batching = num(value(i)?, name)?,
             "-P" => options.pipeline = num(value(i)?, name)?,
-            "--value-size" => options.value_size = num(value(i)?, name)?,
+            "--value-size" => options.value_size = ValueSize::parse(&value(i)?)?,
+            "--text" => {
+                options.payload = PayloadKind::Text;
+                consumed = 1;
+            }
             "--warmup" => options.warmup = Duration::from_secs_f64(num(value(i)?, name)?),
             "--dist" => options.distribution = parse_distribution(&value(i)?)?,
             "--mset" => {
@@ -212,8 +221,13 @@ mod tests {
             "--json",
             "-batching",
             "10",
+            "--value-size",
+            "10-20",
+            "--text",
         ]))
         .unwrap();
+        assert_eq!(o.value_size, ValueSize { min: 10, max: 20 });
+        assert_eq!(o.payload, PayloadKind::Text);
         assert_eq!(o.command, "MGET key:__RAND__ key:__RAND__ key:__RAND__");
         assert_eq!(o.distribution, Distribution::Zipfian(1.2));
         assert_eq!((o.pipeline, o.batching, o.json), (16, 10, true));

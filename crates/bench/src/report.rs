@@ -10,6 +10,8 @@ pub struct Report {
     pub connections: usize,
     pub ops: u64,
     pub errors: u64,
+    /// Bytes of `__VALUE__` payloads sent in measured operations.
+    pub value_bytes: u64,
     pub elapsed: Duration,
     /// Per-operation latency in microseconds.
     pub latency: Histogram<u64>,
@@ -92,11 +94,12 @@ impl Report {
     pub fn json(&self) -> String {
         let per_second: Vec<String> = self.per_second.iter().map(u64::to_string).collect();
         format!(
-            "{{\"command\":{},\"connections\":{},\"ops\":{},\"errors\":{},\"seconds\":{:.3},\"qps\":{:.1},\"latency_ms\":{{\"avg\":{:.4},\"p50\":{:.4},\"p90\":{:.4},\"p99\":{:.4},\"p999\":{:.4},\"max\":{:.4}}},\"per_second\":[{}]}}",
+            "{{\"command\":{},\"connections\":{},\"ops\":{},\"errors\":{},\"value_bytes\":{},\"seconds\":{:.3},\"qps\":{:.1},\"latency_ms\":{{\"avg\":{:.4},\"p50\":{:.4},\"p90\":{:.4},\"p99\":{:.4},\"p999\":{:.4},\"max\":{:.4}}},\"per_second\":[{}]}}",
             json_string(&self.command),
             self.connections,
             self.ops,
             self.errors,
+            self.value_bytes,
             self.elapsed.as_secs_f64(),
             self.qps(),
             self.latency.mean() / 1000.0,
@@ -141,6 +144,7 @@ mod tests {
             connections: 2,
             ops: 1000,
             errors: 1,
+            value_bytes: 5,
             elapsed: Duration::from_secs(2),
             latency,
             per_second: vec![600, 400],
@@ -153,7 +157,7 @@ mod tests {
         let json = report.json();
         assert!(
             json.starts_with(
-                "{\"command\":\"GET \\\"k\\\"\",\"connections\":2,\"ops\":1000,\"errors\":1,"
+                "{\"command\":\"GET \\\"k\\\"\",\"connections\":2,\"ops\":1000,\"errors\":1,\"value_bytes\":5,"
             ),
             "{json}"
         );

@@ -9,6 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::options::Options;
+use crate::payload::Payloads;
 use crate::reply::reply_end;
 use crate::report::Report;
 use crate::template::{Template, ValueSource};
@@ -21,6 +22,7 @@ struct Shared {
     measuring: AtomicBool,
     completed: AtomicU64,
     errors: AtomicU64,
+    value_bytes: AtomicU64,
 }
 
 impl Shared {
@@ -72,6 +74,7 @@ async fn connection(
     template: Arc<Template>,
     shared: Arc<Shared>,
     seed: u64,
+    payloads: Arc<Payloads>,
     sequence: Arc<AtomicU64>,
 ) -> std::io::Result<Histogram<u64>> {
     let mut stream = TcpStream::connect((options.host.as_str(), options.port)).await?;
@@ -84,7 +87,7 @@ async fn connection(
         options.distribution,
         options.range,
         options.range2,
-        options.value_size,
+        payloads,
         sequence,
     );
     let mut latency =
@@ -103,6 +106,7 @@ async fn connection(
             return Ok(latency);
         }
         request.clear();
+        let value_bytes = values.value_bytes;
         let mut expected = ops as usize;
         if options.batching > 0 {
             request.extend_from_slice(b"*1\r\n$5\r\nMULTI\r\n");
@@ -142,6 +146,9 @@ async fn connection(
                 .map_err(std::io::Error::other)?;
             shared.completed.fetch_add(ops, Ordering::Relaxed);
             shared.errors.fetch_add(errors, Ordering::Relaxed);
+            shared
+                .value_bytes
+                .fetch_add(values.value_bytes - value_bytes, Ordering::Relaxed);
         }
     }
 }
@@ -159,8 +166,10 @@ pub async fn run(options: Options, progress: impl Fn(String)) -> Result<Report, 
         measuring: AtomicBool::new(options.warmup.is_zero()),
         completed: AtomicU64::new(0),
         errors: AtomicU64::new(0),
+        value_bytes: AtomicU64::new(0),
     });
     let sequence = Arc::new(AtomicU64::new(0));
+    let payloads = Arc::new(Payloads::new(options.payload, options.value_size, 0x5EED));
     let tasks: Vec<_> = (0..options.connections)
         .map(|i| {
             tokio::spawn(connection(
@@ -168,6 +177,7 @@ pub async fn run(options: Options, progress: impl Fn(String)) -> Result<Report, 
                 template.clone(),
                 shared.clone(),
                 0x5EED + i as u64,
+                payloads.clone(),
                 sequence.clone(),
             ))
         })
@@ -220,6 +230,7 @@ pub async fn run(options: Options, progress: impl Fn(String)) -> Result<Report, 
         connections: options.connections,
         ops,
         errors: shared.errors.load(Ordering::Relaxed),
+        value_bytes: shared.value_bytes.load(Ordering::Relaxed),
         elapsed,
         latency,
         per_second,

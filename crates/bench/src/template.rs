@@ -1,6 +1,6 @@
 //! Command templates: `TR.SETBIT foo-__RAND__ __RAND2__ 1` becomes a RESP request with fresh
 //! random values each time. A placeholder counts only at the end of an argument, as in Tair's
-//! tool; `__VALUE__` (a whole argument) becomes a random payload.
+//! tool; `__VALUE__` (a whole argument) becomes a value from the run's payload pool.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -9,6 +9,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::options::Distribution;
+use crate::payload::Payloads;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Part {
@@ -57,7 +58,9 @@ impl Template {
                 Part::Rand(prefix) => (prefix, Some(values.rand())),
                 Part::Rand2(prefix) => (prefix, Some(values.rand2())),
                 Part::Value => {
-                    bulk(out, &values.payload);
+                    let value = values.payloads.pick(&mut values.rng);
+                    values.value_bytes += value.len() as u64;
+                    bulk(out, value);
                     continue;
                 }
             };
@@ -84,7 +87,9 @@ pub struct ValueSource {
     range2: u64,
     sequence: Arc<AtomicU64>,
     zipf: Option<Zipf>,
-    payload: Vec<u8>,
+    payloads: Arc<Payloads>,
+    /// Bytes of `__VALUE__` rendered so far.
+    pub value_bytes: u64,
 }
 
 impl ValueSource {
@@ -93,13 +98,10 @@ impl ValueSource {
         distribution: Distribution,
         range: u64,
         range2: u64,
-        value_size: usize,
+        payloads: Arc<Payloads>,
         sequence: Arc<AtomicU64>,
     ) -> Self {
-        let mut rng = SmallRng::seed_from_u64(seed);
-        let payload = (0..value_size)
-            .map(|_| rng.random_range(b'a'..=b'z'))
-            .collect();
+        let rng = SmallRng::seed_from_u64(seed);
         let zipf = match distribution {
             Distribution::Zipfian(s) => Some(Zipf::new(range, s)),
             _ => None,
@@ -111,7 +113,8 @@ impl ValueSource {
             range2,
             sequence,
             zipf,
-            payload,
+            payloads,
+            value_bytes: 0,
         }
     }
 
@@ -213,6 +216,7 @@ fn helper2(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::payload::{PayloadKind, ValueSize};
 
     fn source(distribution: Distribution, range: u64, range2: u64) -> ValueSource {
         ValueSource::new(
@@ -220,7 +224,11 @@ mod tests {
             distribution,
             range,
             range2,
-            4,
+            Arc::new(Payloads::new(
+                PayloadKind::Letters,
+                ValueSize { min: 4, max: 4 },
+                1,
+            )),
             Arc::new(AtomicU64::new(0)),
         )
     }
@@ -247,6 +255,7 @@ mod tests {
             value.starts_with("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4\r\n"),
             "{value}"
         );
+        assert_eq!(values.value_bytes, 4);
     }
 
     #[test]

@@ -117,14 +117,42 @@ fn operation_counts_add_up() {
             "16",
             "-r",
             "50",
+            "--value-size",
+            "7",
             "-command",
             "SET key:__RAND__ __VALUE__",
         ],
     );
     assert_eq!(field(&json, "ops"), 500, "{json}");
+    assert_eq!(field(&json, "value_bytes"), 500 * 7, "{json}");
     let size = command(server.port, "DBSIZE");
     let keys: u64 = size.trim_start_matches(':').trim().parse().unwrap();
     assert!((3..=52).contains(&keys), "{size}");
+
+    // A sequential MSET load writes each key of the range exactly once.
+    let json = bench(
+        server.port,
+        &[
+            "-p",
+            "4",
+            "-c",
+            "100",
+            "--mset",
+            "4",
+            "--dist",
+            "sequential",
+            "-r",
+            "400",
+            "--value-size",
+            "10-20",
+            "--text",
+        ],
+    );
+    assert_eq!(field(&json, "ops"), 100, "{json}");
+    let bytes = field(&json, "value_bytes");
+    assert!((4000..=8000).contains(&bytes), "{json}");
+    // key:0..399, plus `counter` and `batched` from above.
+    assert_eq!(command(server.port, "DBSIZE"), ":402\r\n");
 
     let json = bench(
         server.port,
