@@ -1,0 +1,1 @@
+"""The side-by-side benchmark harness behind `bench/compare`."""

@@ -1,0 +1,174 @@
+"""The experiments: each runs one load against every server in turn (alternating, so neither
+always gets the warmer machine) and returns rows of `Result`s keyed by server name."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+from . import setup
+
+
+@dataclass
+class Result:
+    qps: float
+    """Server CPU (user+system) per operation in µs; None for servers not started here."""
+    cpu_us: float = None
+    """Latencies in ms: avg, p50, p90, p99, p999 and max, as far as the tool reports them."""
+    latency: dict = field(default_factory=dict)
+    per_second: list = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Row:
+    name: str
+    detail: str
+    results: dict
+
+
+def _measured(server, run):
+    """Runs `run()` -> (ops, Result) and adds the server's CPU time per operation."""
+    before = server.cpu_seconds()
+    ops, result = run()
+    if before is not None and ops:
+        result.cpu_us = (server.cpu_seconds() - before) * 1e6 / ops
+    return result
+
+
+def _log(row):
+    cells = "  ".join(f"{name} {r.qps:>10,.0f}/s" + (f" {r.cpu_us:6.1f}us" if r.cpu_us is not None else "")
+                      for name, r in row.results.items())
+    print(f"{row.name:28} {row.detail[:40]:40} {cells}", file=sys.stderr, flush=True)
+
+
+def redis_benchmark(servers, test, requests, size=128, pipeline=1, clients=50):
+    def one(server):
+        argv = ["redis-benchmark", "-h", server.host, "-p", str(server.port), "-t", test, "-n", str(requests),
+                "-c", str(clients), "-d", str(size), "-r", "1000000", "-P", str(pipeline), "--csv"]
+
+        def run():
+            out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+            for line in out.splitlines():
+                cells = [c.strip('"') for c in line.split('","')]
+                if len(cells) >= 8 and cells[0].lower().replace(" ", "_").startswith(test):
+                    latency = dict(avg=float(cells[2]), p50=float(cells[4]), p99=float(cells[6]), max=float(cells[7]))
+                    return requests, Result(float(cells[1]), latency=latency)
+            raise RuntimeError(f"redis-benchmark printed no {test} line: {out}")
+
+        return _measured(server, run)
+
+    row = Row(test.upper(), f"-d {size} -P {pipeline}", {s.name: one(s) for s in servers})
+    _log(row)
+    return row
+
+
+def shale_bench_once(server, args):
+    argv = [setup.binary("shale-bench"), "-h", server.host, "-port", str(server.port), "--json", "-q", *args]
+
+    def run():
+        out = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
+        latency = {k: out["latency_ms"][k] for k in ("avg", "p50", "p90", "p99", "p999", "max")}
+        result = Result(out["qps"], latency=latency, per_second=out["per_second"],
+                        extra=dict(ops=out["ops"], errors=out["errors"], value_bytes=out["value_bytes"],
+                                   seconds=out["seconds"]))
+        return out["ops"], result
+
+    return _measured(server, run)
+
+
+def shale_bench(servers, name, args_for):
+    """`args_for(server)` gives shale-bench's arguments, or None when that server has no such
+    command (Redis has no TR.*)."""
+    results = {}
+    for server in servers:
+        args = args_for(server)
+        if args is not None:
+            results[server.name] = shale_bench_once(server, args)
+    detail = " ".join(args_for(servers[0]) or [])
+    row = Row(name, detail, results)
+    _log(row)
+    return row
+
+
+YCSB_LINE = re.compile(r"^\[(\w+)\], ([^,]+), ([0-9.eE+-]+)$")
+
+
+def ycsb(servers, phase, workload, group, records, threads, fields):
+    """One YCSB phase (`load` or `run`) of a core workload for a command group."""
+    def one(server):
+        argv = [setup.YCSB, phase, "-P", os.path.join(setup.ROOT, "bench", "ycsb", "workloads", f"workload{workload}"),
+                "-p", f"redis.host={server.host}", "-p", f"redis.port={server.port}",
+                "-p", f"redis.command_group={group}", "-p", f"recordcount={records}",
+                "-p", f"operationcount={records}", "-threads", str(threads), *fields]
+
+        def run():
+            out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+            stats = {}
+            for line in out.splitlines():
+                m = YCSB_LINE.match(line.strip())
+                if m:
+                    stats[(m.group(1), m.group(2))] = float(m.group(3))
+            failed = {k: v for k, v in stats.items() if k[1].startswith("Return=") and k[1] not in ("Return=OK",)}
+            if failed:
+                raise RuntimeError(f"YCSB {phase} {workload} {group} on {server.name}: {failed}")
+            latency = {}
+            for op in ("INSERT", "READ", "UPDATE"):
+                if (op, "AverageLatency(us)") in stats:
+                    latency[op] = dict(avg=stats[(op, "AverageLatency(us)")] / 1000,
+                                       p99=stats[(op, "99thPercentileLatency(us)")] / 1000)
+            ops = sum(v for (op, k), v in stats.items() if k == "Operations" and op in ("INSERT", "READ", "UPDATE"))
+            return ops, Result(stats[("OVERALL", "Throughput(ops/sec)")], latency=latency)
+
+        return _measured(server, run)
+
+    name = "load" if phase == "load" else f"workload {workload.upper()}"
+    row = Row(f"{group} {name}", f"{records} records", {s.name: one(s) for s in servers})
+    _log(row)
+    return row
+
+
+def restart_time(start, keys):
+    """Loads `keys` keys with redis-cli --pipe, stops the server, starts it again and times
+    until it answers PING. `start()` returns a fresh server on the same data directory."""
+    server = start()
+    proto = bytearray()
+    for i in range(keys):
+        k, v = f"key:{i:08d}".encode(), b"v" * 100
+        proto += b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(k), k, len(v), v)
+    subprocess.run(["redis-cli", "-p", str(server.port), "--pipe"], input=bytes(proto), capture_output=True,
+                   check=True)
+    server.stop()
+    started = time.time()
+    server = start()
+    elapsed = time.time() - started
+    size = int(server.cli("DBSIZE"))
+    server.stop()
+    return elapsed, size
+
+
+@dataclass
+class BigResult:
+    keys: int
+    load: Result
+    mget: Result
+    value_bytes: int
+    disk_bytes: int
+    rss: int
+    peak_rss: int
+
+
+def larger_than_memory(server, keys, read_seconds, connections):
+    """Loads `keys` text-like values of 1-4 KB with MSET of 32 keys, then MGETs 32 random keys
+    from many connections, as in the Todis report."""
+    load = shale_bench_once(server, ["--mset", "32", "--dist", "sequential", "-r", str(keys), "-c", str(keys // 32),
+                                     "-p", "8", "--value-size", "1024-4096", "--text"])
+    print(f"{server.name}: loaded {keys} keys at {load.qps * 32:,.0f} keys/s", file=sys.stderr, flush=True)
+    mget = shale_bench_once(server, ["--mget", "32", "-r", str(keys), "-p", str(connections),
+                                     "-d", str(read_seconds)])
+    print(f"{server.name}: MGET of 32 at {mget.qps:,.0f}/s", file=sys.stderr, flush=True)
+    rss, peak = server.memory() or (0, 0)
+    return BigResult(keys, load, mget, load.extra["value_bytes"], server.disk_bytes() or 0, rss, peak)
