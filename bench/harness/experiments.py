@@ -88,10 +88,21 @@ def shale_bench(servers, name, args_for):
         args = args_for(server)
         if args is not None:
             results[server.name] = shale_bench_once(server, args)
-    detail = " ".join(args_for(servers[0]) or [])
-    row = Row(name, detail, results)
+    row = Row(name, _abbreviated(args_for(servers[0]) or []), results)
     _log(row)
     return row
+
+
+def _abbreviated(args):
+    """The arguments as one line, with a run of one repeated word written `word ×n`."""
+    words = " ".join(args).split(" ")
+    out = []
+    for word in words:
+        if out and out[-1][0] == word:
+            out[-1][1] += 1
+        else:
+            out.append([word, 1])
+    return " ".join(w if n == 1 else f"{w} ×{n}" for w, n in out)
 
 
 YCSB_LINE = re.compile(r"^\[(\w+)\], ([^,]+), ([0-9.eE+-]+)$")
@@ -159,6 +170,8 @@ class BigResult:
     disk_bytes: int
     rss: int
     peak_rss: int
+    """Seconds waited after the load for compactions to finish."""
+    settled: float
 
 
 def larger_than_memory(server, keys, read_seconds, connections):
@@ -167,8 +180,23 @@ def larger_than_memory(server, keys, read_seconds, connections):
     load = shale_bench_once(server, ["--mset", "32", "--dist", "sequential", "-r", str(keys), "-c", str(keys // 32),
                                      "-p", "8", "--value-size", "1024-4096", "--text"])
     print(f"{server.name}: loaded {keys} keys at {load.qps * 32:,.0f} keys/s", file=sys.stderr, flush=True)
+    settled = settle_compactions(server)
     mget = shale_bench_once(server, ["--mget", "32", "-r", str(keys), "-p", str(connections),
                                      "-d", str(read_seconds)])
     print(f"{server.name}: MGET of 32 at {mget.qps:,.0f}/s", file=sys.stderr, flush=True)
     rss, peak = server.memory() or (0, 0)
-    return BigResult(keys, load, mget, load.extra["value_bytes"], server.disk_bytes() or 0, rss, peak)
+    return BigResult(keys, load, mget, load.extra["value_bytes"], server.disk_bytes() or 0, rss, peak, settled)
+
+
+def settle_compactions(server, limit=120):
+    """Waits until a server that reports RocksDB figures in INFO has no compaction running or
+    pending, so the reads that follow measure reads; returns the seconds waited."""
+    started = time.time()
+    while time.time() - started < limit:
+        info = dict(line.split(":", 1) for line in server.cli("INFO", "rocksdb").splitlines() if ":" in line)
+        busy = sum(int(info.get(k, 0)) for k in ("num_running_compactions", "estimate_pending_compaction_bytes",
+                                                 "num_running_flushes"))
+        if not busy:
+            break
+        time.sleep(1)
+    return time.time() - started

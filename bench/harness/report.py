@@ -40,7 +40,7 @@ def table(rows, servers, label="command"):
 def big_table(results):
     """Lines for the larger-than-memory experiment: {server: BigResult}."""
     head = ["server", "keys", "value bytes written", "bytes on disk", "disk/written", "load keys/s",
-            "MGET(32)/s", "keys read/s", "MGET p99 ms", "RSS after", "peak RSS"]
+            "compaction wait", "MGET(32)/s", "keys read/s", "MGET p99 ms", "RSS after", "peak RSS"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, r in results.items():
         gib = 2 ** 30
@@ -50,5 +50,5 @@ def big_table(results):
         peak = f"{r.peak_rss / 2**20:,.0f} MiB" if r.peak_rss else "—"
         lines.append("| " + " | ".join([
             name, _ops(r.keys), f"{r.value_bytes / gib:.2f} GiB", disk, ratio, _ops(r.load.qps * 32),
-            _ops(r.mget.qps), _ops(r.mget.qps * 32), f"{r.mget.latency['p99']:.2f}", rss, peak]) + " |")
+            f"{r.settled:.0f} s", _ops(r.mget.qps), _ops(r.mget.qps * 32), f"{r.mget.latency['p99']:.2f}", rss, peak]) + " |")
     return lines

@@ -37,7 +37,10 @@ impl Default for RocksConfig {
             max_write_buffer_number: 4,
             memtable_budget: 256 << 20,
             max_background_jobs: 4,
-            block_size: 16 << 10,
+            // A point read of a key not in the block cache decompresses one whole block: with
+            // a data set 16x the cache, 4 KB blocks (RocksDB's default) served MGET 1.2x faster
+            // than 16 KB ones, for 14% more disk (bench/compare's larger-than-memory experiment).
+            block_size: 4 << 10,
             bloom_bits_per_key: 10.0,
             max_open_files: 4096,
             statistics: true,
