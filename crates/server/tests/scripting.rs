@@ -220,6 +220,44 @@ fn a_two_second_script_on_one_key_does_not_stop_other_keys() {
 }
 
 #[test]
+fn writers_waiting_for_a_scripts_key_do_not_stall_the_server() {
+    // Two worker threads and more waiting writers than threads: were a waiting writer to keep
+    // its thread, nothing else could be served until the script ends.
+    let server = TestServer::start_with(&["--threads", "2"]);
+    let mut script_con = server.client();
+    let mut other = server.client();
+    let sent = Instant::now();
+    let runner = thread::spawn(move || {
+        run::<String>(&mut script_con, &["EVAL", &slow_script(2000), "1", "a"])
+    });
+    thread::sleep(Duration::from_millis(200));
+    let writers: Vec<_> = (0..4)
+        .map(|i| {
+            let mut con = server.client();
+            thread::spawn(move || run::<()>(&mut con, &["SET", "a", &format!("writer {i}")]))
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(300));
+    // The script commits after running 2 s by the server's clock, so a reply that arrives
+    // before `sent + 2 s` was served while the writers waited.
+    assert_eq!(run::<String>(&mut other, &["PING"]), "PONG");
+    run::<()>(&mut other, &["SET", "b", "1"]);
+    assert!(
+        sent.elapsed() < Duration::from_millis(1900),
+        "served while writers waited for the script's key"
+    );
+    assert_eq!(runner.join().unwrap(), "done");
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let a: String = run(&mut other, &["GET", "a"]);
+    assert!(
+        a.starts_with("writer "),
+        "the waiting writers ran after the script: {a}"
+    );
+}
+
+#[test]
 fn script_kill_stops_a_script_and_drops_its_writes() {
     let server = TestServer::start();
     let mut con = server.client();

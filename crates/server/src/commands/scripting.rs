@@ -13,7 +13,7 @@ use super::notify::Event;
 use super::{execute, help_reply, lookup, publish_committed, Context, Flags};
 use crate::error::Error;
 use crate::scripting::{sha1_hex, Invocation};
-use crate::types::Transaction;
+use crate::types::{off_worker, Transaction};
 
 pub fn eval(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     run(ctx, args, false, false)
@@ -65,11 +65,9 @@ fn run(
     // A script that may run long (it did last time, or it never ran) first hands the other
     // connections of its worker thread to another thread, or they would wait for it. That
     // costs about 100 µs, so scripts known to be short run in place.
-    let in_multi_thread_runtime = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
     let started = Instant::now();
-    let reply = if in_multi_thread_runtime && !scripts.is_fast(&sha) {
-        tokio::task::block_in_place(|| run_in_transaction(ctx, &invocation, read_only))
+    let reply = if !scripts.is_fast(&sha) {
+        off_worker(|| run_in_transaction(ctx, &invocation, read_only))
     } else {
         run_in_transaction(ctx, &invocation, read_only)
     };

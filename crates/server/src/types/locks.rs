@@ -6,8 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::{ArcMutexGuard, Mutex, MutexGuard, RawMutex};
+use tokio::runtime::{Handle, RuntimeFlavor};
 
 pub const STRIPES: usize = 4096;
+
+/// How long a runtime worker thread waits for a stripe before it hands its other connections
+/// to another thread. Waits behind an ordinary command (a hot key) end well within this; a
+/// script or EXEC can hold a key for seconds, and every connection sharing the waiting thread
+/// would stall with it.
+const WAIT_IN_PLACE: Duration = Duration::from_micros(500);
 
 pub struct LockTable {
     /// In `Arc`s so that a transaction can hold stripes without borrowing the table.
@@ -75,19 +82,43 @@ impl LockTable {
         KeyGuard {
             _guards: indexes
                 .into_iter()
-                .map(|i| self.stripes[i].lock())
+                .map(|i| {
+                    let stripe = &self.stripes[i];
+                    stripe
+                        .try_lock_for(WAIT_IN_PLACE)
+                        .unwrap_or_else(|| off_worker(|| stripe.lock()))
+                })
                 .collect(),
         }
     }
 
     /// Locks one stripe for a transaction, waiting without limit (callers go in index order).
     pub fn hold(&self, index: usize) -> StripeGuard {
-        self.stripes[index].lock_arc()
+        let stripe = &self.stripes[index];
+        stripe
+            .try_lock_arc_for(WAIT_IN_PLACE)
+            .unwrap_or_else(|| off_worker(|| stripe.lock_arc()))
     }
 
     /// Locks one stripe for a transaction that may already hold higher ones: waits at most
     /// `timeout`, so that two transactions locking in opposite orders cannot deadlock.
     pub fn try_hold(&self, index: usize, timeout: Duration) -> Option<StripeGuard> {
-        self.stripes[index].try_lock_arc_for(timeout)
+        let stripe = &self.stripes[index];
+        stripe
+            .try_lock_arc_for(WAIT_IN_PLACE.min(timeout))
+            .or_else(|| off_worker(|| stripe.try_lock_arc_for(timeout)))
+    }
+}
+
+/// Runs a wait that may be long without stalling the other tasks of the calling runtime
+/// worker: they move to another thread first (about 100 µs). Outside a multi-threaded runtime
+/// (tests, the cron thread) it simply waits.
+pub fn off_worker<T>(wait: impl FnOnce() -> T) -> T {
+    let on_worker =
+        Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if on_worker {
+        tokio::task::block_in_place(wait)
+    } else {
+        wait()
     }
 }

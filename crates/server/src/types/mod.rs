@@ -37,7 +37,7 @@ use shale_storage::{Cf, Engine, ScanDirection, WriteBatch};
 
 pub use cursor::CursorTable;
 pub use keys::{ExpireCondition, KeyRange, ScanPage};
-pub use locks::{KeyGuard, LockTable};
+pub use locks::{off_worker, KeyGuard, LockTable};
 pub use ready::ReadyKeys;
 pub use transaction::Transaction;
 pub use version::VersionGenerator;
