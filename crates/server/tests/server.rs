@@ -212,6 +212,7 @@ fn info_sections() {
     assert!(info.contains("keyspace_misses:1\r\n"), "{info}");
     assert!(info.contains("db0:keys=1,expires=0"));
     assert!(info.contains("block_cache_capacity:"));
+    assert!(info.contains("mem_allocator:jemalloc-5.3.0\r\n"), "{info}");
     assert!(!info.contains("# Commandstats"));
     let stats: String = run(&mut con, &["INFO", "commandstats"]);
     assert!(stats.contains("cmdstat_get:calls=2,"), "{stats}");

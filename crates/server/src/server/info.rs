@@ -167,7 +167,7 @@ fn memory(services: &Services, keyspace: &Keyspace, out: &mut String) {
     line(out, "used_memory_rss", rss);
     line(out, "used_memory_rss_human", human(rss));
     line(out, "maxmemory", 0);
-    line(out, "mem_allocator", "libc");
+    line(out, "mem_allocator", crate::MEM_ALLOCATOR);
     line(out, "block_cache_used", engine.block_cache_usage);
     line(out, "block_cache_capacity", engine.block_cache_capacity);
     line(out, "memtables_used", engine.memtable_usage);
