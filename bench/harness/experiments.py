@@ -30,6 +30,22 @@ class Row:
     results: dict
 
 
+_rows_run = 0
+
+
+def _in_turn(servers):
+    """The servers in the order the next row runs them: reversed on every other row, so that
+    neither always runs first (on a cooler machine, or right after the other's load)."""
+    global _rows_run
+    _rows_run += 1
+    return list(servers) if _rows_run % 2 else list(reversed(servers))
+
+
+def _ordered(results, servers):
+    """Results keyed by server, in the servers' order whatever order they ran in."""
+    return {s.name: results[s.name] for s in servers if s.name in results}
+
+
 def _measured(server, run):
     """Runs `run()` -> (ops, Result) and adds the server's CPU time per operation."""
     before = server.cpu_seconds()
@@ -61,7 +77,8 @@ def redis_benchmark(servers, test, requests, size=128, pipeline=1, clients=50):
 
         return _measured(server, run)
 
-    row = Row(test.upper(), f"-d {size} -P {pipeline}", {s.name: one(s) for s in servers})
+    results = {s.name: one(s) for s in _in_turn(servers)}
+    row = Row(test.upper(), f"-n {requests} -d {size} -P {pipeline}", _ordered(results, servers))
     _log(row)
     return row
 
@@ -84,11 +101,11 @@ def shale_bench(servers, name, args_for):
     """`args_for(server)` gives shale-bench's arguments, or None when that server has no such
     command (Redis has no TR.*)."""
     results = {}
-    for server in servers:
+    for server in _in_turn(servers):
         args = args_for(server)
         if args is not None:
             results[server.name] = shale_bench_once(server, args)
-    row = Row(name, _abbreviated(args_for(servers[0]) or []), results)
+    row = Row(name, _abbreviated(args_for(servers[0]) or []), _ordered(results, servers))
     _log(row)
     return row
 
@@ -137,7 +154,8 @@ def ycsb(servers, phase, workload, group, records, threads, fields):
         return _measured(server, run)
 
     name = "load" if phase == "load" else f"workload {workload.upper()}"
-    row = Row(f"{group} {name}", f"{records} records", {s.name: one(s) for s in servers})
+    results = {s.name: one(s) for s in _in_turn(servers)}
+    row = Row(f"{group} {name}", f"{records} records", _ordered(results, servers))
     _log(row)
     return row
 
@@ -145,19 +163,23 @@ def ycsb(servers, phase, workload, group, records, threads, fields):
 def restart_time(start, keys):
     """Loads `keys` keys with redis-cli --pipe, stops the server, starts it again and times
     until it answers PING. `start()` returns a fresh server on the same data directory."""
-    server = start()
     proto = bytearray()
     for i in range(keys):
         k, v = f"key:{i:08d}".encode(), b"v" * 100
         proto += b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(k), k, len(v), v)
-    subprocess.run(["redis-cli", "-p", str(server.port), "--pipe"], input=bytes(proto), capture_output=True,
-                   check=True)
-    server.stop()
+    server = start()
+    try:
+        subprocess.run(["redis-cli", "-p", str(server.port), "--pipe"], input=bytes(proto), capture_output=True,
+                       check=True)
+    finally:
+        server.stop()
     started = time.time()
     server = start()
-    elapsed = time.time() - started
-    size = int(server.cli("DBSIZE"))
-    server.stop()
+    try:
+        elapsed = time.time() - started
+        size = int(server.cli("DBSIZE"))
+    finally:
+        server.stop()
     return elapsed, size
 
 

@@ -44,12 +44,13 @@ class Server:
         raise RuntimeError(f"{self.name} on {self.host}:{self.port} did not answer PING")
 
     def cpu_seconds(self):
-        """User+system CPU time of a server started here; None for targets."""
+        """User+system CPU time of a server started here, with that of its finished children
+        (Redis's AOF rewrites); None for targets."""
         if self.proc is None:
             return None
         with open(f"/proc/{self.proc.pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+        return sum(int(v) for v in fields[11:15]) / CLK_TCK
 
     def memory(self):
         """(resident bytes, peak resident bytes) of a server started here; None for targets."""
@@ -87,14 +88,23 @@ class Server:
             self.proc.wait()
 
 
+def _start(name, argv, port, data_dir):
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = Server(name, "127.0.0.1", port, proc, data_dir)
+    try:
+        server.wait_ready()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return server
+
+
 def start_shale(binary, data_dir, extra=()):
     os.makedirs(data_dir, exist_ok=True)
     port = free_port()
     argv = [binary, "--port", str(port), "--dir", data_dir, "--loglevel", "warning", *extra]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    server = Server("Shale", "127.0.0.1", port, proc, data_dir)
-    server.wait_ready()
-    return server
+    return _start("Shale", argv, port, data_dir)
 
 
 def start_redis(data_dir):
@@ -102,10 +112,7 @@ def start_redis(data_dir):
     port = free_port()
     argv = ["redis-server", "--port", str(port), "--dir", data_dir, "--appendonly", "yes",
             "--appendfsync", "everysec", "--save", "", "--daemonize", "no"]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    server = Server("Redis", "127.0.0.1", port, proc, data_dir)
-    server.wait_ready()
-    return server
+    return _start("Redis", argv, port, data_dir)
 
 
 def target(spec):

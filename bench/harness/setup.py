@@ -22,6 +22,13 @@ def install_redis():
     subprocess.run(["apt-get", "install", "-y", "-qq", "redis-server", "redis-tools"], check=True)
 
 
+def install_java():
+    if shutil.which("mvn") and shutil.which("java"):
+        return
+    subprocess.run(["apt-get", "update", "-qq"], check=True)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "maven", "default-jdk-headless"], check=True)
+
+
 def build():
     subprocess.run(["cargo", "build", "--release", "--bin", "shale-server", "--bin", "shale-bench"], cwd=ROOT,
                    check=True, env=dict(os.environ, CARGO_TARGET_DIR=TARGET))

@@ -38,6 +38,9 @@ impl ValueSize {
         if min > max {
             return Err(bad());
         }
+        if max > MAX_VALUE_SIZE {
+            return Err(format!("value size {max} is over {MAX_VALUE_SIZE} bytes"));
+        }
         Ok(ValueSize { min, max })
     }
 }
@@ -47,13 +50,17 @@ pub struct Payloads {
     size: ValueSize,
 }
 
+/// Redis's largest bulk string.
+const MAX_VALUE_SIZE: usize = 512 << 20;
+
 /// Distinct words in a text pool; the most frequent ones are short, as in real text.
 const VOCABULARY: u64 = 8192;
 
 impl Payloads {
     pub fn new(kind: PayloadKind, size: ValueSize, seed: u64) -> Payloads {
         let mut rng = SmallRng::seed_from_u64(seed);
-        let len = (size.max * 8).max(1 << 20);
+        // Room for values of every length to start at many places.
+        let len = size.max + (1 << 20);
         let pool = match kind {
             PayloadKind::Letters => (0..len).map(|_| rng.random_range(b'a'..=b'z')).collect(),
             PayloadKind::Text => text(&mut rng, len),
@@ -120,6 +127,7 @@ mod tests {
         );
         assert!(ValueSize::parse("4096-1024").is_err());
         assert!(ValueSize::parse("x").is_err());
+        assert!(ValueSize::parse("1-1000000000").is_err());
     }
 
     #[test]

@@ -20,13 +20,8 @@
 //!
 //! Errors travel as [`error::Error`] and become wire replies in exactly one place.
 
-/// jemalloc for Rust and, unprefixed, for RocksDB's C++ as well: under glibc's malloc,
-/// allocation was 5-8% of server CPU, and jemalloc cut CPU per MGET of 32 keys by 9% and per
-/// SET by 7%. Here rather than in `main.rs` so that INFO can name it.
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
-/// The allocator as INFO's `mem_allocator` names it, in Redis's format.
+/// The allocator `shale-server` installs (see `main.rs`), as INFO's `mem_allocator` names it:
+/// the jemalloc that `tikv-jemalloc-sys` bundles.
 pub const MEM_ALLOCATOR: &str = "jemalloc-5.3.0";
 
 pub mod commands;

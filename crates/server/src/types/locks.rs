@@ -104,15 +104,17 @@ impl LockTable {
     /// `timeout`, so that two transactions locking in opposite orders cannot deadlock.
     pub fn try_hold(&self, index: usize, timeout: Duration) -> Option<StripeGuard> {
         let stripe = &self.stripes[index];
+        let in_place = WAIT_IN_PLACE.min(timeout);
         stripe
-            .try_lock_arc_for(WAIT_IN_PLACE.min(timeout))
-            .or_else(|| off_worker(|| stripe.try_lock_arc_for(timeout)))
+            .try_lock_arc_for(in_place)
+            .or_else(|| off_worker(|| stripe.try_lock_arc_for(timeout - in_place)))
     }
 }
 
 /// Runs a wait that may be long without stalling the other tasks of the calling runtime
-/// worker: they move to another thread first (about 100 µs). Outside a multi-threaded runtime
-/// (tests, the cron thread) it simply waits.
+/// worker: they move to another thread first (about 100 µs), one taken from the runtime's
+/// blocking pool, which `main` sizes for every client to wait at once. Outside a
+/// multi-threaded runtime (tests, the cron thread) it simply waits.
 pub fn off_worker<T>(wait: impl FnOnce() -> T) -> T {
     let on_worker =
         Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);

@@ -23,12 +23,14 @@ import site.ycsb.StringByteIterator;
  * type chosen by {@code redis.command_group}, as in Tair's persistent-memory benchmark:
  *
  * <ul>
- *   <li>{@code string}: SET/GET. A one-field record is the bare value; a record of several fields
- *       is one string of length-prefixed fields, so updating a field reads and rewrites it.
+ *   <li>{@code string}: SET/GET. With {@code fieldcount=1} a record is the bare value; a record of
+ *       several fields is one string of length-prefixed fields, so updating a field reads and
+ *       rewrites it under WATCH.
  *   <li>{@code hash} (default): HSET/HGETALL/HMGET, like YCSB's own Redis binding.
  *   <li>{@code list}: RPUSH of the values in field order; LRANGE/LINDEX; LSET per updated field.
- *   <li>{@code set}: SADD of {@code field=value} members; SMEMBERS; an update reads the members,
- *       then removes the old member of each updated field and adds the new one in one MULTI.
+ *   <li>{@code set}: SADD of {@code field=value} members; SMEMBERS; an update reads the members
+ *       under WATCH, then removes the old member of each updated field and adds the new one in one
+ *       MULTI.
  *   <li>{@code zset}: ZADD of {@code field=value} members scored by field number; ZRANGE; an update
  *       is ZREMRANGEBYSCORE and ZADD of that field's score in one MULTI.
  * </ul>
@@ -41,11 +43,14 @@ import site.ycsb.StringByteIterator;
  */
 public class CommandGroupClient extends DB {
   static final String INDEX_KEY = "_indices";
+  /** Attempts of a WATCH-guarded read-modify-write before the update reports an error. */
+  static final int WATCH_ATTEMPTS = 32;
 
   private Jedis jedis;
   private CommandGroup group;
   private boolean indexed;
   private String fieldPrefix;
+  private boolean singleField;
 
   enum CommandGroup { STRING, HASH, LIST, SET, ZSET }
 
@@ -64,6 +69,7 @@ public class CommandGroupClient extends DB {
     double scans = Double.parseDouble(props.getProperty("scanproportion", "0"));
     indexed = Boolean.parseBoolean(props.getProperty("redis.index", Boolean.toString(scans > 0)));
     fieldPrefix = props.getProperty("fieldnameprefix", "field");
+    singleField = Long.parseLong(props.getProperty("fieldcount", "10")) == 1;
     try {
       jedis = new Jedis(host, port, timeout);
       String password = props.getProperty("redis.password");
@@ -121,8 +127,7 @@ public class CommandGroupClient extends DB {
   @Override
   public Status update(String table, String key, Map<String, ByteIterator> values) {
     try {
-      writeRecord(key, StringByteIterator.getStringMap(values), false);
-      return Status.OK;
+      return writeRecord(key, StringByteIterator.getStringMap(values), false) ? Status.OK : Status.ERROR;
     } catch (JedisException e) {
       return Status.ERROR;
     }
@@ -204,48 +209,70 @@ public class CommandGroupClient extends DB {
     return record;
   }
 
-  /** Writes the given fields; {@code fresh} when the record is new (insert), not an update. */
-  private void writeRecord(String key, Map<String, String> values, boolean fresh) {
+  /**
+   * Writes the given fields; {@code fresh} when the record is new (insert), not an update.
+   * Returns false when a read-modify-write kept losing its WATCH to concurrent updates.
+   */
+  private boolean writeRecord(String key, Map<String, String> values, boolean fresh) {
     switch (group) {
     case STRING:
-      if (!fresh && !isSingleField(values)) {
+      if (fresh || singleField) {
+        jedis.set(key, encodeString(values));
+        return true;
+      }
+      for (int attempt = 0; attempt < WATCH_ATTEMPTS; attempt++) {
+        jedis.watch(key);
         Map<String, String> record = decodeString(jedis.get(key));
         record.putAll(values);
-        values = record;
+        Transaction txn = jedis.multi();
+        txn.set(key, encodeString(record));
+        if (txn.exec() != null) {
+          return true;
+        }
       }
-      jedis.set(key, encodeString(values));
-      break;
+      return false;
     case HASH:
       jedis.hset(key, values);
-      break;
+      return true;
     case LIST:
       if (fresh) {
         jedis.del(key);
         jedis.rpush(key, inFieldOrder(values));
-      } else {
-        Pipeline pipeline = jedis.pipelined();
-        for (Map.Entry<String, String> field : values.entrySet()) {
-          pipeline.lset(key, fieldNumber(field.getKey()), field.getValue());
-        }
-        pipeline.sync();
+        return true;
       }
-      break;
+      Pipeline pipeline = jedis.pipelined();
+      for (Map.Entry<String, String> field : values.entrySet()) {
+        pipeline.lset(key, fieldNumber(field.getKey()), field.getValue());
+      }
+      for (Object reply : pipeline.syncAndReturnAll()) {
+        if (reply instanceof JedisException) {
+          throw (JedisException) reply;
+        }
+      }
+      return true;
     case SET:
-      List<String> stale = new ArrayList<>();
-      if (!fresh) {
+      if (fresh) {
+        jedis.sadd(key, members(values));
+        return true;
+      }
+      for (int attempt = 0; attempt < WATCH_ATTEMPTS; attempt++) {
+        jedis.watch(key);
+        List<String> stale = new ArrayList<>();
         for (String member : jedis.smembers(key)) {
           if (values.containsKey(fieldOf(member))) {
             stale.add(member);
           }
         }
+        Transaction txn = jedis.multi();
+        if (!stale.isEmpty()) {
+          txn.srem(key, stale.toArray(new String[0]));
+        }
+        txn.sadd(key, members(values));
+        if (txn.exec() != null) {
+          return true;
+        }
       }
-      Transaction setTxn = jedis.multi();
-      if (!stale.isEmpty()) {
-        setTxn.srem(key, stale.toArray(new String[0]));
-      }
-      setTxn.sadd(key, members(values));
-      setTxn.exec();
-      break;
+      return false;
     default:
       Transaction zsetTxn = jedis.multi();
       for (Map.Entry<String, String> field : values.entrySet()) {
@@ -256,17 +283,13 @@ public class CommandGroupClient extends DB {
         zsetTxn.zadd(key, score, field.getKey() + "=" + field.getValue());
       }
       zsetTxn.exec();
-      break;
+      return true;
     }
   }
 
-  private boolean isSingleField(Map<String, String> values) {
-    return values.size() == 1 && values.containsKey(fieldPrefix + "0");
-  }
-
-  /** One field named {@code <prefix>0} is stored bare; anything else as length-prefixed pairs. */
+  /** With one field per record the value is stored bare; otherwise as length-prefixed pairs. */
   private String encodeString(Map<String, String> values) {
-    if (isSingleField(values)) {
+    if (singleField) {
       return values.values().iterator().next();
     }
     StringBuilder out = new StringBuilder("\u0000");
