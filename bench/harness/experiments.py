@@ -15,12 +15,13 @@ from . import setup
 @dataclass
 class Result:
     qps: float
-    """Server CPU (user+system) per operation in µs; None for servers not started here."""
+    # Server CPU (user+system) per operation in µs; None for servers not started here.
     cpu_us: float = None
-    """Latencies in ms: avg, p50, p90, p99, p999 and max, as far as the tool reports them."""
+    # Latencies in ms: avg, p50, p90, p99, p999 and max, as far as the tool reports them.
     latency: dict = field(default_factory=dict)
     per_second: list = field(default_factory=list)
-    extra: dict = field(default_factory=dict)
+    # Bytes of values sent (shale-bench's `__VALUE__`).
+    value_bytes: int = 0
 
 
 @dataclass
@@ -33,17 +34,17 @@ class Row:
 _rows_run = 0
 
 
-def _in_turn(servers):
-    """The servers in the order the next row runs them: reversed on every other row, so that
-    neither always runs first (on a cooler machine, or right after the other's load)."""
+def _row(name, detail, servers, one):
+    """Runs `one(server)` on every server, in reversed order on every other row so that neither
+    always runs first (on a cooler machine, or right after the other's load). A server for which
+    `one` returns None (it has no such command) is left out of the row."""
     global _rows_run
     _rows_run += 1
-    return list(servers) if _rows_run % 2 else list(reversed(servers))
-
-
-def _ordered(results, servers):
-    """Results keyed by server, in the servers' order whatever order they ran in."""
-    return {s.name: results[s.name] for s in servers if s.name in results}
+    in_turn = servers if _rows_run % 2 else list(reversed(servers))
+    ran = {s.name: one(s) for s in in_turn}
+    row = Row(name, detail, {s.name: ran[s.name] for s in servers if ran[s.name] is not None})
+    _log(row)
+    return row
 
 
 def _measured(server, run):
@@ -77,10 +78,7 @@ def redis_benchmark(servers, test, requests, size=128, pipeline=1, clients=50):
 
         return _measured(server, run)
 
-    results = {s.name: one(s) for s in _in_turn(servers)}
-    row = Row(test.upper(), f"-n {requests} -d {size} -P {pipeline}", _ordered(results, servers))
-    _log(row)
-    return row
+    return _row(test.upper(), f"-n {requests} -d {size} -P {pipeline}", servers, one)
 
 
 def shale_bench_once(server, args):
@@ -89,9 +87,7 @@ def shale_bench_once(server, args):
     def run():
         out = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
         latency = {k: out["latency_ms"][k] for k in ("avg", "p50", "p90", "p99", "p999", "max")}
-        result = Result(out["qps"], latency=latency, per_second=out["per_second"],
-                        extra=dict(ops=out["ops"], errors=out["errors"], value_bytes=out["value_bytes"],
-                                   seconds=out["seconds"]))
+        result = Result(out["qps"], latency=latency, per_second=out["per_second"], value_bytes=out["value_bytes"])
         return out["ops"], result
 
     return _measured(server, run)
@@ -100,14 +96,11 @@ def shale_bench_once(server, args):
 def shale_bench(servers, name, args_for):
     """`args_for(server)` gives shale-bench's arguments, or None when that server has no such
     command (Redis has no TR.*)."""
-    results = {}
-    for server in _in_turn(servers):
+    def one(server):
         args = args_for(server)
-        if args is not None:
-            results[server.name] = shale_bench_once(server, args)
-    row = Row(name, _abbreviated(args_for(servers[0]) or []), _ordered(results, servers))
-    _log(row)
-    return row
+        return None if args is None else shale_bench_once(server, args)
+
+    return _row(name, _abbreviated(args_for(servers[0]) or []), servers, one)
 
 
 def _abbreviated(args):
@@ -140,7 +133,7 @@ def ycsb(servers, phase, workload, group, records, threads, fields):
                 m = YCSB_LINE.match(line.strip())
                 if m:
                     stats[(m.group(1), m.group(2))] = float(m.group(3))
-            failed = {k: v for k, v in stats.items() if k[1].startswith("Return=") and k[1] not in ("Return=OK",)}
+            failed = {k: v for k, v in stats.items() if k[1].startswith("Return=") and k[1] != "Return=OK"}
             if failed:
                 raise RuntimeError(f"YCSB {phase} {workload} {group} on {server.name}: {failed}")
             latency = {}
@@ -154,10 +147,7 @@ def ycsb(servers, phase, workload, group, records, threads, fields):
         return _measured(server, run)
 
     name = "load" if phase == "load" else f"workload {workload.upper()}"
-    results = {s.name: one(s) for s in _in_turn(servers)}
-    row = Row(f"{group} {name}", f"{records} records", _ordered(results, servers))
-    _log(row)
-    return row
+    return _row(f"{group} {name}", f"{records} records", servers, one)
 
 
 def restart_time(start, keys):
@@ -188,11 +178,10 @@ class BigResult:
     keys: int
     load: Result
     mget: Result
-    value_bytes: int
     disk_bytes: int
     rss: int
     peak_rss: int
-    """Seconds waited after the load for compactions to finish."""
+    # Seconds waited after the load for compactions to finish.
     settled: float
 
 
@@ -207,7 +196,7 @@ def larger_than_memory(server, keys, read_seconds, connections):
                                      "-d", str(read_seconds)])
     print(f"{server.name}: MGET of 32 at {mget.qps:,.0f}/s", file=sys.stderr, flush=True)
     rss, peak = server.memory() or (0, 0)
-    return BigResult(keys, load, mget, load.extra["value_bytes"], server.disk_bytes() or 0, rss, peak, settled)
+    return BigResult(keys, load, mget, server.disk_bytes() or 0, rss, peak, settled)
 
 
 def settle_compactions(server, limit=120):

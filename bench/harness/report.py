@@ -45,10 +45,11 @@ def big_table(results):
     for name, r in results.items():
         gib = 2 ** 30
         disk = f"{r.disk_bytes / gib:.2f} GiB" if r.disk_bytes else "—"
-        ratio = f"{r.disk_bytes / r.value_bytes:.2f}" if r.disk_bytes and r.value_bytes else "—"
+        written = r.load.value_bytes
+        ratio = f"{r.disk_bytes / written:.2f}" if r.disk_bytes and written else "—"
         rss = f"{r.rss / 2**20:,.0f} MiB" if r.rss else "—"
         peak = f"{r.peak_rss / 2**20:,.0f} MiB" if r.peak_rss else "—"
         lines.append("| " + " | ".join([
-            name, _ops(r.keys), f"{r.value_bytes / gib:.2f} GiB", disk, ratio, _ops(r.load.qps * 32),
+            name, _ops(r.keys), f"{written / gib:.2f} GiB", disk, ratio, _ops(r.load.qps * 32),
             f"{r.settled:.0f} s", _ops(r.mget.qps), _ops(r.mget.qps * 32), f"{r.mget.latency['p99']:.2f}", rss, peak]) + " |")
     return lines

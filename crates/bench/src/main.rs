@@ -2,8 +2,8 @@
 //! Tair's Go load tool and the output redis-benchmark users expect.
 //!
 //! Layout: `options` parses the command line, `template` renders each request with fresh
-//! `__RAND__` values and `payload` the `__VALUE__` bytes, `runner` drives the connections and `reply` finds reply boundaries,
-//! `report` prints throughput and latency.
+//! `__RAND__` values and `payload` supplies the `__VALUE__` bytes, `runner` drives the
+//! connections and `reply` finds reply boundaries, `report` prints throughput and latency.
 
 mod options;
 mod payload;

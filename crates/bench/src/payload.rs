@@ -8,6 +8,12 @@ use rand::{Rng, SeedableRng};
 
 use crate::template::Zipf;
 
+/// Redis's largest bulk string.
+const MAX_VALUE_SIZE: usize = 512 << 20;
+
+/// Distinct words in a text pool; the most frequent ones are short, as in real text.
+const VOCABULARY: u64 = 8192;
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum PayloadKind {
     Letters,
@@ -49,12 +55,6 @@ pub struct Payloads {
     pool: Vec<u8>,
     size: ValueSize,
 }
-
-/// Redis's largest bulk string.
-const MAX_VALUE_SIZE: usize = 512 << 20;
-
-/// Distinct words in a text pool; the most frequent ones are short, as in real text.
-const VOCABULARY: u64 = 8192;
 
 impl Payloads {
     pub fn new(kind: PayloadKind, size: ValueSize, seed: u64) -> Payloads {
