@@ -145,7 +145,9 @@ pub trait Engine: Send + Sync + 'static {
 
     fn multi_get(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StorageError>;
 
-    /// Applies the batch atomically; it is in the WAL (not necessarily synced) on return.
+    /// Applies the batch atomically. On return it is visible to reads and its WAL record is
+    /// buffered in the process: [`Engine::flush_wal`] hands it to the OS, [`Engine::sync_wal`]
+    /// to the disk.
     fn write(&self, batch: WriteBatch) -> Result<(), StorageError>;
 
     /// Visits the keys in `[lower, upper)` in the given direction.
@@ -158,7 +160,11 @@ pub trait Engine: Send + Sync + 'static {
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StorageError>;
 
-    /// Makes every write acknowledged so far durable on disk.
+    /// Hands every buffered WAL record to the OS, so that a crash of the process alone can no
+    /// longer lose those writes.
+    fn flush_wal(&self) -> Result<(), StorageError>;
+
+    /// Makes every write so far durable on disk.
     fn sync_wal(&self) -> Result<(), StorageError>;
 
     /// Writes the memtables to disk, so the next start has no WAL to replay.

@@ -1,5 +1,5 @@
 //! An in-memory engine with the same semantics as [`crate::RocksEngine`], for fast tests of
-//! type logic. It keeps no WAL; `sync_wal` and `compact_range` do nothing.
+//! type logic. It keeps no WAL; `flush_wal`, `sync_wal` and `compact_range` do nothing.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -98,6 +98,10 @@ impl Engine for MemoryEngine {
                 }
             }
         }
+        Ok(())
+    }
+
+    fn flush_wal(&self) -> Result<(), StorageError> {
         Ok(())
     }
 

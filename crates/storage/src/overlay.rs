@@ -177,6 +177,10 @@ impl Engine for Overlay {
         Ok(())
     }
 
+    fn flush_wal(&self) -> Result<(), StorageError> {
+        self.base.flush_wal()
+    }
+
     fn sync_wal(&self) -> Result<(), StorageError> {
         self.base.sync_wal()
     }

@@ -70,6 +70,10 @@ impl RocksEngine {
         db_options.set_max_open_files(config.max_open_files);
         db_options.set_bytes_per_sync(1 << 20);
         db_options.set_wal_bytes_per_sync(512 << 10);
+        // WAL records collect in RocksDB's buffer and reach the OS when the server's syncer
+        // flushes them (every few milliseconds, and before any fsync), not with a write(2) per
+        // write group: that syscall was 8-12% of the server's CPU under single-key writes.
+        db_options.set_manual_wal_flush(true);
         db_options.set_max_total_wal_size(4 * config.memtable_budget as u64);
         db_options.set_write_buffer_manager(&write_buffers);
         if config.statistics {
@@ -224,6 +228,10 @@ impl Engine for RocksEngine {
             }
         }
         Ok(iter.status()?)
+    }
+
+    fn flush_wal(&self) -> Result<(), StorageError> {
+        Ok(self.db.flush_wal(false)?)
     }
 
     fn sync_wal(&self) -> Result<(), StorageError> {
