@@ -107,6 +107,15 @@ impl Drop for BufferAccount<'_> {
     }
 }
 
+/// Completes after `timeout`, or never: without a timeout no timer is registered at all, and
+/// this loop runs once per request.
+async fn idle(timeout: Option<Duration>) {
+    match timeout {
+        Some(timeout) => tokio::time::sleep(timeout).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// What woke a connection up.
 enum Event {
     Read(usize),
@@ -132,10 +141,7 @@ impl Connection {
         loop {
             let (idle_timeout, query_limit) = {
                 let config = self.services.config.read();
-                let timeout = match config.timeout {
-                    0 => Duration::MAX,
-                    secs => Duration::from_secs(secs),
-                };
+                let timeout = (config.timeout > 0).then(|| Duration::from_secs(config.timeout));
                 (timeout, config.client_query_buffer_limit)
             };
             if input.len() > query_limit {
@@ -158,7 +164,7 @@ impl Connection {
                 Some(message) = self.messages.recv() => Event::Message(message),
                 _ = handle.killed() => return Ok(()),
                 _ = shutdown.wait_for(|&stop| stop) => return Ok(()),
-                _ = tokio::time::sleep(idle_timeout) => return Ok(()),
+                _ = idle(idle_timeout) => return Ok(()),
             };
             let read = match event {
                 Event::Read(read) => read,
