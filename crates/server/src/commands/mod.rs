@@ -27,7 +27,7 @@ use shale_protocol::Reply;
 use crate::error::Error;
 use crate::server::blocking::{Attempt, BlockRequest};
 use crate::server::{ClientState, Services};
-use crate::types::{Db, Keyspace, Transaction, WrittenKeys};
+use crate::types::{Db, HeldStripes, Keyspace, Transaction, WrittenKeys};
 
 pub use notify::{expired_event, format_classes, parse_classes, publish_committed};
 pub use table::{command_keys, lookup, CommandSpec, Flags, COMMANDS};
@@ -39,6 +39,8 @@ pub struct Context<'a> {
     pub services: &'a Services,
     /// The transaction (EXEC, a script) the command runs in, if any.
     pub txn: Option<&'a Transaction>,
+    /// The stripes of the command's keys, if its connection locked them before it ran.
+    pub held: Option<&'a HeldStripes>,
     /// Set by a blocking command that found its keys empty: the connection waits, then sends
     /// the reply that the wait produces instead of the handler's.
     pub block: Option<BlockRequest>,
@@ -63,8 +65,12 @@ impl Context<'_> {
     /// Another database, in the same transaction if there is one.
     pub fn db_at(&self, index: usize) -> Db<'_> {
         let notifying = self.services.notify_classes() != 0;
-        self.keyspace
-            .db_in(index, self.txn, notifying.then_some(&self.written))
+        self.keyspace.db_in(
+            index,
+            self.txn,
+            notifying.then_some(&self.written),
+            self.held,
+        )
     }
 }
 

@@ -121,6 +121,7 @@ fn run_script(
         client: &mut *ctx.client,
         services,
         txn: Some(txn),
+        held: None,
         block: None,
         written: Default::default(),
         events: Vec::new(),

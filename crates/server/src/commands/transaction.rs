@@ -66,6 +66,7 @@ pub fn exec(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
         client: &mut *ctx.client,
         services: ctx.services,
         txn: Some(&txn),
+        held: None,
         block: None,
         written: Default::default(),
         events: Vec::new(),

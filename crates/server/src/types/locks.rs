@@ -1,5 +1,9 @@
 //! Striped per-key locks: commands on one key serialize, commands on different keys run in
 //! parallel. Multi-key commands take their stripes in index order, so they cannot deadlock.
+//!
+//! A stripe can be waited for in two ways: by a thread (the type layer's own locking, the
+//! cron, transactions) or by a task ([`LockTable::hold_async`], which connections use before a
+//! write command). A task waiting for a hot key leaves its worker free for other connections.
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
@@ -7,6 +11,7 @@ use std::time::Duration;
 
 use parking_lot::{ArcMutexGuard, Mutex, MutexGuard, RawMutex};
 use tokio::runtime::{Handle, RuntimeFlavor};
+use tokio::sync::Notify;
 
 pub const STRIPES: usize = 4096;
 
@@ -17,32 +22,76 @@ pub const STRIPES: usize = 4096;
 const WAIT_IN_PLACE: Duration = Duration::from_micros(500);
 
 pub struct LockTable {
-    /// In `Arc`s so that a transaction can hold stripes without borrowing the table.
+    /// In `Arc`s so that a transaction or a connection can hold stripes without borrowing the
+    /// table.
     stripes: Box<[Arc<Mutex<()>>]>,
+    /// Per stripe, wakes the tasks waiting for it in [`LockTable::hold_async`]; every release
+    /// notifies.
+    released: Arc<[Notify]>,
     hasher: std::collections::hash_map::RandomState,
 }
 
 /// Held stripes; released on drop.
 pub struct KeyGuard<'a> {
-    _guards: Vec<MutexGuard<'a, ()>>,
+    released: &'a [Notify],
+    guards: Vec<(usize, MutexGuard<'a, ()>)>,
 }
 
 impl KeyGuard<'_> {
-    /// A guard holding nothing, for callers whose transaction already holds the stripes.
+    /// A guard holding nothing, for callers whose transaction or command already holds the
+    /// stripes.
     pub fn held_elsewhere() -> Self {
         KeyGuard {
-            _guards: Vec::new(),
+            released: &[],
+            guards: Vec::new(),
         }
     }
 }
 
-/// One stripe held by a transaction.
-pub type StripeGuard = ArcMutexGuard<RawMutex, ()>;
+impl Drop for KeyGuard<'_> {
+    fn drop(&mut self) {
+        for (index, guard) in self.guards.drain(..) {
+            drop(guard);
+            self.released[index].notify_one();
+        }
+    }
+}
+
+/// One stripe held by a transaction or by a connection for its next command.
+pub struct StripeGuard {
+    index: usize,
+    guard: Option<ArcMutexGuard<RawMutex, ()>>,
+    released: Arc<[Notify]>,
+}
+
+impl Drop for StripeGuard {
+    fn drop(&mut self) {
+        self.guard.take();
+        self.released[self.index].notify_one();
+    }
+}
+
+/// The stripes of a command's keys, taken by its connection before the command runs, so that
+/// waiting for a busy key suspends the connection's task instead of blocking its thread. The
+/// command's own locking then finds them held.
+pub struct HeldStripes {
+    /// In ascending stripe order.
+    stripes: Vec<StripeGuard>,
+}
+
+impl HeldStripes {
+    fn covers(&self, index: usize) -> bool {
+        self.stripes
+            .binary_search_by_key(&index, |held| held.index)
+            .is_ok()
+    }
+}
 
 impl Default for LockTable {
     fn default() -> Self {
         LockTable {
             stripes: (0..STRIPES).map(|_| Arc::new(Mutex::new(()))).collect(),
+            released: (0..STRIPES).map(|_| Notify::new()).collect(),
             hasher: Default::default(),
         }
     }
@@ -80,24 +129,54 @@ impl LockTable {
         indexes.sort_unstable();
         indexes.dedup();
         KeyGuard {
-            _guards: indexes
+            released: &self.released,
+            guards: indexes
                 .into_iter()
                 .map(|i| {
                     let stripe = &self.stripes[i];
-                    stripe
+                    let guard = stripe
                         .try_lock_for(WAIT_IN_PLACE)
-                        .unwrap_or_else(|| off_worker(|| stripe.lock()))
+                        .unwrap_or_else(|| off_worker(|| stripe.lock()));
+                    (i, guard)
                 })
                 .collect(),
         }
     }
 
+    /// Locks the stripes `indexes` that `held` lacks, for a command that locks more keys than
+    /// its connection took for it. Those may lie below held ones, so each wait is bounded by
+    /// `timeout` to rule out deadlock; `None` if one did not come free in time.
+    pub fn lock_beyond(
+        &self,
+        held: &HeldStripes,
+        mut indexes: Vec<usize>,
+        timeout: Duration,
+    ) -> Option<KeyGuard<'_>> {
+        indexes.retain(|&i| !held.covers(i));
+        indexes.sort_unstable();
+        indexes.dedup();
+        let mut guard = KeyGuard {
+            released: &self.released,
+            guards: Vec::with_capacity(indexes.len()),
+        };
+        for i in indexes {
+            let stripe = &self.stripes[i];
+            let in_place = WAIT_IN_PLACE.min(timeout);
+            let locked = stripe
+                .try_lock_for(in_place)
+                .or_else(|| off_worker(|| stripe.try_lock_for(timeout - in_place)))?;
+            guard.guards.push((i, locked));
+        }
+        Some(guard)
+    }
+
     /// Locks one stripe for a transaction, waiting without limit (callers go in index order).
     pub fn hold(&self, index: usize) -> StripeGuard {
         let stripe = &self.stripes[index];
-        stripe
+        let guard = stripe
             .try_lock_arc_for(WAIT_IN_PLACE)
-            .unwrap_or_else(|| off_worker(|| stripe.lock_arc()))
+            .unwrap_or_else(|| off_worker(|| stripe.lock_arc()));
+        self.stripe_guard(index, guard)
     }
 
     /// Locks one stripe for a transaction that may already hold higher ones: waits at most
@@ -105,9 +184,47 @@ impl LockTable {
     pub fn try_hold(&self, index: usize, timeout: Duration) -> Option<StripeGuard> {
         let stripe = &self.stripes[index];
         let in_place = WAIT_IN_PLACE.min(timeout);
-        stripe
+        let guard = stripe
             .try_lock_arc_for(in_place)
-            .or_else(|| off_worker(|| stripe.try_lock_arc_for(timeout - in_place)))
+            .or_else(|| off_worker(|| stripe.try_lock_arc_for(timeout - in_place)))?;
+        Some(self.stripe_guard(index, guard))
+    }
+
+    /// Takes `indexes` in ascending order, suspending the calling task (not its thread) while
+    /// a stripe is busy.
+    pub async fn hold_async(&self, mut indexes: Vec<usize>) -> HeldStripes {
+        indexes.sort_unstable();
+        indexes.dedup();
+        let mut stripes = Vec::with_capacity(indexes.len());
+        for index in indexes {
+            stripes.push(self.hold_one_async(index).await);
+        }
+        HeldStripes { stripes }
+    }
+
+    async fn hold_one_async(&self, index: usize) -> StripeGuard {
+        let stripe = &self.stripes[index];
+        loop {
+            if let Some(guard) = stripe.try_lock_arc() {
+                return self.stripe_guard(index, guard);
+            }
+            // Registered before the second try, so a release in between is not missed.
+            let released = self.released[index].notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            if let Some(guard) = stripe.try_lock_arc() {
+                return self.stripe_guard(index, guard);
+            }
+            released.await;
+        }
+    }
+
+    fn stripe_guard(&self, index: usize, guard: ArcMutexGuard<RawMutex, ()>) -> StripeGuard {
+        StripeGuard {
+            index,
+            guard: Some(guard),
+            released: self.released.clone(),
+        }
     }
 }
 

@@ -37,7 +37,7 @@ use shale_storage::{Cf, Engine, ScanDirection, WriteBatch};
 
 pub use cursor::CursorTable;
 pub use keys::{ExpireCondition, KeyRange, ScanPage};
-pub use locks::{off_worker, KeyGuard, LockTable};
+pub use locks::{off_worker, HeldStripes, KeyGuard, LockTable};
 pub use ready::ReadyKeys;
 pub use transaction::Transaction;
 pub use version::VersionGenerator;
@@ -45,6 +45,7 @@ pub use watch::WatchSet;
 pub use written::{WrittenKey, WrittenKeys};
 
 use crate::error::Error;
+use transaction::{KEY_LOCKED_ELSEWHERE, UNDECLARED_KEY_WAIT};
 
 /// Collections up to this size are deleted element by element, larger ones by range deletes.
 const POINT_DELETE_LIMIT: u64 = 128;
@@ -121,23 +122,35 @@ impl Keyspace {
 
     /// A handle on database `index`, which the caller has checked against [`Self::databases`].
     pub fn db(&self, index: usize) -> Db<'_> {
-        self.db_in(index, None, None)
+        self.db_in(index, None, None, None)
     }
 
-    /// A handle on database `index` whose commands run inside `txn`, if there is one, and
-    /// report the keys they write to `written`, if given.
+    /// A handle on database `index` whose commands run inside `txn`, if there is one, report
+    /// the keys they write to `written`, if given, and find the stripes in `held` locked.
     pub fn db_in<'a>(
         &'a self,
         index: usize,
         txn: Option<&'a Transaction>,
         written: Option<&'a WrittenKeys>,
+        held: Option<&'a HeldStripes>,
     ) -> Db<'a> {
         Db {
             ks: self,
             index: index as u8,
             txn,
             written,
+            held,
         }
+    }
+
+    /// Takes the stripes of `keys` in `db` for one command, suspending the task (not the
+    /// thread) while another client holds one; pass them to [`Keyspace::db_in`].
+    pub async fn hold_for_command(&self, db: usize, keys: &[&[u8]]) -> HeldStripes {
+        let stripes = keys
+            .iter()
+            .map(|k| self.locks.stripe(db as u8, k))
+            .collect();
+        self.locks.hold_async(stripes).await
     }
 }
 
@@ -150,6 +163,8 @@ pub struct Db<'a> {
     txn: Option<&'a Transaction>,
     /// Where the keys of each write are reported, for keyspace notifications.
     written: Option<&'a WrittenKeys>,
+    /// Stripes the command's connection locked before it ran.
+    held: Option<&'a HeldStripes>,
 }
 
 pub fn now_ms() -> u64 {
@@ -171,37 +186,44 @@ impl<'a> Db<'a> {
     }
 
     pub(crate) fn lock<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<KeyGuard<'a>, Error> {
-        match self.txn {
-            Some(txn) => {
-                let keys: Vec<(u8, &[u8])> =
-                    keys.iter().map(|k| (self.index, k.as_ref())).collect();
-                self.ks.hold_in(txn, &keys)?;
-                Ok(KeyGuard::held_elsewhere())
-            }
-            None => Ok(self.ks.locks.lock(self.index, keys)),
-        }
+        let keys: Vec<(u8, &[u8])> = keys.iter().map(|k| (self.index, k.as_ref())).collect();
+        self.lock_across(&keys)
     }
 
     /// Locks keys of several databases (MOVE, COPY ... DB).
     pub(crate) fn lock_across(&self, keys: &[(u8, &[u8])]) -> Result<KeyGuard<'a>, Error> {
-        match self.txn {
-            Some(txn) => {
+        let locks = &self.ks.locks;
+        match (self.txn, self.held) {
+            (Some(txn), _) => {
                 self.ks.hold_in(txn, keys)?;
                 Ok(KeyGuard::held_elsewhere())
             }
-            None => Ok(self.ks.locks.lock_across(keys)),
+            (None, Some(held)) => {
+                let stripes = keys.iter().map(|(db, k)| locks.stripe(*db, k)).collect();
+                self.lock_beyond(held, stripes)
+            }
+            (None, None) => Ok(locks.lock_across(keys)),
         }
     }
 
     /// Locks every key of every database (FLUSHDB, FLUSHALL).
     pub(crate) fn lock_all(&self) -> Result<KeyGuard<'a>, Error> {
-        match self.txn {
-            Some(txn) => {
+        match (self.txn, self.held) {
+            (Some(txn), _) => {
                 self.ks.hold_all_in(txn)?;
                 Ok(KeyGuard::held_elsewhere())
             }
-            None => Ok(self.ks.locks.lock_all()),
+            (None, Some(held)) => self.lock_beyond(held, (0..locks::STRIPES).collect()),
+            (None, None) => Ok(self.ks.locks.lock_all()),
         }
+    }
+
+    /// Locks what a command needs beyond the stripes its connection took for it.
+    fn lock_beyond(&self, held: &HeldStripes, stripes: Vec<usize>) -> Result<KeyGuard<'a>, Error> {
+        self.ks
+            .locks
+            .lock_beyond(held, stripes, UNDECLARED_KEY_WAIT)
+            .ok_or_else(|| Error::msg(KEY_LOCKED_ELSEWHERE))
     }
 
     /// The stored metadata of `key`, even if it has expired but is not yet reaped.

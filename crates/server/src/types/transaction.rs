@@ -16,9 +16,13 @@ use super::locks::{StripeGuard, STRIPES};
 use super::{Change, KeyRange, Keyspace};
 use crate::error::Error;
 
-/// How long a transaction waits for a key it did not declare before giving up. Waiting longer
-/// could deadlock: another transaction may hold that key while waiting for one of ours.
-const UNDECLARED_KEY_WAIT: Duration = Duration::from_secs(2);
+/// How long a transaction (or command) waits for a key it did not declare before giving up.
+/// Waiting longer could deadlock: another client may hold that key while waiting for one of
+/// ours.
+pub(super) const UNDECLARED_KEY_WAIT: Duration = Duration::from_secs(2);
+
+pub(super) const KEY_LOCKED_ELSEWHERE: &str =
+    "a key of this transaction is locked by another client (possible deadlock): declare every key up front";
 
 pub struct Transaction {
     pub(super) overlay: Overlay,
@@ -79,9 +83,7 @@ impl Keyspace {
                 Some((&highest, _)) if highest > index => self
                     .locks
                     .try_hold(index, UNDECLARED_KEY_WAIT)
-                    .ok_or_else(|| {
-                        Error::msg("a key of this transaction is locked by another client (possible deadlock): declare every key up front")
-                    })?,
+                    .ok_or_else(|| Error::msg(KEY_LOCKED_ELSEWHERE))?,
                 _ => self.locks.hold(index),
             };
             held.insert(index, guard);
