@@ -234,6 +234,22 @@ impl<'a> Db<'a> {
         }
     }
 
+    /// [`Db::raw_meta`] of many keys, in one batched read.
+    pub(crate) fn raw_metas<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+    ) -> Result<Vec<Option<Metadata>>, Error> {
+        let raw_keys: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|key| k::meta_key(self.index, key.as_ref()))
+            .collect();
+        self.engine()
+            .multi_get(Cf::Meta, &raw_keys)?
+            .into_iter()
+            .map(|raw| raw.map(Metadata::decode).transpose().map_err(Error::from))
+            .collect()
+    }
+
     /// The metadata of `key` if it exists and has not expired.
     pub(crate) fn live_meta(&self, key: &[u8]) -> Result<Option<Metadata>, Error> {
         Ok(self.raw_meta(key)?.filter(|m| !m.is_expired(now_ms())))
@@ -367,7 +383,8 @@ impl<'a> Db<'a> {
 }
 
 impl Keyspace {
-    pub(crate) fn write(&self, change: Change) -> Result<(), Error> {
+    pub(crate) fn write(&self, mut change: Change) -> Result<(), Error> {
+        change.add_counter_operands();
         if change.batch.is_empty() {
             return Ok(());
         }
@@ -391,8 +408,9 @@ impl Keyspace {
     }
 }
 
-/// One command's writes: the engine batch, plus counter changes that go into the batch (as
-/// merge operands, the durable copy) and into memory once the batch is written.
+/// One command's writes: the engine batch, plus counter changes that go into the batch (one
+/// merge operand per counter, the durable copy) and into memory when it is written. Summed
+/// first, so an MSET of 32 new keys adds one operand, not 32.
 #[derive(Default)]
 pub(crate) struct Change {
     pub batch: WriteBatch,
@@ -416,13 +434,23 @@ impl Change {
 
     /// Adds `keys` and `expires` to the counters of `db`.
     pub(crate) fn count(&mut self, db: u8, keys: i64, expires: i64) {
-        if keys == 0 && expires == 0 {
-            return;
+        match self.counts.iter_mut().find(|(d, _, _)| *d == db) {
+            Some(entry) => {
+                entry.1 += keys;
+                entry.2 += expires;
+            }
+            None if keys != 0 || expires != 0 => self.counts.push((db, keys, expires)),
+            None => {}
         }
-        self.batch.add_counter(Cf::Meta, k::key_count_key(db), keys);
-        self.batch
-            .add_counter(Cf::Meta, k::expire_count_key(db), expires);
-        self.count_in_memory(db, keys, expires);
+    }
+
+    /// Puts the summed counter changes into the batch, after any reset of the same counters.
+    fn add_counter_operands(&mut self) {
+        for &(db, keys, expires) in &self.counts {
+            self.batch.add_counter(Cf::Meta, k::key_count_key(db), keys);
+            self.batch
+                .add_counter(Cf::Meta, k::expire_count_key(db), expires);
+        }
     }
 
     /// Sets the counters of `db` to zero, on disk and, after the write, in memory.
@@ -453,17 +481,6 @@ impl Change {
             .map(|&(_, keys, expires)| if expiring { expires } else { keys })
             .sum::<i64>()
             + base
-    }
-
-    /// The in-memory half of [`Change::count`], for batches that already carry the operands.
-    fn count_in_memory(&mut self, db: u8, keys: i64, expires: i64) {
-        match self.counts.iter_mut().find(|(d, _, _)| *d == db) {
-            Some(entry) => {
-                entry.1 += keys;
-                entry.2 += expires;
-            }
-            None => self.counts.push((db, keys, expires)),
-        }
     }
 }
 

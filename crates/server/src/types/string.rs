@@ -160,10 +160,7 @@ impl<'a> Db<'a> {
         let keys: Vec<&Bytes> = pairs.iter().map(|(key, _)| key).collect();
         let _guard = self.lock(&keys)?;
         let now = now_ms();
-        let mut stored = Vec::with_capacity(pairs.len());
-        for (key, _) in pairs {
-            stored.push(self.raw_meta(key)?);
-        }
+        let stored = self.raw_metas(&keys)?;
         if only_if_none_exist && stored.iter().flatten().any(|m| !m.is_expired(now)) {
             return Ok(false);
         }

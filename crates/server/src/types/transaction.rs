@@ -107,7 +107,7 @@ impl Transaction {
             pending.reset(db);
         }
         for (db, keys, expires) in counts {
-            pending.count_in_memory(db, keys, expires);
+            pending.count(db, keys, expires);
         }
         pending.removes_due_expiry |= removes_due_expiry;
         Ok(())
