@@ -83,3 +83,27 @@ fn commands_that_lock_keys_in_other_databases_run_beside_writers() {
     run::<()>(&mut con, &["SELECT", "2"]);
     assert!(run::<i64>(&mut con, &["GET", "copy"]) > 0);
 }
+
+#[test]
+fn moves_between_two_databases_in_opposite_directions_do_not_deadlock() {
+    let server = TestServer::start_with(&["--threads", "2"]);
+    let movers: Vec<_> = [("0", "1"), ("1", "0")]
+        .into_iter()
+        .map(|(from, to)| {
+            let mut con = server.client();
+            thread::spawn(move || {
+                run::<()>(&mut con, &["SELECT", from]);
+                let mut moved = 0;
+                for _ in 0..ROUNDS {
+                    run::<()>(&mut con, &["SET", "k", from]);
+                    moved += run::<i64>(&mut con, &["MOVE", "k", to]);
+                }
+                moved
+            })
+        })
+        .collect();
+    for mover in movers {
+        // Each MOVE answers (1 or 0, when the other database has the key), never an error.
+        assert!(mover.join().expect("client thread") <= ROUNDS as i64);
+    }
+}

@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use shale_protocol::Reply;
 use tokio::sync::Notify;
 
 use crate::error::Error;
-use crate::types::{Db, Keyspace};
+use crate::types::{lock_off_worker, Db, Keyspace};
 
 /// A blocking command's non-blocking try on some of its keys, in order: its reply, or `None`
 /// while they are empty. Serving a filled key tries only that key, as Redis does.
@@ -43,6 +43,15 @@ pub struct Waiter {
     request: BlockRequest,
     state: Mutex<WaitState>,
     woken: Notify,
+}
+
+impl Waiter {
+    /// Serving holds the state while it waits for the waiter's keys, perhaps behind a task
+    /// that needs the very worker that wants the state next: so it is waited for as stripes
+    /// are, moving off the worker after a moment.
+    fn state(&self) -> MutexGuard<'_, WaitState> {
+        lock_off_worker(&self.state)
+    }
 }
 
 /// How CLIENT UNBLOCK ends a wait.
@@ -94,7 +103,7 @@ impl Blocking {
         let _ = tokio::time::timeout(timeout, async {
             loop {
                 let notified = waiter.woken.notified();
-                if !matches!(*waiter.state.lock(), WaitState::Waiting) {
+                if !matches!(*waiter.state(), WaitState::Waiting) {
                     return;
                 }
                 notified.await;
@@ -108,7 +117,7 @@ impl Blocking {
     /// every queue.
     pub fn finish(&self, keyspace: &Keyspace, waiter: &Arc<Waiter>) -> Reply {
         let reply = {
-            let mut state = waiter.state.lock();
+            let mut state = waiter.state();
             match std::mem::replace(
                 &mut *state,
                 WaitState::Done(waiter.request.timeout_reply.clone()),
@@ -192,7 +201,7 @@ impl Blocking {
     }
 
     fn try_serve(&self, keyspace: &Keyspace, waiter: &Arc<Waiter>, keys: &[Bytes]) -> Served {
-        let mut state = waiter.state.lock();
+        let mut state = waiter.state();
         if !matches!(*state, WaitState::Waiting) {
             return Served::AlreadyDone;
         }

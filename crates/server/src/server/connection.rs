@@ -298,11 +298,18 @@ impl Connection {
     /// worker thread) while another client holds one: a hot key then costs waiting clients no
     /// thread switches. `None` for every other command, which locks (if at all) as it runs.
     async fn hold_keys(&self, args: &[Bytes]) -> Option<HeldStripes> {
-        if self.client.multi.is_some() {
+        // A client that may not run the command locks nothing on its behalf.
+        let client = &self.client;
+        if client.multi.is_some() || !client.authenticated || !client.subscriptions.is_empty() {
             return None;
         }
         let spec = lookup(&args[0])?;
         if !spec.flags.contains(Flags::WRITE) || spec.flags.contains(Flags::RUNS_COMMANDS) {
+            return None;
+        }
+        // MOVE and COPY ... DB also lock a key of another database; they lock all their keys
+        // together, in order, as they run.
+        if matches!(spec.name, "move" | "copy") {
             return None;
         }
         let keys = command_keys(spec, args);
@@ -310,7 +317,7 @@ impl Connection {
             return None;
         }
         let keyspace = &self.services.keyspace;
-        Some(keyspace.hold_for_command(self.client.db, &keys).await)
+        Some(keyspace.hold_for_command(client.db, &keys).await)
     }
 
     /// Executes one command and appends its reply; returns whether it was a write, and what

@@ -1,8 +1,9 @@
 //! When acknowledged writes reach the OS, and the disk.
 //!
-//! RocksDB buffers WAL records in the process; the syncer thread hands them to the OS every
+//! RocksDB buffers WAL records in the process; a flusher thread hands them to the OS every
 //! [`WAL_FLUSH_INTERVAL`], so a crash of the process alone loses at most that much, and a
-//! write costs no syscall of its own. Syncs are shared: under `appendfsync always` a
+//! write costs no syscall of its own. It is not the syncer thread, whose fsyncs may take long
+//! on a busy disk. Syncs are shared: under `appendfsync always` a
 //! connection that wrote asks for a sync *ticket* after its writes, and the syncer runs one WAL
 //! flush and sync for every ticket issued before it started (group commit). A pipeline of
 //! writes or many connections writing at once therefore share one fsync. Under `everysec` the
@@ -11,7 +12,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 use shale_storage::{Engine, StorageError};
@@ -30,7 +31,7 @@ pub struct Durability {
     shared: Arc<Shared>,
     policy: Arc<AtomicU8>,
     completed: watch::Receiver<u64>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 struct Shared {
@@ -46,7 +47,7 @@ struct Shared {
 }
 
 impl Durability {
-    pub fn start(engine: Arc<dyn Engine>, policy: FsyncPolicy) -> Self {
+    pub fn start(engine: Arc<dyn Engine>, policy: FsyncPolicy) -> Result<Self, String> {
         let policy = Arc::new(AtomicU8::new(policy as u8));
         let (done_tx, done_rx) = watch::channel(0u64);
         let shared = Arc::new(Shared {
@@ -58,18 +59,21 @@ impl Durability {
             syncs: AtomicU64::new(0),
             failed: AtomicBool::new(false),
         });
-        let worker = shared.clone();
-        let worker_policy = policy.clone();
-        let thread = std::thread::Builder::new()
-            .name("shale-wal-sync".into())
-            .spawn(move || worker.run(done_tx, &worker_policy))
-            .ok();
-        Durability {
+        let syncer = shared.clone();
+        let syncer_policy = policy.clone();
+        let flusher = shared.clone();
+        let threads = vec![
+            spawn("shale-wal-sync", move || {
+                syncer.sync(done_tx, &syncer_policy)
+            })?,
+            spawn("shale-wal-flush", move || flusher.flush())?,
+        ];
+        Ok(Durability {
             shared,
             policy,
             completed: done_rx,
-            thread: Mutex::new(thread),
-        }
+            threads: Mutex::new(threads),
+        })
     }
 
     pub fn policy(&self) -> FsyncPolicy {
@@ -108,48 +112,57 @@ impl Durability {
         self.shared.syncs.load(Ordering::Relaxed)
     }
 
-    /// Syncs once more and stops the thread.
+    /// Syncs once more and stops the threads.
     pub fn stop(&self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         self.shared.wake.notify_one();
-        if let Some(thread) = self.thread.lock().take() {
+        for thread in self.threads.lock().drain(..) {
             let _ = thread.join();
         }
     }
 }
 
+fn spawn(name: &str, run: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, String> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(run)
+        .map_err(|err| format!("can't start the {name} thread: {err}"))
+}
+
 impl Shared {
-    fn run(&self, done: watch::Sender<u64>, policy: &AtomicU8) {
+    fn sync(&self, done: watch::Sender<u64>, policy: &AtomicU8) {
         let mut synced_ticket = 0;
-        let mut last_sync = Instant::now();
         loop {
             let target = {
                 let mut requested = self.requested.lock();
                 if *requested == synced_ticket && !self.stop.load(Ordering::Relaxed) {
-                    self.wake.wait_for(&mut requested, WAL_FLUSH_INTERVAL);
+                    self.wake.wait_for(&mut requested, EVERYSEC);
                 }
                 *requested
             };
             let stopping = self.stop.load(Ordering::Relaxed);
             let periodic = FsyncPolicy::from_u8(policy.load(Ordering::Relaxed))
                 == FsyncPolicy::EverySec
-                && self.dirty.load(Ordering::Relaxed)
-                && last_sync.elapsed() >= EVERYSEC;
+                && self.dirty.load(Ordering::Relaxed);
             if target > synced_ticket || periodic || stopping {
                 self.dirty.store(false, Ordering::Relaxed);
-                last_sync = Instant::now();
                 let synced = self.engine.sync_wal();
                 self.note_failure("sync", synced);
                 self.syncs.fetch_add(1, Ordering::Relaxed);
                 synced_ticket = target;
                 done.send_replace(target);
-            } else {
-                let flushed = self.engine.flush_wal();
-                self.note_failure("flush", flushed);
             }
             if stopping {
                 return;
             }
+        }
+    }
+
+    fn flush(&self) {
+        while !self.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(WAL_FLUSH_INTERVAL);
+            let flushed = self.engine.flush_wal();
+            self.note_failure("flush", flushed);
         }
     }
 

@@ -160,7 +160,7 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
     let mut config = config;
     config.port = tcp_port;
     let (shutdown_tx, _) = watch::channel(false);
-    let durability = Durability::start(engine.clone(), config.appendfsync);
+    let durability = Durability::start(engine.clone(), config.appendfsync)?;
     let services = Arc::new(Services {
         keyspace,
         config: RwLock::new(config),

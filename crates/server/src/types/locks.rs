@@ -107,8 +107,9 @@ impl LockTable {
 
     /// Locks the stripes of `keys` in `db`, in ascending stripe order.
     ///
-    /// These are `parking_lot` mutexes, not tokio's: they are held only across synchronous
-    /// storage calls, never across an `.await`.
+    /// These are `parking_lot` mutexes, not tokio's: a [`KeyGuard`] is held only across
+    /// synchronous storage calls, never across an `.await` (only [`HeldStripes`] are, while
+    /// their connection waits for its next stripe).
     pub fn lock<'a, K: AsRef<[u8]>>(&'a self, db: u8, keys: &[K]) -> KeyGuard<'a> {
         let indexes: Vec<usize> = keys.iter().map(|k| self.stripe(db, k.as_ref())).collect();
         self.lock_stripes(indexes)
@@ -226,6 +227,14 @@ impl LockTable {
             released: self.released.clone(),
         }
     }
+}
+
+/// Locks `mutex` the way stripes are locked: in place for a moment, then off the worker. For
+/// mutexes that a thread may hold while it waits for a stripe.
+pub fn lock_off_worker<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .try_lock_for(WAIT_IN_PLACE)
+        .unwrap_or_else(|| off_worker(|| mutex.lock()))
 }
 
 /// Runs a wait that may be long without stalling the other tasks of the calling runtime

@@ -37,7 +37,7 @@ use shale_storage::{Cf, Engine, ScanDirection, WriteBatch};
 
 pub use cursor::CursorTable;
 pub use keys::{ExpireCondition, KeyRange, ScanPage};
-pub use locks::{off_worker, HeldStripes, KeyGuard, LockTable};
+pub use locks::{lock_off_worker, off_worker, HeldStripes, KeyGuard, LockTable};
 pub use ready::ReadyKeys;
 pub use transaction::Transaction;
 pub use version::VersionGenerator;
@@ -428,7 +428,9 @@ impl Change {
         for db in other.resets {
             self.reset(db);
         }
-        self.counts.extend(other.counts);
+        for (db, keys, expires) in other.counts {
+            self.count(db, keys, expires);
+        }
         self.removes_due_expiry |= other.removes_due_expiry;
     }
 

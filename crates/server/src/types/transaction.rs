@@ -22,7 +22,7 @@ use crate::error::Error;
 pub(super) const UNDECLARED_KEY_WAIT: Duration = Duration::from_secs(2);
 
 pub(super) const KEY_LOCKED_ELSEWHERE: &str =
-    "a key of this transaction is locked by another client (possible deadlock): declare every key up front";
+    "a key is locked by another client (possible deadlock): a transaction or script should declare every key up front";
 
 pub struct Transaction {
     pub(super) overlay: Overlay,
