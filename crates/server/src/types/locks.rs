@@ -133,13 +133,7 @@ impl LockTable {
             released: &self.released,
             guards: indexes
                 .into_iter()
-                .map(|i| {
-                    let stripe = &self.stripes[i];
-                    let guard = stripe
-                        .try_lock_for(WAIT_IN_PLACE)
-                        .unwrap_or_else(|| off_worker(|| stripe.lock()));
-                    (i, guard)
-                })
+                .map(|i| (i, lock_off_worker(&self.stripes[i])))
                 .collect(),
         }
     }
