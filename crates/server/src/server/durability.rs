@@ -3,11 +3,11 @@
 //! RocksDB buffers WAL records in the process; a flusher thread hands them to the OS every
 //! [`WAL_FLUSH_INTERVAL`], so a crash of the process alone loses at most that much, and a
 //! write costs no syscall of its own. It is not the syncer thread, whose fsyncs may take long
-//! on a busy disk. Syncs are shared: under `appendfsync always` a
-//! connection that wrote asks for a sync *ticket* after its writes, and the syncer runs one WAL
-//! flush and sync for every ticket issued before it started (group commit). A pipeline of
-//! writes or many connections writing at once therefore share one fsync. Under `everysec` the
-//! syncer syncs once a second if anything was written.
+//! on a busy disk. Syncs are shared: under `appendfsync always` a connection that wrote asks
+//! for a sync *ticket* after its writes, and the syncer runs one WAL flush and sync for every
+//! ticket issued before it started (group commit). A pipeline of writes or many connections
+//! writing at once therefore share one fsync. Under `everysec` the syncer syncs once a second
+//! if anything was written.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;

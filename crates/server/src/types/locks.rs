@@ -105,17 +105,11 @@ impl LockTable {
         (h.finish() as usize) % STRIPES
     }
 
-    /// Locks the stripes of `keys` in `db`, in ascending stripe order.
+    /// Locks the stripes of `keys` (database, key), in ascending stripe order.
     ///
     /// These are `parking_lot` mutexes, not tokio's: a [`KeyGuard`] is held only across
     /// synchronous storage calls, never across an `.await` (only [`HeldStripes`] are, while
     /// their connection waits for its next stripe).
-    pub fn lock<'a, K: AsRef<[u8]>>(&'a self, db: u8, keys: &[K]) -> KeyGuard<'a> {
-        let indexes: Vec<usize> = keys.iter().map(|k| self.stripe(db, k.as_ref())).collect();
-        self.lock_stripes(indexes)
-    }
-
-    /// Locks keys that live in different databases (MOVE, COPY ... DB).
     pub fn lock_across<'a>(&'a self, keys: &[(u8, &[u8])]) -> KeyGuard<'a> {
         let indexes: Vec<usize> = keys.iter().map(|(db, k)| self.stripe(*db, k)).collect();
         self.lock_stripes(indexes)
@@ -156,10 +150,7 @@ impl LockTable {
         };
         for i in indexes {
             let stripe = &self.stripes[i];
-            let in_place = WAIT_IN_PLACE.min(timeout);
-            let locked = stripe
-                .try_lock_for(in_place)
-                .or_else(|| off_worker(|| stripe.try_lock_for(timeout - in_place)))?;
+            let locked = wait_bounded(timeout, |limit| stripe.try_lock_for(limit))?;
             guard.guards.push((i, locked));
         }
         Some(guard)
@@ -178,10 +169,7 @@ impl LockTable {
     /// `timeout`, so that two transactions locking in opposite orders cannot deadlock.
     pub fn try_hold(&self, index: usize, timeout: Duration) -> Option<StripeGuard> {
         let stripe = &self.stripes[index];
-        let in_place = WAIT_IN_PLACE.min(timeout);
-        let guard = stripe
-            .try_lock_arc_for(in_place)
-            .or_else(|| off_worker(|| stripe.try_lock_arc_for(timeout - in_place)))?;
+        let guard = wait_bounded(timeout, |limit| stripe.try_lock_arc_for(limit))?;
         Some(self.stripe_guard(index, guard))
     }
 
@@ -229,6 +217,13 @@ pub fn lock_off_worker<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .try_lock_for(WAIT_IN_PLACE)
         .unwrap_or_else(|| off_worker(|| mutex.lock()))
+}
+
+/// A wait of at most `timeout`, made as stripe waits are: `try_for` in place for a moment, then
+/// for the rest of the time off the worker.
+fn wait_bounded<G>(timeout: Duration, try_for: impl Fn(Duration) -> Option<G>) -> Option<G> {
+    let in_place = WAIT_IN_PLACE.min(timeout);
+    try_for(in_place).or_else(|| off_worker(|| try_for(timeout - in_place)))
 }
 
 /// Runs a wait that may be long without stalling the other tasks of the calling runtime

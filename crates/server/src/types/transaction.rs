@@ -94,22 +94,9 @@ impl Keyspace {
 
 impl Transaction {
     /// Stages one command's writes.
-    pub(super) fn stage(&self, change: Change) -> Result<(), Error> {
-        let Change {
-            batch,
-            counts,
-            resets,
-            removes_due_expiry,
-        } = change;
-        self.overlay.write(batch)?;
-        let mut pending = self.pending.lock();
-        for db in resets {
-            pending.reset(db);
-        }
-        for (db, keys, expires) in counts {
-            pending.count(db, keys, expires);
-        }
-        pending.removes_due_expiry |= removes_due_expiry;
+    pub(super) fn stage(&self, mut change: Change) -> Result<(), Error> {
+        self.overlay.write(std::mem::take(&mut change.batch))?;
+        self.pending.lock().append(change);
         Ok(())
     }
 
