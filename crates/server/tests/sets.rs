@@ -108,6 +108,36 @@ fn large_sets_sample_by_seeking() {
 }
 
 #[test]
+fn popping_a_large_set_returns_every_member_once() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let mut cmd = redis::cmd("SADD");
+    cmd.arg("big");
+    for i in 0..2000 {
+        cmd.arg(format!("m{i:05}"));
+    }
+    cmd.query::<()>(&mut con).unwrap();
+    let mut popped = Vec::new();
+    for round in 0..1000 {
+        popped.push(run::<String>(&mut con, &["SPOP", "big"]));
+        if round % 100 == 0 {
+            // Members added among the popped ones must still come out.
+            let late = format!("m{:05}late", round * 2);
+            assert_eq!(run::<i64>(&mut con, &["SADD", "big", &late]), 1);
+        }
+    }
+    popped.extend(run::<Vec<String>>(&mut con, &["SPOP", "big", "500"]));
+    while let Some(member) = run::<Option<String>>(&mut con, &["SPOP", "big"]) {
+        popped.push(member);
+    }
+    assert_eq!(popped.len(), 2010);
+    let mut distinct = sorted(popped);
+    distinct.dedup();
+    assert_eq!(distinct.len(), 2010, "no member is popped twice");
+    assert_eq!(run::<i64>(&mut con, &["EXISTS", "big"]), 0);
+}
+
+#[test]
 fn smove() {
     let server = TestServer::start();
     let mut con = server.client();

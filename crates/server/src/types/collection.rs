@@ -2,8 +2,6 @@
 //! keys under the collection's `key|version` prefix, and committing the new metadata.
 
 use bytes::Bytes;
-use rand::seq::SliceRandom;
-use rand::Rng;
 use shale_storage::keys as k;
 use shale_storage::metadata::{Body, KeyKind, Metadata};
 use shale_storage::{Cf, ScanDirection};
@@ -219,180 +217,6 @@ impl<'a> Db<'a> {
     }
 }
 
-/// A random key between `first` and `last`: their common prefix, then at each later position
-/// a byte drawn between theirs. Probes spread over the key space the members occupy (for
-/// `member:000123`-style keys, uniformly over the numbers), so they do not pile up where
-/// earlier pops left tombstones.
-fn random_probe(first: &[u8], last: &[u8], rng: &mut impl Rng) -> Vec<u8> {
-    let common = first.iter().zip(last).take_while(|(a, b)| a == b).count();
-    let mut probe = first[..common].to_vec();
-    for i in common..first.len().max(last.len()) {
-        let a = first.get(i).copied().unwrap_or(0);
-        let b = last.get(i).copied().unwrap_or(u8::MAX);
-        probe.push(rng.random_range(a.min(b)..=a.max(b)));
-    }
-    probe
-}
-
-/// Per (db, key, version): the first and last element and how often they were used.
-pub(crate) type SampleBounds = std::collections::HashMap<(u8, Bytes, u64), (Bytes, Bytes, u32)>;
-
-/// Sample bounds are recomputed after this many uses, and at most this many are remembered.
-const SAMPLE_BOUNDS_REUSE: u32 = 1024;
-const SAMPLE_BOUNDS_ENTRIES: usize = 4096;
-
-/// Collections up to this size are sampled uniformly from a full read; larger ones by random
-/// seeks, which favours elements after gaps in the key space but reads only what it returns.
-const FULL_SAMPLE_LIMIT: u64 = 128;
-
-impl Db<'_> {
-    /// Random elements with Redis's rules: a positive `count` gives distinct elements (all of
-    /// them when it exceeds the size), a negative one may repeat.
-    pub(crate) fn random_elements(
-        &self,
-        cf: Cf,
-        key: &[u8],
-        collection: &Collection,
-        count: i64,
-    ) -> Result<Vec<(Bytes, Bytes)>, Error> {
-        let mut rng = rand::rng();
-        let wanted = count.unsigned_abs();
-        if collection.size <= FULL_SAMPLE_LIMIT || (count > 0 && wanted >= collection.size) {
-            let mut all = self.all_elements(cf, key, collection.version)?;
-            if all.is_empty() {
-                return Ok(all);
-            }
-            if count >= 0 {
-                all.shuffle(&mut rng);
-                all.truncate(wanted as usize);
-                return Ok(all);
-            }
-            return Ok((0..wanted)
-                .map(|_| all[rng.random_range(0..all.len())].clone())
-                .collect());
-        }
-        let version = collection.version;
-        let Some((first, last)) = self.sample_bounds(cf, key, version)? else {
-            return Ok(Vec::new());
-        };
-        let mut picked: Vec<(Bytes, Bytes)> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        let mut attempts = 0;
-        while (picked.len() as u64) < wanted && attempts < wanted * 4 + 16 {
-            attempts += 1;
-            let probe = random_probe(&first, &last, &mut rng);
-            let Some(element) = self.first_element_from(cf, key, version, &probe)? else {
-                continue;
-            };
-            if count < 0 || seen.insert(element.0.clone()) {
-                picked.push(element);
-            }
-        }
-        if (picked.len() as u64) < wanted {
-            // Unlucky probes: fill up with the elements that follow the first pick.
-            let start = picked
-                .first()
-                .map(|(sub, _)| sub.to_vec())
-                .unwrap_or_default();
-            for bounds in [(start.as_slice(), None), (&[][..], Some(start.as_slice()))] {
-                self.scan_elements(
-                    cf,
-                    key,
-                    version,
-                    bounds,
-                    ScanDirection::Forward,
-                    &mut |sub, value| {
-                        if (picked.len() as u64) >= wanted {
-                            return false;
-                        }
-                        if seen.insert(Bytes::copy_from_slice(sub)) {
-                            picked
-                                .push((Bytes::copy_from_slice(sub), Bytes::copy_from_slice(value)));
-                        }
-                        true
-                    },
-                )?;
-            }
-        }
-        Ok(picked)
-    }
-
-    /// The first and last element of a collection, remembered for a while: finding the last
-    /// one walks backwards over the tombstones of earlier pops, and backward steps in a
-    /// memtable cost a skiplist search each. Stale bounds only narrow the sample until the
-    /// next refresh.
-    fn sample_bounds(
-        &self,
-        cf: Cf,
-        key: &[u8],
-        version: u64,
-    ) -> Result<Option<(Bytes, Bytes)>, Error> {
-        let cache_key = (self.index, Bytes::copy_from_slice(key), version);
-        if let Some(bounds) = self.ks.sample_bounds.lock().get_mut(&cache_key) {
-            bounds.2 += 1;
-            if bounds.2 < SAMPLE_BOUNDS_REUSE {
-                return Ok(Some((bounds.0.clone(), bounds.1.clone())));
-            }
-        }
-        let (Some(first), Some(last)) = (
-            self.edge_element(cf, key, version, ScanDirection::Forward)?,
-            self.edge_element(cf, key, version, ScanDirection::Reverse)?,
-        ) else {
-            return Ok(None);
-        };
-        let mut cache = self.ks.sample_bounds.lock();
-        if cache.len() >= SAMPLE_BOUNDS_ENTRIES {
-            cache.clear();
-        }
-        cache.insert(cache_key, (first.clone(), last.clone(), 0));
-        Ok(Some((first, last)))
-    }
-
-    /// The suffix of the first (or last) element.
-    fn edge_element(
-        &self,
-        cf: Cf,
-        key: &[u8],
-        version: u64,
-        direction: ScanDirection,
-    ) -> Result<Option<Bytes>, Error> {
-        let mut found = None;
-        self.scan_elements(cf, key, version, (&[], None), direction, &mut |sub, _| {
-            found = Some(Bytes::copy_from_slice(sub));
-            false
-        })?;
-        Ok(found)
-    }
-
-    /// The first element at or after `probe`, wrapping around to the first one.
-    fn first_element_from(
-        &self,
-        cf: Cf,
-        key: &[u8],
-        version: u64,
-        probe: &[u8],
-    ) -> Result<Option<(Bytes, Bytes)>, Error> {
-        for start in [probe, &[][..]] {
-            let mut found = None;
-            self.scan_elements(
-                cf,
-                key,
-                version,
-                (start, None),
-                ScanDirection::Forward,
-                &mut |sub, value| {
-                    found = Some((Bytes::copy_from_slice(sub), Bytes::copy_from_slice(value)));
-                    false
-                },
-            )?;
-            if found.is_some() {
-                return Ok(found);
-            }
-        }
-        Ok(None)
-    }
-}
-
 /// One page of an HSCAN/SSCAN/ZSCAN: the items, and the element to resume after if more
 /// remain.
 pub struct Page<T> {
@@ -473,6 +297,15 @@ impl Db<'_> {
 }
 
 impl CollectionWrite<'_> {
+    /// The collection as a read would see it, pending changes aside.
+    pub fn collection(&self) -> Collection {
+        Collection {
+            version: self.version,
+            size: self.size,
+            extra: self.extra.clone(),
+        }
+    }
+
     pub fn element_key(&self, sub: &[u8]) -> Vec<u8> {
         k::element_key(self.db.index, self.key, self.version, sub)
     }

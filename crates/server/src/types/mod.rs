@@ -18,6 +18,7 @@ mod locks;
 pub mod pattern;
 mod ready;
 pub mod roaring;
+mod sampling;
 pub mod set;
 pub mod string;
 mod transaction;
@@ -75,8 +76,8 @@ pub struct Keyspace {
     /// expiry entry and decrement the counter, so DBSIZE never sees one without the other.
     /// Only such writes (the reaper, overwrites of expired keys) take it.
     due_expiry_lock: Mutex<()>,
-    /// First and last element of large collections, for random sampling (see `collection`).
-    sample_bounds: Mutex<collection::SampleBounds>,
+    /// What random sampling knows about large collections (see `sampling`).
+    sampling: sampling::Sampling,
     watches: watch::Watches,
     /// Lists and sorted sets that writes filled while clients block on them.
     pub ready: ReadyKeys,
@@ -99,7 +100,7 @@ impl Keyspace {
             key_counts: load(k::key_count_key)?,
             expire_counts: load(k::expire_count_key)?,
             due_expiry_lock: Mutex::new(()),
-            sample_bounds: Mutex::new(Default::default()),
+            sampling: Default::default(),
             versions: VersionGenerator::open(engine.clone())?,
             engine,
             locks: LockTable::default(),

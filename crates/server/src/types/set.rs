@@ -33,6 +33,7 @@ impl<'a> Db<'a> {
             }
         }
         if added > 0 {
+            self.ks.sampling.forget_gaps(write.version);
             write.size += added as u64;
             write.commit()?;
         }
@@ -108,18 +109,18 @@ impl<'a> Db<'a> {
     /// SPOP: removes and returns up to `count` random members.
     pub fn spop(&self, key: &[u8], count: u64) -> Result<Vec<Bytes>, Error> {
         let _guard = self.lock(&[key])?;
-        let Some(set) = self.set_of(key)? else {
-            return Ok(Vec::new());
-        };
-        let picked =
-            self.random_elements(Cf::Data, key, &set, count.min(i64::MAX as u64) as i64)?;
         let mut write = self.open_for_write(key, KeyKind::Set)?;
-        for (member, _) in &picked {
+        if !write.existed {
+            return Ok(Vec::new());
+        }
+        let pick = self.pick_for_pop(Cf::Data, key, &write.collection(), count)?;
+        for (member, _) in &pick.elements {
             write.delete(Cf::Data, member);
         }
-        write.size -= picked.len() as u64;
+        write.size -= pick.elements.len() as u64;
         write.commit()?;
-        Ok(picked.into_iter().map(|(m, _)| m).collect())
+        self.ks.sampling.keep(pick.learnt);
+        Ok(pick.elements.into_iter().map(|(m, _)| m).collect())
     }
 
     /// SMOVE: returns whether the member was in `src`.
@@ -139,6 +140,7 @@ impl<'a> Db<'a> {
         from.delete(Cf::Data, member);
         from.size -= 1;
         if to.get(Cf::Data, member)?.is_none() {
+            self.ks.sampling.forget_gaps(to.version);
             to.put(Cf::Data, member, Vec::new());
             to.size += 1;
         }
