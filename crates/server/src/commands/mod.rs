@@ -29,7 +29,7 @@ use crate::server::blocking::{Attempt, BlockRequest};
 use crate::server::{ClientState, Services};
 use crate::types::{Db, HeldStripes, Keyspace, Transaction, WrittenKeys};
 
-pub use notify::{expired_event, format_classes, parse_classes, publish_committed};
+pub use notify::{expired_event, format_classes, parse_classes, publish_committed, Event};
 pub use table::{command_keys, lookup, CommandSpec, Flags, COMMANDS};
 
 /// What a command may reach: the keyspace, its own connection and the server's services.

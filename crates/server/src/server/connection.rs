@@ -4,6 +4,9 @@
 //! they hit the memtable or block cache almost always, and a task switch per command would
 //! cost more than it saves. Replies of a whole pipelined batch are written with one syscall,
 //! after one shared WAL sync if `appendfsync always` is on and the batch wrote anything.
+//!
+//! Consecutive write commands of a pipeline run as one implicit transaction
+//! ([`PipelineBatch`]) and reach storage as one write, committed before their replies go out.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -18,14 +21,18 @@ use tokio::sync::mpsc;
 
 use super::blocking::BlockRequest;
 use super::{pubsub, ClientState, Closing, Services};
-use crate::commands::{command_keys, execute, lookup, Context, Flags};
+use crate::commands::{
+    command_keys, execute, lookup, publish_committed, CommandSpec, Context, Event, Flags,
+};
 use crate::config::FsyncPolicy;
-use crate::types::HeldStripes;
+use crate::types::{HeldStripes, Transaction};
 
 /// Replies are flushed once this much is buffered even if more requests are waiting, so a
 /// client that pipelines without reading cannot grow the server's memory.
 const OUTPUT_FLUSH_THRESHOLD: usize = 64 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
+/// A pipeline batch commits after this many commands, so it holds its keys only briefly.
+const BATCH_LIMIT: usize = 128;
 
 pub async fn serve(services: Arc<Services>, mut stream: TcpStream, addr: SocketAddr) {
     services
@@ -118,7 +125,7 @@ async fn idle(timeout: Option<Duration>) {
 }
 
 /// What woke a connection up.
-enum Event {
+enum Wake {
     Read(usize),
     Message(Reply),
 }
@@ -161,15 +168,15 @@ impl Connection {
             input.reserve(READ_CHUNK);
             buffers.update(input.capacity() + output.capacity());
             let event = tokio::select! {
-                read = self.stream.read_buf(&mut input) => Event::Read(read?),
-                Some(message) = self.messages.recv() => Event::Message(message),
+                read = self.stream.read_buf(&mut input) => Wake::Read(read?),
+                Some(message) = self.messages.recv() => Wake::Message(message),
                 _ = handle.killed() => return Ok(()),
                 _ = shutdown.wait_for(|&stop| stop) => return Ok(()),
                 _ = idle(idle_timeout) => return Ok(()),
             };
             let read = match event {
-                Event::Read(read) => read,
-                Event::Message(message) => {
+                Wake::Read(read) => read,
+                Wake::Message(message) => {
                     message.encode(&mut output, self.client.resp3);
                     while output.len() < OUTPUT_FLUSH_THRESHOLD {
                         let Ok(more) = self.messages.try_recv() else {
@@ -209,19 +216,46 @@ impl Connection {
             },
         };
         let mut wrote = false;
+        let mut batch: Option<PipelineBatch> = None;
         loop {
             let args = match parse_request(input, &limits) {
                 Ok(Some(args)) if args.is_empty() => continue,
                 Ok(Some(args)) => args,
                 Ok(None) => break,
                 Err(err) => {
+                    self.commit_batch(&mut batch, output);
                     self.protocol_error(err, output);
                     self.flush(output, wrote).await?;
                     return Ok(false);
                 }
             };
-            let held = self.hold_keys(&args).await;
-            let (wrote_now, block) = self.run_command(&args, held, output);
+            let lockable = self.lockable_keys(&args);
+            if let Some((spec, keys)) = &lockable {
+                // While clients block, each push must serve them before the next command
+                // runs, as in Redis.
+                let more = !input.is_empty() && !self.services.keyspace.ready.any_blocked();
+                if may_batch(spec)
+                    && (more || batch.is_some())
+                    && self.join_batch(&mut batch, keys, output.len())
+                {
+                    wrote |= self.run_command(&args, None, batch.as_mut(), output).0;
+                    let full = batch.as_ref().is_some_and(|b| b.commands >= BATCH_LIMIT);
+                    if full || output.len() >= OUTPUT_FLUSH_THRESHOLD {
+                        self.commit_batch(&mut batch, output);
+                    }
+                    if output.len() >= OUTPUT_FLUSH_THRESHOLD {
+                        self.flush(output, wrote).await?;
+                        wrote = false;
+                    }
+                    continue;
+                }
+            }
+            self.commit_batch(&mut batch, output);
+            let held = match lockable {
+                Some((_, keys)) => Some(self.hold_keys(&keys).await),
+                None => None,
+            };
+            let (wrote_now, block) = self.run_command(&args, held, None, output);
             wrote |= wrote_now;
             if let Some(request) = block {
                 // Earlier replies go out before the wait, as Redis sends them.
@@ -248,8 +282,56 @@ impl Connection {
                 wrote = false;
             }
         }
+        self.commit_batch(&mut batch, output);
         self.flush(output, wrote).await?;
         Ok(true)
+    }
+
+    /// Adds a command with `keys` to the open batch, opening one if needed; `false` if one of
+    /// its keys is busy (the command then runs on its own, after the batch commits).
+    fn join_batch(
+        &self,
+        batch: &mut Option<PipelineBatch>,
+        keys: &[&[u8]],
+        replies_from: usize,
+    ) -> bool {
+        let keyspace = &self.services.keyspace;
+        if batch.is_none() {
+            let Ok(txn) = keyspace.begin(&[]) else {
+                return false;
+            };
+            *batch = Some(PipelineBatch {
+                txn,
+                events: Vec::new(),
+                replies_from,
+                commands: 0,
+            });
+        }
+        batch
+            .as_ref()
+            .is_some_and(|b| keyspace.try_hold_in(&b.txn, self.client.db, keys))
+    }
+
+    /// Commits the open batch, if any, and then serves the clients its writes unblocked. If
+    /// the commit fails, none of its writes happened: each of its commands gets the error
+    /// instead of its reply.
+    fn commit_batch(&self, batch: &mut Option<PipelineBatch>, output: &mut BytesMut) {
+        let Some(batch) = batch.take() else {
+            return;
+        };
+        let services = &self.services;
+        match services.keyspace.commit(&batch.txn) {
+            Ok(()) => publish_committed(services, batch.events),
+            Err(err) => {
+                output.truncate(batch.replies_from);
+                let reply = err.to_reply();
+                for _ in 0..batch.commands {
+                    reply.encode(output, self.client.resp3);
+                }
+            }
+        }
+        drop(batch.txn);
+        services.blocking.serve_ready(&services.keyspace);
     }
 
     /// Blocks until a blocking command is served, times out or is unblocked. Meanwhile it
@@ -294,10 +376,12 @@ impl Connection {
         }
     }
 
-    /// Locks the keys of a write command before it runs, suspending this task (not the
-    /// worker thread) while another client holds one: a hot key then costs waiting clients no
-    /// thread switches. `None` for every other command, which locks (if at all) as it runs.
-    async fn hold_keys(&self, args: &[Bytes]) -> Option<HeldStripes> {
+    /// The keys of a write command that the connection locks before it runs, or `None` for
+    /// every other command, which locks (if at all) as it runs.
+    fn lockable_keys<'a>(
+        &self,
+        args: &'a [Bytes],
+    ) -> Option<(&'static CommandSpec, Vec<&'a [u8]>)> {
         // A client that may not run the command locks nothing on its behalf.
         let client = &self.client;
         if client.multi.is_some() || !client.authenticated || !client.subscriptions.is_empty() {
@@ -313,19 +397,24 @@ impl Connection {
             return None;
         }
         let keys = command_keys(spec, args);
-        if keys.is_empty() {
-            return None;
-        }
-        let keyspace = &self.services.keyspace;
-        Some(keyspace.hold_for_command(client.db, &keys).await)
+        (!keys.is_empty()).then_some((spec, keys))
     }
 
-    /// Executes one command and appends its reply; returns whether it was a write, and what
-    /// to wait for if it blocks (then it appends no reply).
+    /// Locks a write command's keys before it runs, suspending this task (not the worker
+    /// thread) while another client holds one: a hot key then costs waiting clients no thread
+    /// switches.
+    async fn hold_keys(&self, keys: &[&[u8]]) -> HeldStripes {
+        let keyspace = &self.services.keyspace;
+        keyspace.hold_for_command(self.client.db, keys).await
+    }
+
+    /// Executes one command, in `batch` if given, and appends its reply; returns whether it
+    /// was a write, and what to wait for if it blocks (then it appends no reply).
     fn run_command(
         &mut self,
         args: &[Bytes],
         held: Option<HeldStripes>,
+        batch: Option<&mut PipelineBatch>,
         output: &mut BytesMut,
     ) -> (bool, Option<BlockRequest>) {
         let services = self.services.clone();
@@ -334,7 +423,7 @@ impl Connection {
             keyspace: &services.keyspace,
             client: &mut self.client,
             services: &services,
-            txn: None,
+            txn: batch.as_deref().map(|b| &b.txn),
             held: held.as_ref(),
             block: None,
             written: Default::default(),
@@ -342,9 +431,18 @@ impl Connection {
         };
         let outcome = execute(&mut ctx, args);
         let block = ctx.block.take();
-        // Released before blocked clients are served: serving locks their keys.
-        drop(held);
-        services.blocking.serve_ready(&services.keyspace);
+        let events = std::mem::take(&mut ctx.events);
+        match batch {
+            Some(batch) => {
+                batch.events.extend(events);
+                batch.commands += 1;
+            }
+            None => {
+                // Released before blocked clients are served: serving locks their keys.
+                drop(held);
+                services.blocking.serve_ready(&services.keyspace);
+            }
+        }
         let elapsed = started.elapsed().as_micros() as u64;
         if block.is_none() {
             outcome.reply.encode(output, self.client.resp3);
@@ -413,4 +511,25 @@ impl Connection {
         output.clear();
         Ok(())
     }
+}
+
+/// Write commands of one pipeline, run as one implicit transaction: each reads what the
+/// earlier ones wrote, and all reach storage as one write, so RocksDB's costs per write (the
+/// WAL record, the hand-off between writing threads) are paid once. It only ever takes free
+/// stripes, so it cannot deadlock; a command whose key is busy commits the batch and runs on
+/// its own. Other clients see none of its writes until the commit, which comes before any of
+/// its replies are sent. No batch starts while a client blocks on a key.
+struct PipelineBatch {
+    txn: Transaction,
+    /// Keyspace events of its commands, published after the commit.
+    events: Vec<Event>,
+    /// Where its commands' replies begin in the output buffer.
+    replies_from: usize,
+    commands: usize,
+}
+
+/// Whether a write command may join a pipeline batch: not one that blocks, which in a
+/// transaction would not.
+fn may_batch(spec: &CommandSpec) -> bool {
+    !spec.flags.contains(Flags::BLOCKING)
 }

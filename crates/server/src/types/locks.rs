@@ -173,6 +173,12 @@ impl LockTable {
         Some(self.stripe_guard(index, guard))
     }
 
+    /// Locks one stripe if it is free.
+    pub fn try_hold_now(&self, index: usize) -> Option<StripeGuard> {
+        let guard = self.stripes[index].try_lock_arc()?;
+        Some(self.stripe_guard(index, guard))
+    }
+
     /// Takes `indexes` in ascending order, suspending the calling task (not its thread) while
     /// a stripe is busy.
     pub async fn hold_async(&self, mut indexes: Vec<usize>) -> HeldStripes {

@@ -28,6 +28,10 @@ impl ReadyKeys {
         self.blocked.fetch_sub(1, Ordering::Relaxed);
     }
 
+    pub fn any_blocked(&self) -> bool {
+        self.blocked.load(Ordering::Relaxed) > 0
+    }
+
     /// The keys noted since the last call.
     pub fn take(&self) -> Vec<(u8, Vec<u8>)> {
         if !self.noted.swap(false, Ordering::AcqRel) {

@@ -65,6 +65,25 @@ impl Keyspace {
         self.hold_stripes(txn, stripes)
     }
 
+    /// Takes the stripes of `keys` in `db` that `txn` lacks if they are free right now, in any
+    /// order; returns whether it holds them all. It never waits, so a transaction that grows
+    /// command by command (a pipeline's writes) cannot deadlock; stripes taken before a busy
+    /// one stay held until the transaction ends.
+    pub fn try_hold_in(&self, txn: &Transaction, db: usize, keys: &[&[u8]]) -> bool {
+        let mut held = txn.held.lock();
+        for key in keys {
+            let index = self.locks.stripe(db as u8, key);
+            if held.contains_key(&index) {
+                continue;
+            }
+            match self.locks.try_hold_now(index) {
+                Some(guard) => held.insert(index, guard),
+                None => return false,
+            };
+        }
+        true
+    }
+
     /// Makes sure `txn` holds every stripe (FLUSHDB and FLUSHALL inside a transaction).
     pub(super) fn hold_all_in(&self, txn: &Transaction) -> Result<(), Error> {
         self.hold_stripes(txn, (0..STRIPES).collect())
