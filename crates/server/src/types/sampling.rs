@@ -408,7 +408,9 @@ impl Db<'_> {
                 // Scan only up to the next gap: elements in it are gone or chosen already.
                 let next = gaps.range_after(&at);
                 let end = next.as_ref().map(|(start, _)| start.as_ref());
-                if let Some(element) = self.first_element_in(cf, key, version, (&at, end))? {
+                if let Some(element) =
+                    self.edge_element(cf, key, version, (&at, end), ScanDirection::Forward)?
+                {
                     gaps.insert(empty_from, Some(successor(&element.0)));
                     return Ok(Some(element));
                 }
@@ -430,10 +432,10 @@ impl Db<'_> {
         let Some(seek) = gaps.seek_point(&[]).1 else {
             return Ok(None);
         };
-        let first = self.first_element_in(cf, key, version, (&seek, None))?;
+        let first = self.edge_element(cf, key, version, (&seek, None), ScanDirection::Forward)?;
         let end = gaps.trailing_start().map(Bytes::as_ref);
         let last = self.edge_element(cf, key, version, (&[], end), ScanDirection::Reverse)?;
-        Ok(first.zip(last).map(|((first, _), last)| (first, last)))
+        Ok(first.zip(last).map(|((first, _), (last, _))| (first, last)))
     }
 
     /// The first and last element of a collection, remembered for a while: finding the last
@@ -450,7 +452,7 @@ impl Db<'_> {
             return Ok(Some(bounds));
         }
         let whole = (&[][..], None);
-        let (Some(first), Some(last)) = (
+        let (Some((first, _)), Some((last, _))) = (
             self.edge_element(cf, key, version, whole, ScanDirection::Forward)?,
             self.edge_element(cf, key, version, whole, ScanDirection::Reverse)?,
         ) else {
@@ -462,7 +464,7 @@ impl Db<'_> {
         Ok(Some((first, last)))
     }
 
-    /// The suffix of the first (or last) element within `bounds`.
+    /// The first (or last) element within `bounds`, with its value.
     fn edge_element(
         &self,
         cf: Cf,
@@ -470,35 +472,12 @@ impl Db<'_> {
         version: u64,
         bounds: (&[u8], Option<&[u8]>),
         direction: ScanDirection,
-    ) -> Result<Option<Bytes>, Error> {
-        let mut found = None;
-        self.scan_elements(cf, key, version, bounds, direction, &mut |sub, _| {
-            found = Some(Bytes::copy_from_slice(sub));
-            false
-        })?;
-        Ok(found)
-    }
-
-    /// The first element within `bounds`, with its value.
-    fn first_element_in(
-        &self,
-        cf: Cf,
-        key: &[u8],
-        version: u64,
-        bounds: (&[u8], Option<&[u8]>),
     ) -> Result<Option<(Bytes, Bytes)>, Error> {
         let mut found = None;
-        self.scan_elements(
-            cf,
-            key,
-            version,
-            bounds,
-            ScanDirection::Forward,
-            &mut |sub, value| {
-                found = Some((Bytes::copy_from_slice(sub), Bytes::copy_from_slice(value)));
-                false
-            },
-        )?;
+        self.scan_elements(cf, key, version, bounds, direction, &mut |sub, value| {
+            found = Some((Bytes::copy_from_slice(sub), Bytes::copy_from_slice(value)));
+            false
+        })?;
         Ok(found)
     }
 
@@ -510,9 +489,10 @@ impl Db<'_> {
         version: u64,
         probe: &[u8],
     ) -> Result<Option<(Bytes, Bytes)>, Error> {
-        match self.first_element_in(cf, key, version, (probe, None))? {
+        let forward = ScanDirection::Forward;
+        match self.edge_element(cf, key, version, (probe, None), forward)? {
             Some(element) => Ok(Some(element)),
-            None => self.first_element_in(cf, key, version, (&[], None)),
+            None => self.edge_element(cf, key, version, (&[], None), forward),
         }
     }
 }
