@@ -4,20 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{fails, run, TestServer};
-
-/// Collects `(channel, payload)` of pattern messages until `count` arrive.
-fn collect(pubsub: &mut redis::PubSub<'_>, count: usize) -> Vec<(String, String)> {
-    (0..count)
-        .map(|_| {
-            let msg = pubsub.get_message().expect("a notification");
-            (
-                msg.get_channel_name().to_string(),
-                msg.get_payload::<String>().unwrap(),
-            )
-        })
-        .collect()
-}
+use common::{collect_messages, fails, run, TestServer};
 
 #[test]
 fn events_name_the_command_and_the_key() {
@@ -64,7 +51,7 @@ fn events_name_the_command_and_the_key() {
         ("del", "k2"),
         ("incrby", "n"),
     ];
-    let events = collect(&mut pubsub, expected.len());
+    let events = collect_messages(&mut pubsub, expected.len());
     let expected: Vec<(String, String)> = expected
         .iter()
         .map(|(event, key)| (format!("__keyevent@0__:{event}"), key.to_string()))
@@ -75,7 +62,7 @@ fn events_name_the_command_and_the_key() {
     run::<i64>(&mut con, &["SREM", "s", "absent"]);
     run::<()>(&mut con, &["SET", "last", "x"]);
     assert_eq!(
-        collect(&mut pubsub, 1),
+        collect_messages(&mut pubsub, 1),
         [("__keyevent@0__:set".to_string(), "last".to_string())]
     );
 }
@@ -92,7 +79,7 @@ fn keyspace_channels_and_expired_events() {
     pubsub.psubscribe("__keyspace@0__:*").unwrap();
     run::<()>(&mut con, &["SET", "plain", "v"]);
     run::<()>(&mut con, &["SET", "short", "v", "PX", "50"]);
-    let events = collect(&mut pubsub, 2);
+    let events = collect_messages(&mut pubsub, 2);
     assert_eq!(
         events,
         [

@@ -6,31 +6,13 @@ mod common;
 use std::thread;
 use std::time::Duration;
 
-use common::{run, wait_for_blocked, TestServer};
-
-/// One RESP request.
-fn request(args: &[&str]) -> String {
-    let mut out = format!("*{}\r\n", args.len());
-    for arg in args {
-        out.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
-    }
-    out
-}
-
-/// Several requests sent with one write, so the server reads them together.
-fn pipeline(requests: &[&[&str]]) -> Vec<u8> {
-    requests
-        .iter()
-        .map(|r| request(r))
-        .collect::<String>()
-        .into_bytes()
-}
+use common::{collect_messages, run, wait_for_blocked, TestServer};
 
 #[test]
 fn pipelined_writes_see_what_earlier_ones_wrote() {
     let server = TestServer::start();
     let mut raw = server.raw();
-    raw.send(&pipeline(&[
+    raw.pipeline(&[
         &["SET", "k", "1"],
         &["INCR", "k"],
         &["INCRBY", "k", "5"],
@@ -44,7 +26,7 @@ fn pipelined_writes_see_what_earlier_ones_wrote() {
         &["GET", "s"],
         &["HSET", "h", "f", "1"],
         &["HINCRBY", "h", "f", "2"],
-    ]));
+    ]);
     raw.expect(
         b"+OK\r\n:2\r\n:7\r\n\
           -WRONGTYPE Operation against a key holding the wrong kind of value\r\n\
@@ -105,7 +87,7 @@ fn each_pipelined_push_serves_blocked_clients_first() {
     let mut con = server.client();
     wait_for_blocked(&mut con, 1);
     let mut raw = server.raw();
-    raw.send(&pipeline(&[&["RPUSH", "q", "a"], &["RPUSH", "q", "b"]]));
+    raw.pipeline(&[&["RPUSH", "q", "a"], &["RPUSH", "q", "b"]]);
     // As in Redis: the first push is popped before the second runs.
     raw.expect(b":1\r\n:1\r\n");
     assert_eq!(waiter.join().expect("blocked client"), ["q", "a"]);
@@ -130,21 +112,9 @@ fn pipelined_writes_publish_their_keyspace_events_in_order() {
     let mut pubsub = listener.as_pubsub();
     pubsub.psubscribe("__keyevent@0__:*").unwrap();
     let mut raw = server.raw();
-    raw.send(&pipeline(&[
-        &["SET", "a", "1"],
-        &["RPUSH", "l", "x"],
-        &["SET", "b", "2"],
-    ]));
+    raw.pipeline(&[&["SET", "a", "1"], &["RPUSH", "l", "x"], &["SET", "b", "2"]]);
     raw.expect(b"+OK\r\n:1\r\n+OK\r\n");
-    let events: Vec<(String, String)> = (0..3)
-        .map(|_| {
-            let msg = pubsub.get_message().expect("a notification");
-            (
-                msg.get_channel_name().to_string(),
-                msg.get_payload::<String>().unwrap(),
-            )
-        })
-        .collect();
+    let events = collect_messages(&mut pubsub, 3);
     assert_eq!(
         events,
         [
@@ -161,7 +131,7 @@ fn a_watched_key_written_in_another_clients_pipeline_aborts_exec() {
     let mut watcher = server.client();
     run::<()>(&mut watcher, &["WATCH", "w"]);
     let mut raw = server.raw();
-    raw.send(&pipeline(&[&["SET", "x", "1"], &["SET", "w", "1"]]));
+    raw.pipeline(&[&["SET", "x", "1"], &["SET", "w", "1"]]);
     raw.expect(b"+OK\r\n+OK\r\n");
     run::<()>(&mut watcher, &["MULTI"]);
     run::<()>(&mut watcher, &["SET", "w", "mine"]);

@@ -152,11 +152,13 @@ impl RawClient {
 
     /// Sends one command as a RESP array.
     pub fn command(&mut self, args: &[&str]) {
-        let mut out = format!("*{}\r\n", args.len());
-        for arg in args {
-            out.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
-        }
-        self.send(out.as_bytes());
+        self.send(request(args).as_bytes());
+    }
+
+    /// Sends several commands with one write, so the server reads them together.
+    pub fn pipeline(&mut self, commands: &[&[&str]]) {
+        let bytes: String = commands.iter().map(|args| request(args)).collect();
+        self.send(bytes.as_bytes());
     }
 
     /// Reads exactly `expected.len()` bytes and compares them.
@@ -174,6 +176,28 @@ impl RawClient {
         let mut rest = Vec::new();
         self.stream.read_to_end(&mut rest).is_ok() && rest.is_empty()
     }
+}
+
+/// One command as a RESP array.
+fn request(args: &[&str]) -> String {
+    let mut out = format!("*{}\r\n", args.len());
+    for arg in args {
+        out.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+    }
+    out
+}
+
+/// Collects `(channel, payload)` of pub/sub messages until `count` arrive.
+pub fn collect_messages(pubsub: &mut redis::PubSub<'_>, count: usize) -> Vec<(String, String)> {
+    (0..count)
+        .map(|_| {
+            let msg = pubsub.get_message().expect("a message");
+            (
+                msg.get_channel_name().to_string(),
+                msg.get_payload::<String>().unwrap(),
+            )
+        })
+        .collect()
 }
 
 /// The full error line of a failed command: `CODE detail`.
