@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{fails, run, TestServer};
 use redis::Value;
-use shale_storage::{Cf, Engine, RocksConfig, RocksEngine, ScanDirection};
+use shale_storage::Cf;
 
 fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> u64 {
     let info: String = run(con, &["INFO", section]);
@@ -16,23 +16,6 @@ fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> u64 {
         .find_map(|l| l.strip_prefix(&format!("{field}:")))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("{field} missing from INFO {section}"))
-}
-
-/// Counts every record of a column family in a stopped server's data directory.
-fn count_records(server: &TestServer, cf: Cf) -> usize {
-    let engine = RocksEngine::open(
-        &server.dir.path().join("data").join("db"),
-        &RocksConfig::default(),
-    )
-    .unwrap();
-    let mut count = 0;
-    engine
-        .scan(cf, &[], &[0xFF; 16], ScanDirection::Forward, &mut |_, _| {
-            count += 1;
-            true
-        })
-        .unwrap();
-    count
 }
 
 fn fill_hash(con: &mut redis::Connection, key: &str, fields: usize) {
@@ -196,9 +179,9 @@ fn expired_hash_vanishes_and_its_elements_leave_the_disk() {
     drop(con);
     server.stop();
     assert_eq!(
-        count_records(&server, Cf::Data),
+        server.count_records(Cf::Data),
         1,
         "only the small hash's element is left"
     );
-    assert_eq!(count_records(&server, Cf::Expire), 0);
+    assert_eq!(server.count_records(Cf::Expire), 0);
 }

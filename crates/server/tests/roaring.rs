@@ -6,6 +6,7 @@ use common::{fails, run, TestServer};
 use rand::{Rng, SeedableRng};
 use redis::Value;
 use roaring::RoaringBitmap;
+use shale_storage::Cf;
 
 const BAD_U32: &str = "ERR bad arguments, must be unsigned 32-bit integer";
 const INVALID: &str = "ERR invalid arguments, maybe out of range or illegal";
@@ -353,6 +354,10 @@ fn random_commands_match_an_in_memory_model() {
                 );
             }
         }
+        // The bitmap starts packed in its metadata and outgrows it on the way: check both.
+        if step % 100 == 99 {
+            assert_eq!(bits(&mut con, "m"), model.iter().collect::<Vec<_>>());
+        }
     }
     assert_eq!(bits(&mut con, "m"), model.iter().collect::<Vec<_>>());
     assert_eq!(
@@ -371,6 +376,71 @@ fn random_commands_match_an_in_memory_model() {
         );
         assert_eq!(pos, nth as i64);
     }
+}
+
+fn setbits(con: &mut redis::Connection, key: &str, offsets: impl IntoIterator<Item = u32>) {
+    let mut cmd = redis::cmd("TR.SETBITS");
+    cmd.arg(key);
+    for offset in offsets {
+        cmd.arg(offset);
+    }
+    cmd.query::<()>(con).unwrap();
+}
+
+#[test]
+fn small_bitmaps_live_in_their_metadata_until_they_outgrow_it() {
+    let mut server = TestServer::start();
+    let mut con = server.client();
+    // 100 bits in 100 containers pack into well under 4 KB: no container records.
+    let sparse: Vec<u32> = (0..100u32).map(|i| i * 5 * 65_537).collect();
+    setbits(&mut con, "small", sparse.iter().copied());
+    run::<i64>(&mut con, &["TR.SETBIT", "small", "7", "1"]);
+    run::<i64>(&mut con, &["TR.SETBIT", "small", "0", "0"]);
+    run::<()>(&mut con, &["TR.OPTIMIZE", "small"]);
+    run::<()>(
+        &mut con,
+        &["TR.SETINTARRAY", "copy", "1", "70000", "4000000000"],
+    );
+    drop(con);
+    server.stop();
+    assert_eq!(server.count_records(Cf::Data), 0);
+    server.start_again();
+    let mut con = server.client();
+    let mut expected: Vec<u32> = sparse[1..].to_vec();
+    expected.insert(0, 7);
+    assert_eq!(bits(&mut con, "small"), expected);
+    assert_eq!(run::<u64>(&mut con, &["TR.BITCOUNT", "small"]), 100);
+    assert_eq!(bits(&mut con, "copy"), vec![1, 70000, 4000000000]);
+
+    // 3,000 bits in one container (6 KB as an array) no longer fit: one record per container.
+    setbits(&mut con, "small", (0..3000u32).map(|i| 2 * i + 1_000_000));
+    expected.extend((0..3000u32).map(|i| 2 * i + 1_000_000));
+    expected.sort_unstable();
+    assert_eq!(bits(&mut con, "small"), expected);
+    let containers = expected
+        .iter()
+        .map(|v| v >> 16)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    drop(con);
+    server.stop();
+    assert_eq!(server.count_records(Cf::Data), containers);
+    server.start_again();
+    let mut con = server.client();
+    assert_eq!(bits(&mut con, "small"), expected);
+    assert_eq!(
+        run::<u64>(&mut con, &["TR.BITCOUNT", "small"]),
+        expected.len() as u64
+    );
+    assert_eq!(
+        run::<u64>(&mut con, &["TR.BITOPCARD", "AND", "small", "copy"]),
+        0
+    );
+    // Deleting either kind leaves nothing behind.
+    assert_eq!(run::<i64>(&mut con, &["DEL", "small", "copy"]), 2);
+    drop(con);
+    server.stop();
+    assert_eq!(server.count_records(Cf::Data), 0);
 }
 
 #[test]

@@ -15,6 +15,7 @@ pub mod hash;
 mod keys;
 pub mod list;
 mod locks;
+mod packed;
 pub mod pattern;
 mod ready;
 pub mod roaring;
@@ -275,7 +276,8 @@ impl<'a> Db<'a> {
         new: Option<&Metadata>,
     ) -> Result<(), Error> {
         if let Some(Body::Collection { version, size, .. }) = old.map(|m| &m.body) {
-            if new.and_then(Metadata::version) != Some(*version) {
+            let has_records = !old.is_some_and(roaring::is_packed);
+            if has_records && new.and_then(Metadata::version) != Some(*version) {
                 self.stage_element_deletes(&mut change.batch, key, *version, *size)?;
             }
         }

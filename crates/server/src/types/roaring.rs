@@ -3,17 +3,20 @@
 //! small record however large the bitmap; set algebra streams container by container.
 //!
 //! A container is stored as a `roaring::RoaringBitmap` holding only the low 16 bits of its
-//! values, in the crate's portable serialization.
+//! values, in the crate's portable serialization. Small bitmaps keep their containers packed
+//! in the metadata instead (`types/packed.rs`); a bitmap leaves that form for good when it
+//! outgrows it.
 
 use std::collections::btree_map::Entry;
 use std::collections::BTreeSet;
 
 use bytes::Bytes;
 use roaring::RoaringBitmap;
-use shale_storage::metadata::KeyKind;
+use shale_storage::metadata::{Body, KeyKind, Metadata};
 use shale_storage::{Cf, ScanDirection};
 
 use super::collection::{Collection, CollectionWrite};
+use super::packed::{self, Containers};
 use super::Db;
 use crate::error::Error;
 
@@ -72,9 +75,50 @@ fn high_of(sub: &[u8]) -> u16 {
     sub.try_into().map_or(0, u16::from_be_bytes)
 }
 
+/// The containers packed in a bitmap's metadata, `None` if they are records of their own.
+fn packed_in(extra: &Bytes) -> Result<Option<Containers>, Error> {
+    if extra.is_empty() {
+        return Ok(None);
+    }
+    packed::unpack(extra)
+        .map(Some)
+        .ok_or(Error::Storage(shale_storage::StorageError::Corrupt(
+            "packed roaring containers",
+        )))
+}
+
+/// Whether `meta` is a bitmap whose containers are packed in it, with no records elsewhere.
+pub(crate) fn is_packed(meta: &Metadata) -> bool {
+    meta.kind == KeyKind::Roaring
+        && matches!(&meta.body, Body::Collection { extra, .. } if !extra.is_empty())
+}
+
+/// Stages `containers` as a bitmap's content: packed in its metadata if they fit, else one
+/// record each. Only for a version that has no container records yet.
+fn store_containers(write: &mut CollectionWrite<'_>, containers: &Containers) {
+    match packed::pack(containers) {
+        Some(packed) => write.extra = packed.into(),
+        None => {
+            for (high, container) in containers {
+                write.put(Cf::Data, &high.to_be_bytes(), container.to_vec());
+            }
+            write.extra = Bytes::new();
+        }
+    }
+}
+
+/// A live bitmap as a read sees it.
+struct Bitmap {
+    collection: Collection,
+    packed: Option<Containers>,
+}
+
 /// A bitmap opened for writing: containers are read on first use and written at the end.
 struct BitmapWrite<'a> {
     inner: CollectionWrite<'a>,
+    /// The containers of a packed bitmap (a new bitmap starts packed); `None` if they are
+    /// records of their own.
+    packed: Option<Containers>,
     dirty: std::collections::BTreeMap<u16, RoaringBitmap>,
     /// Range edits re-pack containers (runs where smaller); single bits leave them as they are.
     repack: bool,
@@ -85,11 +129,15 @@ impl<'a> BitmapWrite<'a> {
         let slot = match self.dirty.entry(high) {
             Entry::Occupied(slot) => slot.into_mut(),
             Entry::Vacant(slot) => {
-                let loaded = match self.inner.get(Cf::Data, &high.to_be_bytes())? {
-                    Some(raw) => decode(&raw)?,
-                    None => RoaringBitmap::new(),
+                let loaded = match &self.packed {
+                    Some(packed) => packed.get(&high).map(|raw| decode(raw)).transpose()?,
+                    None => self
+                        .inner
+                        .get(Cf::Data, &high.to_be_bytes())?
+                        .map(|raw| decode(&raw))
+                        .transpose()?,
                 };
-                slot.insert(loaded)
+                slot.insert(loaded.unwrap_or_default())
             }
         };
         Ok(slot)
@@ -145,15 +193,32 @@ impl<'a> BitmapWrite<'a> {
     }
 
     fn commit(mut self) -> Result<u64, Error> {
-        for (high, mut container) in std::mem::take(&mut self.dirty) {
-            if container.is_empty() {
-                self.inner.delete(Cf::Data, &high.to_be_bytes());
-            } else {
-                if self.repack {
+        let repack = self.repack;
+        let changed = std::mem::take(&mut self.dirty)
+            .into_iter()
+            .map(|(high, mut container)| {
+                if repack {
                     container.optimize();
                 }
-                self.inner
-                    .put(Cf::Data, &high.to_be_bytes(), encode(&container));
+                (high, (!container.is_empty()).then(|| encode(&container)))
+            });
+        match self.packed.take() {
+            Some(mut containers) => {
+                for (high, container) in changed {
+                    match container {
+                        Some(raw) => containers.insert(high, raw.into()),
+                        None => containers.remove(&high),
+                    };
+                }
+                store_containers(&mut self.inner, &containers);
+            }
+            None => {
+                for (high, container) in changed {
+                    match container {
+                        Some(raw) => self.inner.put(Cf::Data, &high.to_be_bytes(), raw),
+                        None => self.inner.delete(Cf::Data, &high.to_be_bytes()),
+                    }
+                }
             }
         }
         let size = self.inner.size;
@@ -163,13 +228,24 @@ impl<'a> BitmapWrite<'a> {
 }
 
 impl<'a> Db<'a> {
-    fn bitmap_of(&self, key: &[u8]) -> Result<Option<Collection>, Error> {
-        self.collection(key, KeyKind::Roaring)
+    fn bitmap_of(&self, key: &[u8]) -> Result<Option<Bitmap>, Error> {
+        let Some(collection) = self.collection(key, KeyKind::Roaring)? else {
+            return Ok(None);
+        };
+        let packed = packed_in(&collection.extra)?;
+        Ok(Some(Bitmap { collection, packed }))
     }
 
     fn open_bitmap(&self, key: &'a [u8]) -> Result<BitmapWrite<'a>, Error> {
+        let inner = self.open_for_write(key, KeyKind::Roaring)?;
+        let packed = if inner.existed {
+            packed_in(&inner.extra)?
+        } else {
+            Some(Containers::new())
+        };
         Ok(BitmapWrite {
-            inner: self.open_for_write(key, KeyKind::Roaring)?,
+            inner,
+            packed,
             dirty: Default::default(),
             repack: false,
         })
@@ -179,18 +255,31 @@ impl<'a> Db<'a> {
     fn containers(
         &self,
         key: &[u8],
-        bitmap: &Collection,
+        bitmap: &Bitmap,
         range: (u16, u16),
         direction: ScanDirection,
         visit: &mut dyn FnMut(u16, RoaringBitmap) -> Result<bool, Error>,
     ) -> Result<(), Error> {
+        if let Some(packed) = &bitmap.packed {
+            let in_range = packed.range(range.0..=range.1);
+            let ordered: Box<dyn Iterator<Item = (&u16, &Bytes)>> = match direction {
+                ScanDirection::Forward => Box::new(in_range),
+                ScanDirection::Reverse => Box::new(in_range.rev()),
+            };
+            for (&high, raw) in ordered {
+                if !visit(high, decode(raw)?)? {
+                    break;
+                }
+            }
+            return Ok(());
+        }
         let lower = range.0.to_be_bytes();
         let upper = range.1.checked_add(1).map(u16::to_be_bytes);
         let mut failure = None;
         self.scan_elements(
             Cf::Data,
             key,
-            bitmap.version,
+            bitmap.collection.version,
             (&lower, upper.as_ref().map(|u| u.as_slice())),
             direction,
             &mut |sub, raw| match decode(raw).and_then(|c| visit(high_of(sub), c)) {
@@ -207,12 +296,20 @@ impl<'a> Db<'a> {
     fn container_of(
         &self,
         key: &[u8],
-        bitmap: &Collection,
+        bitmap: &Bitmap,
         high: u16,
     ) -> Result<Option<RoaringBitmap>, Error> {
-        self.get_element(Cf::Data, key, bitmap.version, &high.to_be_bytes())?
-            .map(|raw| decode(&raw))
-            .transpose()
+        if let Some(packed) = &bitmap.packed {
+            return packed.get(&high).map(|raw| decode(raw)).transpose();
+        }
+        self.get_element(
+            Cf::Data,
+            key,
+            bitmap.collection.version,
+            &high.to_be_bytes(),
+        )?
+        .map(|raw| decode(&raw))
+        .transpose()
     }
 
     pub fn tr_setbit(&self, key: &'a [u8], offset: u32, on: bool) -> Result<bool, Error> {
@@ -287,7 +384,7 @@ impl<'a> Db<'a> {
         let Some(bitmap) = self.bitmap_of(key)? else {
             return Ok(false);
         };
-        let mut write = self.open_for_write(key, KeyKind::Roaring)?;
+        let mut optimized = Containers::new();
         self.containers(
             key,
             &bitmap,
@@ -295,10 +392,18 @@ impl<'a> Db<'a> {
             ScanDirection::Forward,
             &mut |high, mut container| {
                 container.optimize();
-                write.put(Cf::Data, &high.to_be_bytes(), encode(&container));
+                optimized.insert(high, encode(&container).into());
                 Ok(true)
             },
         )?;
+        let mut write = self.open_for_write(key, KeyKind::Roaring)?;
+        if bitmap.packed.is_some() {
+            store_containers(&mut write, &optimized);
+        } else {
+            for (high, container) in optimized {
+                write.put(Cf::Data, &high.to_be_bytes(), container.to_vec());
+            }
+        }
         write.commit()?;
         Ok(true)
     }
@@ -319,13 +424,24 @@ impl<'a> Db<'a> {
             return Ok(None);
         };
         let highs: BTreeSet<u16> = offsets.iter().map(|&o| split(o).0).collect();
-        let subs: Vec<[u8; 2]> = highs.iter().map(|h| h.to_be_bytes()).collect();
-        let refs: Vec<&[u8]> = subs.iter().map(|s| s.as_slice()).collect();
-        let loaded = self.get_elements(Cf::Data, key, bitmap.version, &refs)?;
         let mut containers = std::collections::BTreeMap::new();
-        for (high, raw) in highs.iter().zip(loaded) {
-            if let Some(raw) = raw {
-                containers.insert(*high, decode(&raw)?);
+        match &bitmap.packed {
+            Some(packed) => {
+                for high in &highs {
+                    if let Some(raw) = packed.get(high) {
+                        containers.insert(*high, decode(raw)?);
+                    }
+                }
+            }
+            None => {
+                let subs: Vec<[u8; 2]> = highs.iter().map(|h| h.to_be_bytes()).collect();
+                let refs: Vec<&[u8]> = subs.iter().map(|s| s.as_slice()).collect();
+                let loaded = self.get_elements(Cf::Data, key, bitmap.collection.version, &refs)?;
+                for (high, raw) in highs.iter().zip(loaded) {
+                    if let Some(raw) = raw {
+                        containers.insert(*high, decode(&raw)?);
+                    }
+                }
             }
         }
         Ok(Some(
@@ -347,7 +463,7 @@ impl<'a> Db<'a> {
             return Ok(0);
         };
         let Some((start, end)) = range else {
-            return Ok(bitmap.size);
+            return Ok(bitmap.collection.size);
         };
         let mut count = 0;
         self.containers(
@@ -579,17 +695,16 @@ impl<'a> Db<'a> {
     }
 
     /// The container numbers present in any of `keys`' bitmaps.
-    fn container_union(
-        &self,
-        sources: &[(Bytes, Option<Collection>)],
-    ) -> Result<BTreeSet<u16>, Error> {
+    fn container_union(&self, sources: &[(Bytes, Option<Bitmap>)]) -> Result<BTreeSet<u16>, Error> {
         let mut highs = BTreeSet::new();
         for (key, bitmap) in sources {
-            if let Some(bitmap) = bitmap {
+            if let Some(packed) = bitmap.as_ref().and_then(|b| b.packed.as_ref()) {
+                highs.extend(packed.keys());
+            } else if let Some(bitmap) = bitmap {
                 self.scan_elements(
                     Cf::Data,
                     key,
-                    bitmap.version,
+                    bitmap.collection.version,
                     (&[], None),
                     ScanDirection::Forward,
                     &mut |sub, _| {
@@ -610,7 +725,7 @@ impl<'a> Db<'a> {
         keys: &[Bytes],
         emit: &mut dyn FnMut(u16, RoaringBitmap) -> Result<(), Error>,
     ) -> Result<(), Error> {
-        let sources: Vec<(Bytes, Option<Collection>)> = keys
+        let sources: Vec<(Bytes, Option<Bitmap>)> = keys
             .iter()
             .map(|k| Ok((k.clone(), self.bitmap_of(k)?)))
             .collect::<Result<_, Error>>()?;
@@ -718,13 +833,14 @@ impl<'a> Db<'a> {
     }
 }
 
-/// Stages every container of `all` into a bitmap being written.
+/// Stages every container of `all` into a new version of a bitmap.
 fn write_containers(write: &mut CollectionWrite<'_>, all: &RoaringBitmap) {
+    let mut containers = Containers::new();
     let mut current: Option<(u16, RoaringBitmap)> = None;
-    let flush = |write: &mut CollectionWrite<'_>, entry: Option<(u16, RoaringBitmap)>| {
+    let mut flush = |entry: Option<(u16, RoaringBitmap)>| {
         if let Some((high, mut container)) = entry {
             container.optimize();
-            write.put(Cf::Data, &high.to_be_bytes(), encode(&container));
+            containers.insert(high, encode(&container).into());
         }
     };
     for value in all.iter() {
@@ -734,13 +850,14 @@ fn write_containers(write: &mut CollectionWrite<'_>, all: &RoaringBitmap) {
                 container.insert(low);
             }
             _ => {
-                flush(write, current.take());
+                flush(current.take());
                 let mut container = RoaringBitmap::new();
                 container.insert(low);
                 current = Some((high, container));
             }
         }
     }
-    flush(write, current.take());
+    flush(current.take());
+    store_containers(write, &containers);
     write.size = all.len();
 }

@@ -126,6 +126,24 @@ impl TestServer {
     pub fn start_again(&mut self) {
         self.spawn();
     }
+
+    /// Counts every record of a column family; only while the server is stopped.
+    pub fn count_records(&self, cf: shale_storage::Cf) -> usize {
+        use shale_storage::{Engine, RocksConfig, RocksEngine, ScanDirection};
+        let engine = RocksEngine::open(
+            &self.dir.path().join("data").join("db"),
+            &RocksConfig::default(),
+        )
+        .unwrap();
+        let mut count = 0;
+        engine
+            .scan(cf, &[], &[0xFF; 16], ScanDirection::Forward, &mut |_, _| {
+                count += 1;
+                true
+            })
+            .unwrap();
+        count
+    }
 }
 
 fn send_sigterm(pid: u32) {
