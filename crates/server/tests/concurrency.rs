@@ -1,5 +1,6 @@
 //! Many clients writing the same keys at once: connections lock a write command's keys
-//! before it runs (waiting as tasks, not threads), and nothing may be lost or deadlock.
+//! before it runs (waiting as tasks, not threads) or hand it to the connection writing them at
+//! the moment, and nothing may be lost, misdelivered or deadlock.
 
 mod common;
 
@@ -106,4 +107,69 @@ fn moves_between_two_databases_in_opposite_directions_do_not_deadlock() {
         // Each MOVE answers (1 or 0, when the other database has the key), never an error.
         assert!(mover.join().expect("client thread") <= ROUNDS as i64);
     }
+}
+
+#[test]
+fn combined_writes_reach_their_own_clients_in_their_own_databases() {
+    // Writes to one busy key from many connections run as one transaction by whichever
+    // connection writes it at the moment; each must still get its own reply and run in its
+    // own client's database.
+    let server = TestServer::start_with(&["--threads", "2"]);
+    let clients = 2 * CLIENTS;
+    let workers: Vec<_> = (0..clients)
+        .map(|i| {
+            let mut con = server.client();
+            thread::spawn(move || {
+                let db = (i % 2).to_string();
+                run::<()>(&mut con, &["SELECT", &db]);
+                let mut seen = Vec::with_capacity(ROUNDS);
+                for round in 0..ROUNDS {
+                    seen.push(run::<i64>(&mut con, &["INCR", "counter"]));
+                    if round % 50 == i % 50 {
+                        assert!(common::fails(&mut con, &["LPUSH", "counter", "x"])
+                            .starts_with("WRONGTYPE"));
+                        assert_eq!(
+                            common::fails(&mut con, &["INCRBY", "counter", "x"]),
+                            "ERR value is not an integer or out of range"
+                        );
+                    }
+                }
+                (db, seen)
+            })
+        })
+        .collect();
+    let mut seen_in = [Vec::new(), Vec::new()];
+    for worker in workers {
+        let (db, seen) = worker.join().expect("client thread");
+        assert!(
+            seen.windows(2).all(|w| w[0] < w[1]),
+            "a client's own increments come back in order"
+        );
+        seen_in[if db == "0" { 0 } else { 1 }].extend(seen);
+    }
+    let per_db = (clients / 2 * ROUNDS) as i64;
+    for (db, seen) in seen_in.iter_mut().enumerate() {
+        seen.sort_unstable();
+        // Every reply is a distinct value of this database's counter: no client got
+        // another's reply.
+        assert_eq!(*seen, (1..=per_db).collect::<Vec<_>>(), "database {db}");
+    }
+    let mut con = server.client();
+    assert_eq!(run::<i64>(&mut con, &["GET", "counter"]), per_db);
+    run::<()>(&mut con, &["SELECT", "1"]);
+    assert_eq!(run::<i64>(&mut con, &["GET", "counter"]), per_db);
+    let info: String = run(&mut con, &["INFO", "all"]);
+    let number_after = |prefix: &str| -> Option<u64> {
+        let line = info.lines().find_map(|line| line.strip_prefix(prefix))?;
+        line.split(',').next()?.parse().ok()
+    };
+    assert!(
+        number_after("combined_writes:").is_some_and(|n| n > 0),
+        "with {clients} clients on one key, some writes were combined"
+    );
+    assert_eq!(
+        number_after("cmdstat_incr:calls="),
+        Some((clients * ROUNDS) as u64),
+        "every INCR is counted once"
+    );
 }

@@ -7,6 +7,7 @@
 //!
 //! Consecutive write commands of a pipeline run as one implicit transaction
 //! ([`PipelineBatch`]) and reach storage as one write, committed before their replies go out.
+//! Writes of different connections to one busy key are combined the same way (`combine`).
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -20,11 +21,13 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::blocking::BlockRequest;
+use super::combine::{Combiner, Entry, Guest, Handback, Leadership};
 use super::{pubsub, ClientState, Closing, Services};
 use crate::commands::{
-    command_keys, execute, lookup, publish_committed, CommandSpec, Context, Event, Flags,
+    command_keys, execute, lookup, publish_committed, CommandSpec, Context, Event, Flags, Outcome,
 };
 use crate::config::FsyncPolicy;
+use crate::error::Error;
 use crate::types::{HeldStripes, Transaction};
 
 /// Replies are flushed once this much is buffered even if more requests are waiting, so a
@@ -251,11 +254,16 @@ impl Connection {
                 }
             }
             self.commit_batch(&mut batch, output);
-            let held = match lockable {
-                Some((_, keys)) => Some(self.hold_keys(&keys).await),
-                None => None,
+            let (wrote_now, block) = match lockable {
+                Some((spec, keys)) => match self.combinable_stripe(spec, &keys) {
+                    Some(stripe) => (self.run_combined(&args, stripe, &keys, output).await, None),
+                    None => {
+                        let held = self.hold_keys(&keys).await;
+                        self.run_command(&args, Some(held), None, output)
+                    }
+                },
+                None => self.run_command(&args, None, None, output),
             };
-            let (wrote_now, block) = self.run_command(&args, held, None, output);
             wrote |= wrote_now;
             if let Some(request) = block {
                 // Earlier replies go out before the wait, as Redis sends them.
@@ -314,24 +322,130 @@ impl Connection {
 
     /// Commits the open batch, if any, and then serves the clients its writes unblocked. If
     /// the commit fails, none of its writes happened: each of its commands gets the error
-    /// instead of its reply.
-    fn commit_batch(&self, batch: &mut Option<PipelineBatch>, output: &mut BytesMut) {
-        let Some(batch) = batch.take() else {
-            return;
-        };
+    /// instead of its reply, which is also returned.
+    fn commit_batch(
+        &self,
+        batch: &mut Option<PipelineBatch>,
+        output: &mut BytesMut,
+    ) -> Option<Reply> {
+        let batch = batch.take()?;
         let services = &self.services;
-        match services.keyspace.commit(&batch.txn) {
-            Ok(()) => publish_committed(services, batch.events),
+        let failure = match services.keyspace.commit(&batch.txn) {
+            Ok(()) => {
+                publish_committed(services, batch.events);
+                None
+            }
             Err(err) => {
                 output.truncate(batch.replies_from);
                 let reply = err.to_reply();
                 for _ in 0..batch.commands {
                     reply.encode(output, self.client.resp3);
                 }
+                Some(reply)
             }
-        }
+        };
         drop(batch.txn);
         services.blocking.serve_ready(&services.keyspace);
+        failure
+    }
+
+    /// The stripe on which a write command may be combined with other connections' writes:
+    /// one that every key of the command shares. Blocking commands never combine, and nothing
+    /// does while clients block on keys, as each push must serve them before the next runs.
+    fn combinable_stripe(&self, spec: &CommandSpec, keys: &[&[u8]]) -> Option<usize> {
+        let keyspace = &self.services.keyspace;
+        if !may_batch(spec) || keyspace.ready.any_blocked() {
+            return None;
+        }
+        keyspace.shared_stripe(self.client.db, keys)
+    }
+
+    /// Runs a write on a stripe's combiner: as its leader, together with the writes queued
+    /// meanwhile, or as a guest whose write the current leader runs. Returns whether it wrote.
+    async fn run_combined(
+        &mut self,
+        args: &[Bytes],
+        stripe: usize,
+        keys: &[&[u8]],
+        output: &mut BytesMut,
+    ) -> bool {
+        let services = self.services.clone();
+        let entry = services.combiner.enter(stripe, || GuestCommand {
+            args: args.to_vec(),
+            client: self.client.stand_in(),
+        });
+        let leadership = match entry {
+            Entry::Lead(leadership) => leadership,
+            Entry::Queued(handback) => match handback.await {
+                Ok(Handback::Ran(ran)) => {
+                    let combined = &services.stats.combined_writes;
+                    combined.fetch_add(1, Ordering::Relaxed);
+                    ran.outcome.reply.encode(output, self.client.resp3);
+                    return self.account(args, &ran.outcome, ran.elapsed);
+                }
+                Ok(Handback::Lead(leadership)) => leadership,
+                Err(_) => {
+                    // Only a leader that died mid-round drops a guest unanswered; whether the
+                    // write committed is unknown, so it must not run again.
+                    let err = Error::msg("the write was lost with the connection running it");
+                    err.to_reply().encode(output, self.client.resp3);
+                    return true;
+                }
+            },
+        };
+        self.lead(leadership, args, keys, output).await
+    }
+
+    /// Runs this connection's write and every guest's queued so far as one transaction, then
+    /// hands the guests their outcomes. Alone, the write runs as it would without combining.
+    async fn lead(
+        &mut self,
+        leadership: Leadership<GuestCommand, GuestOutcome>,
+        args: &[Bytes],
+        keys: &[&[u8]],
+        output: &mut BytesMut,
+    ) -> bool {
+        let held = self.hold_keys(keys).await;
+        let guests = leadership.take_guests();
+        if guests.is_empty() {
+            return self.run_command(args, Some(held), None, output).0;
+        }
+        let services = self.services.clone();
+        let keyspace = &services.keyspace;
+        let mut batch = PipelineBatch {
+            txn: keyspace.begin_holding(held),
+            events: Vec::new(),
+            replies_from: output.len(),
+            commands: 0,
+        };
+        let wrote = self.run_command(args, None, Some(&mut batch), output).0;
+        let mut ran = Vec::with_capacity(guests.len());
+        for Guest { job, handback } in guests {
+            let GuestCommand { args, mut client } = job;
+            let started = Instant::now();
+            let mut ctx = Context {
+                keyspace,
+                client: &mut client,
+                services: &services,
+                txn: Some(&batch.txn),
+                held: None,
+                block: None,
+                written: Default::default(),
+                events: Vec::new(),
+            };
+            let outcome = execute(&mut ctx, &args);
+            batch.events.append(&mut ctx.events);
+            let elapsed = started.elapsed().as_micros() as u64;
+            ran.push((handback, GuestOutcome { outcome, elapsed }));
+        }
+        let failure = self.commit_batch(&mut Some(batch), output);
+        for (handback, mut ran) in ran {
+            if let Some(reply) = &failure {
+                ran.outcome.reply = reply.clone();
+            }
+            let _ = handback.send(Handback::Ran(ran));
+        }
+        wrote
     }
 
     /// Blocks until a blocking command is served, times out or is unblocked. Meanwhile it
@@ -447,12 +561,19 @@ impl Connection {
         if block.is_none() {
             outcome.reply.encode(output, self.client.resp3);
         }
+        (self.account(args, &outcome, elapsed), block)
+    }
+
+    /// Books a command that ran for `elapsed` µs: statistics, the slow log, and the dirty flag
+    /// of writes. Returns whether it was a write.
+    fn account(&mut self, args: &[Bytes], outcome: &Outcome, elapsed: u64) -> bool {
+        let services = &self.services;
         let failed = outcome.reply.is_error();
         if failed {
             services.stats.error_replies.fetch_add(1, Ordering::Relaxed);
         }
         let Some(spec) = outcome.spec else {
-            return (false, block);
+            return false;
         };
         self.client.handle.touch(spec.name, self.client.db);
         services.stats.record(spec.name, elapsed, failed, false);
@@ -482,7 +603,7 @@ impl Connection {
         if is_write {
             services.durability.mark_dirty();
         }
-        (is_write, block)
+        is_write
     }
 
     fn protocol_error(&self, err: ProtocolError, output: &mut BytesMut) {
@@ -527,6 +648,21 @@ struct PipelineBatch {
     replies_from: usize,
     commands: usize,
 }
+
+/// A write that a stripe's leader runs for another connection, with a stand-in of that
+/// connection's state.
+pub(crate) struct GuestCommand {
+    args: Vec<Bytes>,
+    client: ClientState,
+}
+
+/// A guest's outcome, and how long its command ran in µs.
+pub(crate) struct GuestOutcome {
+    outcome: Outcome,
+    elapsed: u64,
+}
+
+pub(crate) type WriteCombiner = Combiner<GuestCommand, GuestOutcome>;
 
 /// Whether a write command may join a pipeline batch: not one that blocks, which in a
 /// transaction would not.

@@ -214,6 +214,7 @@ fn stats(services: &Services, keyspace: &Keyspace, out: &mut String) {
     line(out, "keyspace_hits", get(&keyspace.stats.hits));
     line(out, "keyspace_misses", get(&keyspace.stats.misses));
     line(out, "total_error_replies", get(&s.error_replies));
+    line(out, "combined_writes", get(&s.combined_writes));
 }
 
 fn cpu(out: &mut String) {

@@ -3,6 +3,7 @@
 
 pub mod blocking;
 mod clients;
+mod combine;
 mod connection;
 mod cron;
 mod durability;
@@ -57,6 +58,25 @@ pub struct ClientState {
     pub watching: WatchSet,
 }
 
+impl ClientState {
+    /// A copy for a write that another connection runs on this client's behalf (see
+    /// `combine`): the same database, protocol and identity, without the subscriptions,
+    /// transaction and watches that such writes never use.
+    pub fn stand_in(&self) -> ClientState {
+        ClientState {
+            db: self.db,
+            resp3: self.resp3,
+            authenticated: self.authenticated,
+            handle: self.handle.clone(),
+            closing: None,
+            subscriptions: Default::default(),
+            subscriber: self.subscriber.clone(),
+            multi: None,
+            watching: Default::default(),
+        }
+    }
+}
+
 /// A transaction being queued: its commands, and whether one of them was refused (then EXEC
 /// discards it with `EXECABORT`).
 #[derive(Default)]
@@ -94,6 +114,8 @@ pub struct Services {
     /// `notify-keyspace-events`, parsed (see `commands::notify`).
     notify_classes: AtomicU32,
     pub durability: Durability,
+    /// Where writes to a busy key wait for its current writer to run them.
+    pub(crate) combiner: connection::WriteCombiner,
     pub shutdown: Shutdown,
     pub started: Instant,
     pub run_id: String,
@@ -173,6 +195,7 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
         scripts: Scripts::default(),
         notify_classes: AtomicU32::new(0),
         durability,
+        combiner: Default::default(),
         shutdown: Shutdown {
             sender: shutdown_tx,
         },

@@ -24,6 +24,8 @@ pub struct ServerStats {
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
     pub error_replies: AtomicU64,
+    /// Writes that a busy key's current writer ran for another connection (`combine`).
+    pub combined_writes: AtomicU64,
     /// Bytes held by all connections' input and output buffers.
     pub client_buffers: AtomicU64,
     pub commands: HashMap<&'static str, CommandStats>,
@@ -40,6 +42,7 @@ impl Default for ServerStats {
             net_input_bytes: AtomicU64::new(0),
             net_output_bytes: AtomicU64::new(0),
             error_replies: AtomicU64::new(0),
+            combined_writes: AtomicU64::new(0),
             client_buffers: AtomicU64::new(0),
             commands: COMMANDS
                 .iter()
@@ -93,6 +96,7 @@ impl ServerStats {
             &self.net_input_bytes,
             &self.net_output_bytes,
             &self.error_replies,
+            &self.combined_writes,
         ] {
             counter.store(0, Ordering::Relaxed);
         }

@@ -80,6 +80,11 @@ pub struct HeldStripes {
 }
 
 impl HeldStripes {
+    /// The guards, with their stripe indexes, for a transaction that takes them over.
+    pub(super) fn into_guards(self) -> impl Iterator<Item = (usize, StripeGuard)> {
+        self.stripes.into_iter().map(|held| (held.index, held))
+    }
+
     fn covers(&self, index: usize) -> bool {
         self.stripes
             .binary_search_by_key(&index, |held| held.index)

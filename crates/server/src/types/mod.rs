@@ -39,7 +39,7 @@ use shale_storage::{Cf, Engine, ScanDirection, WriteBatch};
 
 pub use cursor::CursorTable;
 pub use keys::{ExpireCondition, KeyRange, ScanPage};
-pub use locks::{lock_off_worker, off_worker, HeldStripes, KeyGuard, LockTable};
+pub use locks::{lock_off_worker, off_worker, HeldStripes, KeyGuard, LockTable, STRIPES};
 pub use ready::ReadyKeys;
 pub use transaction::Transaction;
 pub use version::VersionGenerator;
@@ -143,6 +143,15 @@ impl Keyspace {
             written,
             held,
         }
+    }
+
+    /// The lock stripe that all of `keys` in `db` fall in, if they share one.
+    pub fn shared_stripe(&self, db: usize, keys: &[&[u8]]) -> Option<usize> {
+        let (first, rest) = keys.split_first()?;
+        let stripe = self.locks.stripe(db as u8, first);
+        rest.iter()
+            .all(|key| self.locks.stripe(db as u8, key) == stripe)
+            .then_some(stripe)
     }
 
     /// Takes the stripes of `keys` in `db` for one command, suspending the task (not the

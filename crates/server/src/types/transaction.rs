@@ -12,7 +12,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use shale_storage::{Engine, Overlay};
 
-use super::locks::{StripeGuard, STRIPES};
+use super::locks::{HeldStripes, StripeGuard, STRIPES};
 use super::{Change, KeyRange, Keyspace};
 use crate::error::Error;
 
@@ -46,6 +46,16 @@ impl Keyspace {
         // Nothing is held yet, so this locks in ascending order and waits as long as needed.
         self.hold_in(&txn, keys)?;
         Ok(txn)
+    }
+
+    /// Starts a transaction that takes over `held`, the stripes a connection locked for it.
+    pub fn begin_holding(&self, held: HeldStripes) -> Transaction {
+        Transaction {
+            overlay: Overlay::new(self.engine.clone()),
+            pending: Mutex::new(Change::default()),
+            held: Mutex::new(held.into_guards().collect()),
+            reclaims: Mutex::default(),
+        }
     }
 
     /// Writes everything the transaction staged as one batch. Its locks are released when it
