@@ -2,6 +2,10 @@
 //! the overlay see the pending writes, and nothing reaches the engine until the owner takes
 //! the batch and writes it. Transactions and scripts stage every command here, so that a
 //! command reads what the previous ones wrote and all of them commit as one atomic batch.
+//!
+//! A key written twice is written once: the later write replaces the earlier one in the batch.
+//! Commands on one collection rewrite its metadata each time, and every record a batch carries
+//! costs a memtable insert.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -19,8 +23,8 @@ pub struct Overlay {
 
 #[derive(Default)]
 struct Pending {
-    /// Latest point write per key: `Some` a put, `None` a delete.
-    points: [BTreeMap<Vec<u8>, Option<Vec<u8>>>; 4],
+    /// Latest point write per key.
+    points: [BTreeMap<Vec<u8>, Staged>; 4],
     /// Range deletes. A later put of a key inside one is in `points`, which reads check first.
     ranges: [Vec<(Vec<u8>, Vec<u8>)>; 4],
     /// Everything, in order, for the final write. Counter additions are only here: nothing
@@ -30,7 +34,7 @@ struct Pending {
 
 impl Pending {
     fn lookup(&self, cf: Cf, key: &[u8]) -> Lookup {
-        match self.points[cf.index()].get(key) {
+        match self.points[cf.index()].get(key).map(|staged| &staged.value) {
             Some(Some(value)) => Lookup::Found(value.clone()),
             Some(None) => Lookup::Deleted,
             None if self.in_deleted_range(cf, key) => Lookup::Deleted,
@@ -43,6 +47,14 @@ impl Pending {
             .iter()
             .any(|(start, end)| start.as_slice() <= key && key < end.as_slice())
     }
+}
+
+/// A key's pending value (`Some` a put, `None` a delete) and where its op is in the batch.
+/// A range delete over the key removes it from `points`, so while it is there, no later op
+/// in the batch touches the key, and a newer write may take the op's place.
+struct Staged {
+    value: Option<Vec<u8>>,
+    op: usize,
 }
 
 enum Lookup {
@@ -81,22 +93,42 @@ impl Engine for Overlay {
     /// Stages the batch; the base engine is not touched.
     fn write(&self, batch: WriteBatch) -> Result<(), StorageError> {
         let mut pending = self.pending.lock();
-        for op in &batch.ops {
-            match op {
-                Op::Put { cf, key, value } => {
-                    pending.points[cf.index()].insert(key.clone(), Some(value.clone()));
-                }
-                Op::Delete { cf, key } => {
-                    pending.points[cf.index()].insert(key.clone(), None);
-                }
+        let Pending {
+            points,
+            ranges,
+            batch: staged_batch,
+        } = &mut *pending;
+        let ops = &mut staged_batch.ops;
+        for op in batch.ops {
+            let (cf, key, value) = match &op {
+                Op::Put { cf, key, value } => (cf, key, Some(value.clone())),
+                Op::Delete { cf, key } => (cf, key, None),
                 Op::DeleteRange { cf, start, end } => {
-                    remove_range(&mut pending.points[cf.index()], start, end);
-                    pending.ranges[cf.index()].push((start.clone(), end.clone()));
+                    remove_range(&mut points[cf.index()], start, end);
+                    ranges[cf.index()].push((start.clone(), end.clone()));
+                    ops.push(op);
+                    continue;
                 }
-                Op::AddCounter { .. } => {}
+                Op::AddCounter { .. } => {
+                    ops.push(op);
+                    continue;
+                }
+            };
+            match points[cf.index()].get_mut(key.as_slice()) {
+                Some(staged) => {
+                    staged.value = value;
+                    ops[staged.op] = op;
+                }
+                None => {
+                    let staged = Staged {
+                        value,
+                        op: ops.len(),
+                    };
+                    points[cf.index()].insert(key.clone(), staged);
+                    ops.push(op);
+                }
             }
         }
-        pending.batch.ops.extend(batch.ops);
         Ok(())
     }
 
@@ -116,7 +148,7 @@ impl Engine for Overlay {
             let pending = self.pending.lock();
             let points: Vec<(Vec<u8>, Option<Vec<u8>>)> = pending.points[cf.index()]
                 .range::<[u8], _>((Bound::Included(lower), Bound::Excluded(upper)))
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .map(|(k, staged)| (k.clone(), staged.value.clone()))
                 .collect();
             (points, pending.ranges[cf.index()].clone())
         };
@@ -307,5 +339,52 @@ mod tests {
                 .unwrap();
             assert_eq!(seen, b"abcde"[..limit].to_vec());
         }
+    }
+
+    #[test]
+    fn a_key_written_again_keeps_one_op_unless_a_range_delete_came_between() {
+        let base = base_with(&[b"m"]);
+        let overlay = Overlay::new(base.clone());
+        let mut first = WriteBatch::new();
+        first.put(Cf::Data, b"k".to_vec(), b"1".to_vec());
+        first.put(Cf::Meta, b"k".to_vec(), b"meta".to_vec());
+        first.delete(Cf::Data, b"m".to_vec());
+        overlay.write(first).unwrap();
+        let mut second = WriteBatch::new();
+        second.put(Cf::Data, b"k".to_vec(), b"2".to_vec());
+        second.put(Cf::Data, b"m".to_vec(), b"back".to_vec());
+        second.delete_range(Cf::Data, b"k".to_vec(), b"l".to_vec());
+        second.put(Cf::Data, b"k".to_vec(), b"3".to_vec());
+        overlay.write(second).unwrap();
+        assert_eq!(overlay.get(Cf::Data, b"k").unwrap(), Some(b"3".to_vec()));
+        assert_eq!(overlay.get(Cf::Data, b"m").unwrap(), Some(b"back".to_vec()));
+        let ops = overlay.take_batch().ops;
+        let shape: Vec<String> = ops
+            .iter()
+            .map(|op| match op {
+                Op::Put { cf, key, value } => format!(
+                    "put {cf:?} {}={}",
+                    String::from_utf8_lossy(key),
+                    String::from_utf8_lossy(value)
+                ),
+                Op::Delete { key, .. } => format!("delete {}", String::from_utf8_lossy(key)),
+                Op::DeleteRange { .. } => "range".to_string(),
+                Op::AddCounter { .. } => "counter".to_string(),
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                "put Data k=2",
+                "put Meta k=meta",
+                "put Data m=back",
+                "range",
+                "put Data k=3"
+            ]
+        );
+        let engine = base.as_ref();
+        engine.write(WriteBatch { ops }).unwrap();
+        assert_eq!(engine.get(Cf::Data, b"k").unwrap(), Some(b"3".to_vec()));
+        assert_eq!(engine.get(Cf::Data, b"m").unwrap(), Some(b"back".to_vec()));
     }
 }
