@@ -8,7 +8,7 @@ use shale_storage::keys::list_suffix;
 use shale_storage::metadata::KeyKind;
 use shale_storage::{Cf, ScanDirection};
 
-use super::collection::{Collection, CollectionWrite};
+use super::collection::{Collection, CollectionWrite, ScanBuffer};
 use super::{index_window as window, Db};
 use crate::error::Error;
 
@@ -190,7 +190,7 @@ impl<'a> Db<'a> {
             return Ok(Vec::new());
         };
         let (head, _) = bounds(&list.extra);
-        let mut out = Vec::with_capacity((last - first + 1).min(1 << 16) as usize);
+        let mut read = ScanBuffer::default();
         let (from, to) = (list_suffix(head + first), list_suffix(head + last + 1));
         self.scan_elements(
             Cf::Data,
@@ -199,11 +199,11 @@ impl<'a> Db<'a> {
             (&from, Some(&to)),
             ScanDirection::Forward,
             &mut |_, v| {
-                out.push(Bytes::copy_from_slice(v));
+                read.push(v);
                 true
             },
         )?;
-        Ok(out)
+        Ok(read.into_items().collect())
     }
 
     pub fn lindex(&self, key: &[u8], index: i64) -> Result<Option<Bytes>, Error> {
