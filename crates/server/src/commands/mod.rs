@@ -50,7 +50,26 @@ pub struct Context<'a> {
     pub events: Vec<notify::Event>,
 }
 
-impl Context<'_> {
+impl<'a> Context<'a> {
+    /// A context for one command (or a transaction's commands) of `client`, before it has run.
+    pub fn new(
+        services: &'a Services,
+        client: &'a mut ClientState,
+        txn: Option<&'a Transaction>,
+        held: Option<&'a HeldStripes>,
+    ) -> Self {
+        Context {
+            keyspace: &services.keyspace,
+            client,
+            services,
+            txn,
+            held,
+            block: None,
+            written: Default::default(),
+            events: Vec::new(),
+        }
+    }
+
     /// The connection's selected database.
     pub fn db(&self) -> Db<'_> {
         self.db_at(self.client.db)

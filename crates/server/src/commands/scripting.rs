@@ -116,16 +116,7 @@ fn run_script(
         .map_err(|e| Error::msg(format!("can't start a Lua state: {e}")))?;
     let running = services.scripts.started(killable);
     let (caller_db, caller_resp3) = (ctx.client.db, ctx.client.resp3);
-    let mut inner = Context {
-        keyspace: ctx.keyspace,
-        client: &mut *ctx.client,
-        services,
-        txn: Some(txn),
-        held: None,
-        block: None,
-        written: Default::default(),
-        events: Vec::new(),
-    };
+    let mut inner = Context::new(services, &mut *ctx.client, Some(txn), None);
     let mut call = |args: &[Bytes], resp3: bool| -> Reply {
         let Some(spec) = lookup(&args[0]) else {
             return Reply::Error("ERR Unknown Redis command called from script".into());

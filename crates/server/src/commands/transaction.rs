@@ -61,16 +61,7 @@ pub fn exec(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     if broken {
         return Ok(Reply::NullArray);
     }
-    let mut inner = Context {
-        keyspace: ctx.keyspace,
-        client: &mut *ctx.client,
-        services: ctx.services,
-        txn: Some(&txn),
-        held: None,
-        block: None,
-        written: Default::default(),
-        events: Vec::new(),
-    };
+    let mut inner = Context::new(ctx.services, &mut *ctx.client, Some(&txn), None);
     let mut replies = Vec::with_capacity(queued.commands.len());
     for args in &queued.commands {
         let started = Instant::now();

@@ -256,7 +256,7 @@ impl Connection {
             self.commit_batch(&mut batch, output);
             let (wrote_now, block) = match lockable {
                 Some((spec, keys)) => match self.combinable_stripe(spec, &keys) {
-                    Some(stripe) => (self.run_combined(&args, stripe, &keys, output).await, None),
+                    Some(stripe) => (self.run_combined(&args, stripe, output).await, None),
                     None => {
                         let held = self.hold_keys(&keys).await;
                         self.run_command(&args, Some(held), None, output)
@@ -362,13 +362,7 @@ impl Connection {
 
     /// Runs a write on a stripe's combiner: as its leader, together with the writes queued
     /// meanwhile, or as a guest whose write the current leader runs. Returns whether it wrote.
-    async fn run_combined(
-        &mut self,
-        args: &[Bytes],
-        stripe: usize,
-        keys: &[&[u8]],
-        output: &mut BytesMut,
-    ) -> bool {
+    async fn run_combined(&mut self, args: &[Bytes], stripe: usize, output: &mut BytesMut) -> bool {
         let services = self.services.clone();
         let entry = services.combiner.enter(stripe, || GuestCommand {
             args: args.to_vec(),
@@ -393,7 +387,7 @@ impl Connection {
                 }
             },
         };
-        self.lead(leadership, args, keys, output).await
+        self.lead(leadership, args, stripe, output).await
     }
 
     /// Runs this connection's write and every guest's queued so far as one transaction, then
@@ -402,10 +396,10 @@ impl Connection {
         &mut self,
         leadership: Leadership<GuestCommand, GuestOutcome>,
         args: &[Bytes],
-        keys: &[&[u8]],
+        stripe: usize,
         output: &mut BytesMut,
     ) -> bool {
-        let held = self.hold_keys(keys).await;
+        let held = self.services.keyspace.hold_stripe(stripe).await;
         let guests = leadership.take_guests();
         if guests.is_empty() {
             return self.run_command(args, Some(held), None, output).0;
@@ -423,16 +417,7 @@ impl Connection {
         for Guest { job, handback } in guests {
             let GuestCommand { args, mut client } = job;
             let started = Instant::now();
-            let mut ctx = Context {
-                keyspace,
-                client: &mut client,
-                services: &services,
-                txn: Some(&batch.txn),
-                held: None,
-                block: None,
-                written: Default::default(),
-                events: Vec::new(),
-            };
+            let mut ctx = Context::new(&services, &mut client, Some(&batch.txn), None);
             let outcome = execute(&mut ctx, &args);
             batch.events.append(&mut ctx.events);
             let elapsed = started.elapsed().as_micros() as u64;
@@ -533,16 +518,8 @@ impl Connection {
     ) -> (bool, Option<BlockRequest>) {
         let services = self.services.clone();
         let started = Instant::now();
-        let mut ctx = Context {
-            keyspace: &services.keyspace,
-            client: &mut self.client,
-            services: &services,
-            txn: batch.as_deref().map(|b| &b.txn),
-            held: held.as_ref(),
-            block: None,
-            written: Default::default(),
-            events: Vec::new(),
-        };
+        let txn = batch.as_deref().map(|b| &b.txn);
+        let mut ctx = Context::new(&services, &mut self.client, txn, held.as_ref());
         let outcome = execute(&mut ctx, args);
         let block = ctx.block.take();
         let events = std::mem::take(&mut ctx.events);

@@ -163,6 +163,12 @@ impl Keyspace {
             .collect();
         self.locks.hold_async(stripes).await
     }
+
+    /// [`Keyspace::hold_for_command`] for a command whose keys all lie in `stripe` (see
+    /// [`Keyspace::shared_stripe`]).
+    pub async fn hold_stripe(&self, stripe: usize) -> HeldStripes {
+        self.locks.hold_async(vec![stripe]).await
+    }
 }
 
 /// One database: where every command's semantics run.
