@@ -122,7 +122,7 @@ pub struct EngineStats {
     pub iter_skipped: u64,
 }
 
-#[derive(Debug, Error)]
+#[derive(Debug, Clone, Error)]
 pub enum StorageError {
     #[error("{0}")]
     Engine(String),

@@ -21,13 +21,13 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::blocking::BlockRequest;
-use super::combine::{Combiner, Entry, Guest, Handback, Leadership};
 use super::{pubsub, ClientState, Closing, Services};
 use crate::commands::{
     command_keys, execute, lookup, publish_committed, CommandSpec, Context, Event, Flags, Outcome,
 };
 use crate::config::FsyncPolicy;
 use crate::error::Error;
+use crate::types::combine::{Combiner, Entry, Guest, Handback, Leadership};
 use crate::types::{HeldStripes, Transaction};
 
 /// Replies are flushed once this much is buffered even if more requests are waiting, so a
@@ -226,7 +226,7 @@ impl Connection {
                 Ok(Some(args)) => args,
                 Ok(None) => break,
                 Err(err) => {
-                    self.commit_batch(&mut batch, output);
+                    self.commit_batch(&mut batch, output).await;
                     self.protocol_error(err, output);
                     self.flush(output, wrote).await?;
                     return Ok(false);
@@ -244,7 +244,7 @@ impl Connection {
                     wrote |= self.run_command(&args, None, batch.as_mut(), output).0;
                     let full = batch.as_ref().is_some_and(|b| b.commands >= BATCH_LIMIT);
                     if full || output.len() >= OUTPUT_FLUSH_THRESHOLD {
-                        self.commit_batch(&mut batch, output);
+                        self.commit_batch(&mut batch, output).await;
                     }
                     if output.len() >= OUTPUT_FLUSH_THRESHOLD {
                         self.flush(output, wrote).await?;
@@ -253,10 +253,14 @@ impl Connection {
                     continue;
                 }
             }
-            self.commit_batch(&mut batch, output);
+            self.commit_batch(&mut batch, output).await;
             let (wrote_now, block) = match lockable {
                 Some((spec, keys)) => match self.combinable_stripe(spec, &keys) {
                     Some(stripe) => (self.run_combined(&args, stripe, output).await, None),
+                    None if may_batch(spec) => {
+                        let held = self.hold_keys(&keys).await;
+                        (self.run_alone(&args, held, output).await, None)
+                    }
                     None => {
                         let held = self.hold_keys(&keys).await;
                         self.run_command(&args, Some(held), None, output)
@@ -290,7 +294,7 @@ impl Connection {
                 wrote = false;
             }
         }
-        self.commit_batch(&mut batch, output);
+        self.commit_batch(&mut batch, output).await;
         self.flush(output, wrote).await?;
         Ok(true)
     }
@@ -323,14 +327,14 @@ impl Connection {
     /// Commits the open batch, if any, and then serves the clients its writes unblocked. If
     /// the commit fails, none of its writes happened: each of its commands gets the error
     /// instead of its reply, which is also returned.
-    fn commit_batch(
+    async fn commit_batch(
         &self,
         batch: &mut Option<PipelineBatch>,
         output: &mut BytesMut,
     ) -> Option<Reply> {
         let batch = batch.take()?;
         let services = &self.services;
-        let failure = match services.keyspace.commit(&batch.txn) {
+        let failure = match services.keyspace.commit_combined(&batch.txn).await {
             Ok(()) => {
                 publish_committed(services, batch.events);
                 None
@@ -377,7 +381,7 @@ impl Connection {
                     ran.outcome.reply.encode(output, self.client.resp3);
                     return self.account(args, &ran.outcome, ran.elapsed);
                 }
-                Ok(Handback::Lead(leadership)) => leadership,
+                Ok(Handback::Lead(leadership, _)) => leadership,
                 Err(_) => {
                     // Only a leader that died mid-round drops a guest unanswered; whether the
                     // write committed is unknown, so it must not run again.
@@ -401,9 +405,6 @@ impl Connection {
     ) -> bool {
         let held = self.services.keyspace.hold_stripe(stripe).await;
         let guests = leadership.take_guests();
-        if guests.is_empty() {
-            return self.run_command(args, Some(held), None, output).0;
-        }
         let services = self.services.clone();
         let keyspace = &services.keyspace;
         let mut batch = PipelineBatch {
@@ -423,13 +424,32 @@ impl Connection {
             let elapsed = started.elapsed().as_micros() as u64;
             ran.push((handback, GuestOutcome { outcome, elapsed }));
         }
-        let failure = self.commit_batch(&mut Some(batch), output);
+        let failure = self.commit_batch(&mut Some(batch), output).await;
         for (handback, mut ran) in ran {
             if let Some(reply) = &failure {
                 ran.outcome.reply = reply.clone();
             }
             let _ = handback.send(Handback::Ran(ran));
         }
+        wrote
+    }
+
+    /// Runs a write that may batch on its own, in a batch of one: its storage write then
+    /// joins those of other connections. Returns whether it wrote.
+    async fn run_alone(
+        &mut self,
+        args: &[Bytes],
+        held: HeldStripes,
+        output: &mut BytesMut,
+    ) -> bool {
+        let mut batch = PipelineBatch {
+            txn: self.services.keyspace.begin_holding(held),
+            events: Vec::new(),
+            replies_from: output.len(),
+            commands: 0,
+        };
+        let wrote = self.run_command(args, None, Some(&mut batch), output).0;
+        self.commit_batch(&mut Some(batch), output).await;
         wrote
     }
 

@@ -3,7 +3,6 @@
 
 pub mod blocking;
 mod clients;
-mod combine;
 mod connection;
 mod cron;
 mod durability;
@@ -29,7 +28,7 @@ pub use stats::{ServerStats, SlowLog};
 
 use crate::config::Config;
 use crate::scripting::Scripts;
-use crate::types::{KeyRange, Keyspace, WatchSet};
+use crate::types::{KeyRange, Keyspace, WatchSet, STRIPES};
 
 /// The Redis version Shale reports to clients (HELLO, INFO); its command set follows it.
 pub const REDIS_VERSION: &str = "7.0.15";
@@ -195,7 +194,7 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
         scripts: Scripts::default(),
         notify_classes: AtomicU32::new(0),
         durability,
-        combiner: Default::default(),
+        combiner: connection::WriteCombiner::new(STRIPES),
         shutdown: Shutdown {
             sender: shutdown_tx,
         },

@@ -7,6 +7,7 @@
 
 pub mod bitmap;
 mod collection;
+pub mod combine;
 mod cursor;
 mod decimal;
 pub mod expiry;
@@ -35,8 +36,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 use shale_storage::keys as k;
 use shale_storage::metadata::{Body, KeyKind, Metadata};
-use shale_storage::{Cf, Engine, ScanDirection, WriteBatch};
+use shale_storage::{Cf, Engine, ScanDirection, StorageError, WriteBatch};
 
+use combine::{Combiner, Entry, Guest, Handback};
 pub use cursor::CursorTable;
 pub use keys::{ExpireCondition, KeyRange, ScanPage};
 pub use locks::{lock_off_worker, off_worker, HeldStripes, KeyGuard, LockTable, STRIPES};
@@ -77,6 +79,7 @@ pub struct Keyspace {
     /// expiry entry and decrement the counter, so DBSIZE never sees one without the other.
     /// Only such writes (the reaper, overwrites of expired keys) take it.
     due_expiry_lock: Mutex<()>,
+    storage_writes: StorageWrites,
     /// What random sampling knows about large collections (see `sampling`).
     sampling: sampling::Sampling,
     watches: watch::Watches,
@@ -101,6 +104,7 @@ impl Keyspace {
             key_counts: load(k::key_count_key)?,
             expire_counts: load(k::expire_count_key)?,
             due_expiry_lock: Mutex::new(()),
+            storage_writes: StorageWrites::new(),
             sampling: Default::default(),
             versions: VersionGenerator::open(engine.clone())?,
             engine,
@@ -402,18 +406,52 @@ impl<'a> Db<'a> {
 
 impl Keyspace {
     pub(crate) fn write(&self, mut change: Change) -> Result<(), Error> {
-        change.add_counter_operands();
-        if change.batch.is_empty() {
+        let batch = self.prepare_write(&mut change);
+        if batch.is_empty() {
             return Ok(());
         }
         let _due = change
             .removes_due_expiry
             .then(|| self.due_expiry_lock.lock());
+        self.engine.write(batch)?;
+        self.apply_counts(change);
+        Ok(())
+    }
+
+    /// Writes `change` as [`Keyspace::write`] does, but shares the storage write with the
+    /// connections writing at the same moment (see [`StorageWrites`]): waiting for a turn then
+    /// suspends this task instead of blocking its worker thread inside RocksDB.
+    pub(crate) async fn write_combined(&self, mut change: Change) -> Result<(), Error> {
+        if change.removes_due_expiry {
+            return self.write(change);
+        }
+        let batch = self.prepare_write(&mut change);
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.storage_writes
+            .write(self.engine.as_ref(), batch)
+            .await?;
+        self.apply_counts(change);
+        Ok(())
+    }
+
+    /// Takes the batch out of `change`, with the counter operands added, and notes its keys
+    /// for watchers and blocked clients.
+    fn prepare_write(&self, change: &mut Change) -> WriteBatch {
+        change.add_counter_operands();
+        let batch = std::mem::take(&mut change.batch);
         // Noted before the write so the batch need not be copied: a write that fails only
         // costs a watcher a retry, and a blocked client a look at an unchanged key.
-        self.watches.note(&change.batch);
-        self.ready.note(&change.batch);
-        self.engine.write(change.batch)?;
+        if !batch.is_empty() {
+            self.watches.note(&batch);
+            self.ready.note(&batch);
+        }
+        batch
+    }
+
+    /// Brings the in-memory counters up to date with a written change.
+    fn apply_counts(&self, change: Change) {
         for db in change.resets {
             self.key_counts[db as usize].store(0, Ordering::Relaxed);
             self.expire_counts[db as usize].store(0, Ordering::Relaxed);
@@ -422,7 +460,51 @@ impl Keyspace {
             self.key_counts[db as usize].fetch_add(keys, Ordering::Relaxed);
             self.expire_counts[db as usize].fetch_add(expires, Ordering::Relaxed);
         }
-        Ok(())
+    }
+}
+
+/// Storage writes of connections, combined: a connection that finds another one writing
+/// queues its batch and suspends; the writer then writes its own batch and all those queued
+/// as one. In RocksDB's own queue a waiting writer holds its thread, spinning and yielding,
+/// which on two cores cost a tenth of the server's CPU under fifty clients' SETs.
+pub(crate) struct StorageWrites {
+    combiner: Combiner<WriteBatch, Result<(), StorageError>>,
+}
+
+impl StorageWrites {
+    fn new() -> Self {
+        StorageWrites {
+            combiner: Combiner::new(1),
+        }
+    }
+
+    async fn write(&self, engine: &dyn Engine, mut batch: WriteBatch) -> Result<(), StorageError> {
+        let leadership = match self.combiner.enter(0, || std::mem::take(&mut batch)) {
+            Entry::Lead(leadership) => leadership,
+            Entry::Queued(handback) => match handback.await {
+                Ok(Handback::Ran(result)) => return result,
+                Ok(Handback::Lead(leadership, own)) => {
+                    batch = own;
+                    leadership
+                }
+                Err(_) => {
+                    // Only a writer that died mid-write drops a queued batch unanswered.
+                    let lost = "the write was lost with the connection writing it";
+                    return Err(StorageError::Engine(lost.into()));
+                }
+            },
+        };
+        let guests = leadership.take_guests();
+        let mut handbacks = Vec::with_capacity(guests.len());
+        for Guest { job, handback } in guests {
+            batch.ops.extend(job.ops);
+            handbacks.push(handback);
+        }
+        let result = engine.write(batch);
+        for handback in handbacks {
+            let _ = handback.send(Handback::Ran(result.clone()));
+        }
+        result
     }
 }
 

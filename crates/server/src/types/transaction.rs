@@ -61,9 +61,13 @@ impl Keyspace {
     /// Writes everything the transaction staged as one batch. Its locks are released when it
     /// is dropped.
     pub fn commit(&self, txn: &Transaction) -> Result<(), Error> {
-        let mut change = std::mem::take(&mut *txn.pending.lock());
-        change.batch = txn.overlay.take_batch();
-        self.write(change)
+        self.write(txn.take_change())
+    }
+
+    /// [`Keyspace::commit`] for connections, which share storage writes (see
+    /// [`Keyspace::write_combined`]).
+    pub async fn commit_combined(&self, txn: &Transaction) -> Result<(), Error> {
+        self.write_combined(txn.take_change()).await
     }
 
     /// Makes sure `txn` holds the stripes of `keys`, locking the missing ones.
@@ -122,6 +126,13 @@ impl Keyspace {
 }
 
 impl Transaction {
+    /// Everything staged so far, as one change.
+    fn take_change(&self) -> Change {
+        let mut change = std::mem::take(&mut *self.pending.lock());
+        change.batch = self.overlay.take_batch();
+        change
+    }
+
     /// Stages one command's writes.
     pub(super) fn stage(&self, mut change: Change) -> Result<(), Error> {
         self.overlay.write(std::mem::take(&mut change.batch))?;

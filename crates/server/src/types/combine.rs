@@ -1,16 +1,11 @@
-//! Writes that connections hand to whoever is writing their key: how a hot key stops costing
-//! one storage write and one task hand-off per command.
+//! Work that tasks hand to whoever is already doing the same kind of work, so that one of them
+//! does it for all in one go instead of each waiting for its turn.
 //!
-//! Without this, fifty clients pushing to one list take the key's stripe one at a time, and
-//! every command pays a RocksDB write plus a wake-up of the next waiter while the others
-//! queue. Instead, the first connection to want a stripe becomes its leader; connections that
-//! come while it leads queue their commands here as guests. The leader takes the queue, runs
-//! its own command and the guests' as one transaction (each reads what the previous wrote),
-//! commits them with one write and hands every guest its outcome. Leadership then passes to
-//! the first guest that queued meanwhile, so no command waits behind more than one round.
-//!
-//! A guest's command runs with a stand-in of its client state; only commands that use no more
-//! of it than the database and protocol qualify (see `Connection::combinable_stripe`).
+//! A combiner has lanes (one per key stripe for commands on a hot key, one for storage writes).
+//! The first task to come to a lane leads it; tasks that come while it leads queue their jobs
+//! there as guests, and wait without holding a thread. The leader takes the queue, does its own
+//! job and the guests' together and hands every guest its result. Leadership then passes to the
+//! oldest guest that queued meanwhile, so no job waits behind more than one round.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -18,20 +13,18 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-use crate::types::STRIPES;
-
-/// The guest queues of all stripes, for guests asking for `J` to be run and getting `R`.
+/// The guest queues of all lanes, for guests asking for `J` to be done and getting `R`.
 pub struct Combiner<J, R> {
-    stripes: Arc<[Mutex<Queue<J, R>>]>,
+    lanes: Arc<[Mutex<Queue<J, R>>]>,
 }
 
 struct Queue<J, R> {
-    /// Whether a connection leads this stripe; guests queue only then.
+    /// Whether a task leads this lane; guests queue only then.
     led: bool,
     guests: VecDeque<Guest<J, R>>,
 }
 
-/// A job waiting for its stripe's leader to run it.
+/// A job waiting for its lane's leader to do it.
 pub struct Guest<J, R> {
     pub job: J,
     pub handback: oneshot::Sender<Handback<J, R>>,
@@ -39,13 +32,13 @@ pub struct Guest<J, R> {
 
 /// What a guest gets back.
 pub enum Handback<J, R> {
-    /// The leader ran its job.
+    /// The leader did its job.
     Ran(R),
-    /// It leads now: the previous leader finished while it was queued.
-    Lead(Leadership<J, R>),
+    /// It leads now, with its job back: the previous leader finished while it was queued.
+    Lead(Leadership<J, R>, J),
 }
 
-/// How a connection joins a stripe.
+/// How a task joins a lane.
 pub enum Entry<J, R> {
     Lead(Leadership<J, R>),
     Queued(oneshot::Receiver<Handback<J, R>>),
@@ -54,15 +47,15 @@ pub enum Entry<J, R> {
 impl<J, R> Clone for Combiner<J, R> {
     fn clone(&self) -> Self {
         Combiner {
-            stripes: self.stripes.clone(),
+            lanes: self.lanes.clone(),
         }
     }
 }
 
-impl<J, R> Default for Combiner<J, R> {
-    fn default() -> Self {
+impl<J, R> Combiner<J, R> {
+    pub fn new(lanes: usize) -> Self {
         Combiner {
-            stripes: (0..STRIPES)
+            lanes: (0..lanes)
                 .map(|_| {
                     Mutex::new(Queue {
                         led: false,
@@ -72,17 +65,15 @@ impl<J, R> Default for Combiner<J, R> {
                 .collect(),
         }
     }
-}
 
-impl<J, R> Combiner<J, R> {
-    /// Leads `stripe` if nobody does, else queues the job that `job` makes.
-    pub fn enter(&self, stripe: usize, job: impl FnOnce() -> J) -> Entry<J, R> {
-        let mut queue = self.stripes[stripe].lock();
+    /// Leads `lane` if nobody does, else queues the job that `job` makes.
+    pub fn enter(&self, lane: usize, job: impl FnOnce() -> J) -> Entry<J, R> {
+        let mut queue = self.lanes[lane].lock();
         if !queue.led {
             queue.led = true;
             return Entry::Lead(Leadership {
                 combiner: self.clone(),
-                stripe,
+                lane,
             });
         }
         let (handback, receiver) = oneshot::channel();
@@ -94,17 +85,17 @@ impl<J, R> Combiner<J, R> {
     }
 }
 
-/// The right to run a stripe's queued guests. Dropping it passes the lead to the oldest guest,
-/// or frees the stripe if none waits; a guest that has gone away passes it on in turn.
+/// The right to do a lane's queued jobs. Dropping it passes the lead to the oldest guest, or
+/// frees the lane if none waits; a guest that has gone away passes it on in turn.
 pub struct Leadership<J, R> {
     combiner: Combiner<J, R>,
-    stripe: usize,
+    lane: usize,
 }
 
 impl<J, R> Leadership<J, R> {
     /// Every guest queued so far, oldest first.
     pub fn take_guests(&self) -> Vec<Guest<J, R>> {
-        self.combiner.stripes[self.stripe]
+        self.combiner.lanes[self.lane]
             .lock()
             .guests
             .drain(..)
@@ -115,7 +106,7 @@ impl<J, R> Leadership<J, R> {
 impl<J, R> Drop for Leadership<J, R> {
     fn drop(&mut self) {
         let next = {
-            let mut queue = self.combiner.stripes[self.stripe].lock();
+            let mut queue = self.combiner.lanes[self.lane].lock();
             let next = queue.guests.pop_front();
             queue.led = next.is_some();
             next
@@ -123,11 +114,11 @@ impl<J, R> Drop for Leadership<J, R> {
         if let Some(guest) = next {
             let lead = Leadership {
                 combiner: self.combiner.clone(),
-                stripe: self.stripe,
+                lane: self.lane,
             };
             // A refused hand-off drops the new leadership here, outside the queue's lock,
             // which passes it to the next guest.
-            let _ = guest.handback.send(Handback::Lead(lead));
+            let _ = guest.handback.send(Handback::Lead(lead, guest.job));
         }
     }
 }
@@ -138,27 +129,27 @@ mod tests {
 
     type Test = Combiner<&'static str, u32>;
 
-    fn lead(combiner: &Test, stripe: usize) -> Leadership<&'static str, u32> {
-        match combiner.enter(stripe, || "leader") {
+    fn lead(combiner: &Test, lane: usize) -> Leadership<&'static str, u32> {
+        match combiner.enter(lane, || "leader") {
             Entry::Lead(leadership) => leadership,
-            Entry::Queued(_) => panic!("stripe {stripe} is led already"),
+            Entry::Queued(_) => panic!("lane {lane} is led already"),
         }
     }
 
     fn queue(
         combiner: &Test,
-        stripe: usize,
+        lane: usize,
         job: &'static str,
     ) -> oneshot::Receiver<Handback<&'static str, u32>> {
-        match combiner.enter(stripe, || job) {
+        match combiner.enter(lane, || job) {
             Entry::Queued(receiver) => receiver,
-            Entry::Lead(_) => panic!("stripe {stripe} has no leader"),
+            Entry::Lead(_) => panic!("lane {lane} has no leader"),
         }
     }
 
     #[test]
-    fn guests_queue_only_while_a_stripe_is_led() {
-        let combiner = Test::default();
+    fn guests_queue_only_while_a_lane_is_led() {
+        let combiner = Test::new(16);
         let leader = lead(&combiner, 7);
         let mut a = queue(&combiner, 7, "a");
         let _b = queue(&combiner, 7, "b");
@@ -174,13 +165,13 @@ mod tests {
     }
 
     #[test]
-    fn leadership_passes_to_the_oldest_guest_then_frees_the_stripe() {
-        let combiner = Test::default();
+    fn leadership_passes_to_the_oldest_guest_then_frees_the_lane() {
+        let combiner = Test::new(16);
         let leader = lead(&combiner, 3);
         let mut a = queue(&combiner, 3, "a");
         let mut b = queue(&combiner, 3, "b");
         drop(leader);
-        let Ok(Handback::Lead(next)) = a.try_recv() else {
+        let Ok(Handback::Lead(next, "a")) = a.try_recv() else {
             panic!("the oldest guest leads next");
         };
         assert!(b.try_recv().is_err(), "b still waits");
@@ -195,12 +186,12 @@ mod tests {
 
     #[test]
     fn a_guest_that_went_away_passes_the_lead_on() {
-        let combiner = Test::default();
+        let combiner = Test::new(16);
         let leader = lead(&combiner, 0);
         drop(queue(&combiner, 0, "gone"));
         let mut c = queue(&combiner, 0, "c");
         drop(leader);
-        let Ok(Handback::Lead(next)) = c.try_recv() else {
+        let Ok(Handback::Lead(next, "c")) = c.try_recv() else {
             panic!("the lead skips a guest that went away");
         };
         drop(next);
