@@ -38,19 +38,32 @@ fn hash_tag(key: &[u8]) -> &[u8] {
 }
 
 fn crc16(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &byte in data {
-        crc ^= (byte as u16) << 8;
-        for _ in 0..8 {
+    data.iter().fold(0, |crc, &byte| {
+        (crc << 8) ^ CRC16_TABLE[((crc >> 8) as u8 ^ byte) as usize]
+    })
+}
+
+/// CRC16 of each byte value, so that every key's slot costs a table lookup per byte rather
+/// than eight shifts (every command computes it for each key it touches).
+const CRC16_TABLE: [u16; 256] = {
+    let mut table = [0u16; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let mut crc = (byte as u16) << 8;
+        let mut bit = 0;
+        while bit < 8 {
             crc = if crc & 0x8000 != 0 {
                 (crc << 1) ^ 0x1021
             } else {
                 crc << 1
             };
+            bit += 1;
         }
+        table[byte] = crc;
+        byte += 1;
     }
-    crc
-}
+    table
+};
 
 pub fn meta_key(db: u8, key: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(3 + key.len());

@@ -30,7 +30,7 @@ use crate::server::{ClientState, Services};
 use crate::types::{Db, HeldStripes, Keyspace, Transaction, WrittenKeys};
 
 pub use notify::{expired_event, format_classes, parse_classes, publish_committed, Event};
-pub use table::{command_keys, lookup, CommandSpec, Flags, COMMANDS};
+pub use table::{command_keys, lookup, position, CommandSpec, Flags, COMMANDS};
 
 /// What a command may reach: the keyspace, its own connection and the server's services.
 pub struct Context<'a> {

@@ -1,9 +1,9 @@
 //! The static command table: one declarative line per command.
 
-use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use bytes::Bytes;
+use rustc_hash::FxHashMap;
 
 use super::{
     bitmap, connection, hash, keys, list, pubsub, roaring, scripting, server, set, string,
@@ -384,8 +384,14 @@ pub fn key_count(args: &[Bytes], at: usize) -> usize {
         .unwrap_or(0)
 }
 
-static BY_NAME: LazyLock<HashMap<&'static str, &'static CommandSpec>> =
-    LazyLock::new(|| COMMANDS.iter().map(|spec| (spec.name, spec)).collect());
+/// Every command runs a lookup here, so it hashes with Fx rather than SipHash: the names are
+/// ours, not an attacker's.
+static BY_NAME: LazyLock<FxHashMap<&'static [u8], &'static CommandSpec>> = LazyLock::new(|| {
+    COMMANDS
+        .iter()
+        .map(|spec| (spec.name.as_bytes(), spec))
+        .collect()
+});
 
 /// Finds a command by name, case-insensitively.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
@@ -394,7 +400,17 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
     for (dst, src) in lower.iter_mut().zip(name) {
         *dst = src.to_ascii_lowercase();
     }
-    BY_NAME.get(std::str::from_utf8(lower).ok()?).copied()
+    BY_NAME.get(&*lower).copied()
+}
+
+/// Where `spec` sits in [`COMMANDS`]. Per-command statistics are kept in that order, so that
+/// recording a call costs no lookup by name.
+pub fn position(spec: &CommandSpec) -> Option<usize> {
+    let table = COMMANDS.as_ptr_range();
+    let at: *const CommandSpec = spec;
+    table
+        .contains(&at)
+        .then(|| (at as usize - table.start as usize) / std::mem::size_of::<CommandSpec>())
 }
 
 #[cfg(test)]

@@ -72,7 +72,7 @@ pub fn exec(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
             inner
                 .services
                 .stats
-                .record(spec.name, elapsed, failed, false);
+                .record_calls(spec, 1, elapsed, failed as u64);
         }
         replies.push(outcome.reply);
     }

@@ -35,9 +35,9 @@ pub struct ClientInfo {
 }
 
 impl ClientHandle {
-    pub fn touch(&self, command: &'static str, db: usize) {
-        self.last_active
-            .store(self.created.elapsed().as_millis() as u64, Ordering::Relaxed);
+    pub fn touch(&self, command: &'static str, db: usize, now: Instant) {
+        let active = now.saturating_duration_since(self.created).as_millis() as u64;
+        self.last_active.store(active, Ordering::Relaxed);
         let mut info = self.info.lock();
         info.last_command = command;
         info.db = db;

@@ -86,7 +86,11 @@ impl Durability {
 
     /// Notes that a write happened (for `everysec`).
     pub fn mark_dirty(&self) {
-        self.shared.dirty.store(true, Ordering::Relaxed);
+        // Read first: a store on every write would pull the flag's cache line away from the
+        // other worker threads each time.
+        if !self.shared.dirty.load(Ordering::Relaxed) {
+            self.shared.dirty.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Waits until every write made before this call is synced to disk.

@@ -4,6 +4,7 @@ use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
 use super::{Services, REDIS_VERSION};
+use crate::commands::COMMANDS;
 use crate::config::FsyncPolicy;
 use crate::error::Error;
 use crate::types::Keyspace;
@@ -229,10 +230,10 @@ fn cpu(out: &mut String) {
 }
 
 fn commandstats(services: &Services, out: &mut String) {
-    let mut names: Vec<&&str> = services.stats.commands.keys().collect();
-    names.sort();
-    for name in names {
-        let stats = &services.stats.commands[*name];
+    let mut commands: Vec<_> = COMMANDS.iter().zip(&services.stats.commands).collect();
+    commands.sort_by_key(|(spec, _)| spec.name);
+    for (spec, stats) in commands {
+        let name = spec.name;
         let calls = stats.calls.load(Ordering::Relaxed);
         let rejected = stats.rejected.load(Ordering::Relaxed);
         if calls == 0 && rejected == 0 {

@@ -1,13 +1,13 @@
 //! Server counters (INFO stats, INFO commandstats) and the slow log.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use crate::commands::COMMANDS;
+use crate::commands::{position, CommandSpec, COMMANDS};
 
 #[derive(Default)]
 pub struct CommandStats {
@@ -28,7 +28,8 @@ pub struct ServerStats {
     pub combined_writes: AtomicU64,
     /// Bytes held by all connections' input and output buffers.
     pub client_buffers: AtomicU64,
-    pub commands: HashMap<&'static str, CommandStats>,
+    /// One per entry of [`COMMANDS`], in its order.
+    pub commands: Vec<CommandStats>,
     /// Recent (time ms, commands processed) samples for instantaneous_ops_per_sec.
     samples: Mutex<VecDeque<(u64, u64)>>,
 }
@@ -44,28 +45,21 @@ impl Default for ServerStats {
             error_replies: AtomicU64::new(0),
             combined_writes: AtomicU64::new(0),
             client_buffers: AtomicU64::new(0),
-            commands: COMMANDS
-                .iter()
-                .map(|c| (c.name, CommandStats::default()))
-                .collect(),
+            commands: COMMANDS.iter().map(|_| CommandStats::default()).collect(),
             samples: Mutex::new(VecDeque::new()),
         }
     }
 }
 
 impl ServerStats {
-    /// Records one executed command. `rejected` is an error before the handler ran.
-    pub fn record(&self, name: &'static str, usec: u64, failed: bool, rejected: bool) {
-        self.commands_processed.fetch_add(1, Ordering::Relaxed);
-        if let Some(stats) = self.commands.get(name) {
-            if rejected {
-                stats.rejected.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-            stats.calls.fetch_add(1, Ordering::Relaxed);
+    /// Records `calls` executions of one command that took `usec` µs in all.
+    pub fn record_calls(&self, spec: &CommandSpec, calls: u64, usec: u64, failed: u64) {
+        self.commands_processed.fetch_add(calls, Ordering::Relaxed);
+        if let Some(stats) = position(spec).and_then(|at| self.commands.get(at)) {
+            stats.calls.fetch_add(calls, Ordering::Relaxed);
             stats.usec.fetch_add(usec, Ordering::Relaxed);
-            if failed {
-                stats.failed.fetch_add(1, Ordering::Relaxed);
+            if failed > 0 {
+                stats.failed.fetch_add(failed, Ordering::Relaxed);
             }
         }
     }
@@ -100,7 +94,7 @@ impl ServerStats {
         ] {
             counter.store(0, Ordering::Relaxed);
         }
-        for stats in self.commands.values() {
+        for stats in &self.commands {
             for counter in [&stats.calls, &stats.usec, &stats.failed, &stats.rejected] {
                 counter.store(0, Ordering::Relaxed);
             }
