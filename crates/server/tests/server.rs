@@ -317,3 +317,37 @@ fn shutdown_command_stops_the_server() {
     let mut con = server.client();
     assert_eq!(run::<String>(&mut con, &["GET", "k"]), "v");
 }
+
+#[test]
+fn statistics_of_pipelined_commands_are_there_for_the_next_command() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let (first, second): (String, String) = redis::pipe()
+        .cmd("SET")
+        .arg("k")
+        .arg("v")
+        .ignore()
+        .cmd("GET")
+        .arg("k")
+        .ignore()
+        .cmd("GET")
+        .arg("k")
+        .ignore()
+        .cmd("GET")
+        .arg("nosuch")
+        .ignore()
+        .cmd("INFO")
+        .arg("commandstats")
+        .cmd("INFO")
+        .arg("commandstats")
+        .query(&mut con)
+        .expect("pipeline");
+    assert!(first.contains("cmdstat_get:calls=3,"), "{first}");
+    assert!(first.contains("cmdstat_set:calls=1,"), "{first}");
+    assert!(!first.contains("cmdstat_info:"), "{first}");
+    assert!(second.contains("cmdstat_info:calls=1,"), "{second}");
+    let mut other = server.client();
+    let seen: String = run(&mut other, &["INFO", "commandstats"]);
+    assert!(seen.contains("cmdstat_get:calls=3,"), "{seen}");
+    assert!(seen.contains("cmdstat_info:calls=2,"), "{seen}");
+}

@@ -23,7 +23,7 @@ pub struct Overlay {
 
 #[derive(Default)]
 struct Pending {
-    /// Latest point write per key.
+    /// Per key, where its latest point write is in `batch`.
     points: [BTreeMap<Vec<u8>, Staged>; 4],
     /// Range deletes. A later put of a key inside one is in `points`, which reads check first.
     ranges: [Vec<(Vec<u8>, Vec<u8>)>; 4],
@@ -34,11 +34,21 @@ struct Pending {
 
 impl Pending {
     fn lookup(&self, cf: Cf, key: &[u8]) -> Lookup {
-        match self.points[cf.index()].get(key).map(|staged| &staged.value) {
-            Some(Some(value)) => Lookup::Found(value.clone()),
-            Some(None) => Lookup::Deleted,
+        match self.points[cf.index()].get(key) {
+            Some(staged) => match self.value(staged) {
+                Some(value) => Lookup::Found(value.to_vec()),
+                None => Lookup::Deleted,
+            },
             None if self.in_deleted_range(cf, key) => Lookup::Deleted,
             None => Lookup::Base,
+        }
+    }
+
+    /// The value a staged point write puts, `None` for a delete.
+    fn value(&self, staged: &Staged) -> Option<&[u8]> {
+        match self.batch.ops.get(staged.op) {
+            Some(Op::Put { value, .. }) => Some(value),
+            _ => None,
         }
     }
 
@@ -49,11 +59,11 @@ impl Pending {
     }
 }
 
-/// A key's pending value (`Some` a put, `None` a delete) and where its op is in the batch.
-/// A range delete over the key removes it from `points`, so while it is there, no later op
-/// in the batch touches the key, and a newer write may take the op's place.
+/// Where a key's pending put or delete is in the batch; the value stays in the op, so staging
+/// a write copies no value. A range delete over the key removes it from `points`, so while it
+/// is there, no later op in the batch touches the key, and a newer write may take the op's
+/// place.
 struct Staged {
-    value: Option<Vec<u8>>,
     op: usize,
 }
 
@@ -100,9 +110,8 @@ impl Engine for Overlay {
         } = &mut *pending;
         let ops = &mut staged_batch.ops;
         for op in batch.ops {
-            let (cf, key, value) = match &op {
-                Op::Put { cf, key, value } => (cf, key, Some(value.clone())),
-                Op::Delete { cf, key } => (cf, key, None),
+            let (cf, key) = match &op {
+                Op::Put { cf, key, .. } | Op::Delete { cf, key } => (cf, key),
                 Op::DeleteRange { cf, start, end } => {
                     remove_range(&mut points[cf.index()], start, end);
                     ranges[cf.index()].push((start.clone(), end.clone()));
@@ -114,16 +123,10 @@ impl Engine for Overlay {
                     continue;
                 }
             };
-            match points[cf.index()].get_mut(key.as_slice()) {
-                Some(staged) => {
-                    staged.value = value;
-                    ops[staged.op] = op;
-                }
+            match points[cf.index()].get(key.as_slice()) {
+                Some(staged) => ops[staged.op] = op,
                 None => {
-                    let staged = Staged {
-                        value,
-                        op: ops.len(),
-                    };
+                    let staged = Staged { op: ops.len() };
                     points[cf.index()].insert(key.clone(), staged);
                     ops.push(op);
                 }
@@ -148,7 +151,7 @@ impl Engine for Overlay {
             let pending = self.pending.lock();
             let points: Vec<(Vec<u8>, Option<Vec<u8>>)> = pending.points[cf.index()]
                 .range::<[u8], _>((Bound::Included(lower), Bound::Excluded(upper)))
-                .map(|(k, staged)| (k.clone(), staged.value.clone()))
+                .map(|(k, staged)| (k.clone(), pending.value(staged).map(<[u8]>::to_vec)))
                 .collect();
             (points, pending.ranges[cf.index()].clone())
         };

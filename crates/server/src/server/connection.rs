@@ -624,12 +624,13 @@ impl Connection {
                 });
             }
         }
+        if spec.first_key <= 0 {
+            // Commands without keys (INFO, CLIENT, CONFIG, ...) may read these statistics, so
+            // their own calls are booked at once, as the next one expects to see them.
+            self.book_tally();
+        }
         let services = &self.services;
-        let (threshold, max_len) = {
-            let config = services.config.read();
-            (config.slowlog_log_slower_than, config.slowlog_max_len)
-        };
-        if threshold >= 0 && elapsed >= threshold as u64 {
+        if services.slowlog.is_slow(elapsed) {
             let name = self
                 .client
                 .handle
@@ -643,7 +644,6 @@ impl Connection {
                 elapsed,
                 self.client.handle.addr.to_string(),
                 String::from_utf8_lossy(&name).into_owned(),
-                max_len,
             );
         }
         let is_write =

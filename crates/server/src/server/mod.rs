@@ -131,6 +131,8 @@ impl Services {
     pub fn apply_config(&self) {
         let config = self.config.read();
         self.durability.set_policy(config.appendfsync);
+        self.slowlog
+            .configure(config.slowlog_log_slower_than, config.slowlog_max_len);
         self.notify_classes
             .store(config.notify_keyspace_events, Ordering::Relaxed);
     }

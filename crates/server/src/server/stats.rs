@@ -1,7 +1,7 @@
 //! Server counters (INFO stats, INFO commandstats) and the slow log.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -118,6 +118,10 @@ pub struct SlowEntry {
 pub struct SlowLog {
     next_id: AtomicU64,
     entries: Mutex<VecDeque<SlowEntry>>,
+    /// The two settings, copied here by `Services::apply_config`: every command reads them,
+    /// and the config's lock would be a write to a shared cache line each time.
+    slower_than: AtomicI64,
+    max_len: AtomicUsize,
 }
 
 /// Redis keeps at most this many arguments, each cut to this many bytes.
@@ -125,14 +129,18 @@ const MAX_ARGS: usize = 32;
 const MAX_ARG_LEN: usize = 128;
 
 impl SlowLog {
-    pub fn push(
-        &self,
-        args: &[Bytes],
-        duration_us: u64,
-        client_addr: String,
-        client_name: String,
-        max_len: usize,
-    ) {
+    pub fn configure(&self, slower_than: i64, max_len: usize) {
+        self.slower_than.store(slower_than, Ordering::Relaxed);
+        self.max_len.store(max_len, Ordering::Relaxed);
+    }
+
+    /// Whether a command that ran for `duration_us` belongs in the log.
+    pub fn is_slow(&self, duration_us: u64) -> bool {
+        let slower_than = self.slower_than.load(Ordering::Relaxed);
+        slower_than >= 0 && duration_us >= slower_than as u64
+    }
+
+    pub fn push(&self, args: &[Bytes], duration_us: u64, client_addr: String, client_name: String) {
         let mut kept: Vec<Bytes> = args
             .iter()
             .take(if args.len() > MAX_ARGS {
@@ -169,7 +177,7 @@ impl SlowLog {
         };
         let mut entries = self.entries.lock();
         entries.push_front(entry);
-        entries.truncate(max_len);
+        entries.truncate(self.max_len.load(Ordering::Relaxed));
     }
 
     pub fn latest(&self, count: usize) -> Vec<SlowEntry> {
