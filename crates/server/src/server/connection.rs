@@ -7,7 +7,9 @@
 //!
 //! Consecutive write commands of a pipeline run as one implicit transaction
 //! ([`PipelineBatch`]) and reach storage as one write, committed before their replies go out.
-//! Writes of different connections to one busy key are combined the same way (`combine`).
+//! Writes of different connections to one busy key are combined the same way
+//! (`types::combine`), and every commit shares its storage write with those of other
+//! connections committing at the same moment (`Keyspace::write_combined`).
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -150,8 +152,9 @@ struct Connection {
 
 /// Calls of one command in a row on one connection, booked in the shared statistics together:
 /// a pipeline of sixteen GETs then updates the counters that all worker threads share once
-/// instead of sixteen times. Booked before the connection runs any other command and before
-/// it sends replies, so no client can tell the difference.
+/// instead of sixteen times. Booked before the connection runs any other command, before it
+/// sends replies, and at once for commands without keys (INFO, CLIENT, CONFIG read the
+/// figures), so a client that got a reply sees its command counted.
 struct Tally {
     spec: &'static CommandSpec,
     calls: u64,
@@ -360,6 +363,8 @@ impl Connection {
                 None
             }
             Err(err) => {
+                let errors = &services.stats.error_replies;
+                errors.fetch_add(batch.commands as u64, Ordering::Relaxed);
                 output.truncate(batch.replies_from);
                 let reply = err.to_reply();
                 for _ in 0..batch.commands {
@@ -415,7 +420,7 @@ impl Connection {
     }
 
     /// Runs this connection's write and every guest's queued so far as one transaction, then
-    /// hands the guests their outcomes. Alone, the write runs as it would without combining.
+    /// hands the guests their outcomes. Alone, the write runs as a batch of one.
     async fn lead(
         &mut self,
         leadership: Leadership<GuestCommand, GuestOutcome>,

@@ -1,8 +1,8 @@
 //! Work that tasks hand to whoever is already doing the same kind of work, so that one of them
 //! does it for all in one go instead of each waiting for its turn.
 //!
-//! A combiner has lanes (one per key stripe for commands on a hot key, one for storage writes).
-//! The first task to come to a lane leads it; tasks that come while it leads queue their jobs
+//! A combiner has lanes: the connections' combiner of commands on a hot key has one per key
+//! stripe, the keyspace's combiner of storage writes has one. The first task to come to a lane leads it; tasks that come while it leads queue their jobs
 //! there as guests, and wait without holding a thread. The leader takes the queue, does its own
 //! job and the guests' together and hands every guest its result. Leadership then passes to the
 //! oldest guest that queued meanwhile, so no job waits behind more than one round.
@@ -74,6 +74,7 @@ impl<J, R> Combiner<J, R> {
             return Entry::Lead(Leadership {
                 combiner: self.clone(),
                 lane,
+                passed: false,
             });
         }
         let (handback, receiver) = oneshot::channel();
@@ -90,6 +91,8 @@ impl<J, R> Combiner<J, R> {
 pub struct Leadership<J, R> {
     combiner: Combiner<J, R>,
     lane: usize,
+    /// Whether the lead has been passed on already.
+    passed: bool,
 }
 
 impl<J, R> Leadership<J, R> {
@@ -103,23 +106,41 @@ impl<J, R> Leadership<J, R> {
     }
 }
 
-impl<J, R> Drop for Leadership<J, R> {
-    fn drop(&mut self) {
+impl<J, R> Leadership<J, R> {
+    /// Passes the lead to the oldest guest, or frees the lane if none waits; returns whether the
+    /// oldest guest took it.
+    pub fn hand_on(mut self) -> bool {
+        self.pass()
+    }
+
+    fn pass(&mut self) -> bool {
+        if self.passed {
+            return false;
+        }
+        self.passed = true;
         let next = {
             let mut queue = self.combiner.lanes[self.lane].lock();
             let next = queue.guests.pop_front();
             queue.led = next.is_some();
             next
         };
-        if let Some(guest) = next {
-            let lead = Leadership {
-                combiner: self.combiner.clone(),
-                lane: self.lane,
-            };
-            // A refused hand-off drops the new leadership here, outside the queue's lock,
-            // which passes it to the next guest.
-            let _ = guest.handback.send(Handback::Lead(lead, guest.job));
-        }
+        let Some(guest) = next else {
+            return false;
+        };
+        let lead = Leadership {
+            combiner: self.combiner.clone(),
+            lane: self.lane,
+            passed: false,
+        };
+        // A refused hand-off drops the new leadership here, outside the queue's lock, which
+        // passes it to the next guest.
+        guest.handback.send(Handback::Lead(lead, guest.job)).is_ok()
+    }
+}
+
+impl<J, R> Drop for Leadership<J, R> {
+    fn drop(&mut self) {
+        self.pass();
     }
 }
 

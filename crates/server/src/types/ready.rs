@@ -41,10 +41,15 @@ impl ReadyKeys {
     }
 
     pub(super) fn note(&self, batch: &WriteBatch) {
+        self.add(self.fillable(batch));
+    }
+
+    /// The lists and sorted sets that `batch` writes, if any client is blocked.
+    pub(super) fn fillable(&self, batch: &WriteBatch) -> Vec<(u8, Vec<u8>)> {
+        let mut keys: Vec<(u8, Vec<u8>)> = Vec::new();
         if self.blocked.load(Ordering::Relaxed) == 0 {
-            return;
+            return keys;
         }
-        let mut keys = self.keys.lock();
         for op in &batch.ops {
             if let Op::Put {
                 cf: Cf::Meta,
@@ -58,9 +63,22 @@ impl ReadyKeys {
                     if !keys.iter().any(|(d, k)| *d == db && k == user_key) {
                         keys.push((db, user_key.to_vec()));
                     }
-                    self.noted.store(true, Ordering::Release);
                 }
             }
         }
+        keys
+    }
+
+    pub(super) fn add(&self, fillable: Vec<(u8, Vec<u8>)>) {
+        if fillable.is_empty() {
+            return;
+        }
+        let mut keys = self.keys.lock();
+        for key in fillable {
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        self.noted.store(true, Ordering::Release);
     }
 }
