@@ -335,12 +335,7 @@ impl Connection {
             let Ok(txn) = keyspace.begin(&[]) else {
                 return false;
             };
-            *batch = Some(PipelineBatch {
-                txn,
-                events: Vec::new(),
-                replies_from,
-                commands: 0,
-            });
+            *batch = Some(PipelineBatch::new(txn, replies_from));
         }
         batch
             .as_ref()
@@ -432,12 +427,7 @@ impl Connection {
         let guests = leadership.take_guests();
         let services = self.services.clone();
         let keyspace = &services.keyspace;
-        let mut batch = PipelineBatch {
-            txn: keyspace.begin_holding(held),
-            events: Vec::new(),
-            replies_from: output.len(),
-            commands: 0,
-        };
+        let mut batch = PipelineBatch::new(keyspace.begin_holding(held), output.len());
         let wrote = self.run_command(args, None, Some(&mut batch), output).0;
         let mut ran = Vec::with_capacity(guests.len());
         for Guest { job, handback } in guests {
@@ -467,12 +457,8 @@ impl Connection {
         held: HeldStripes,
         output: &mut BytesMut,
     ) -> bool {
-        let mut batch = PipelineBatch {
-            txn: self.services.keyspace.begin_holding(held),
-            events: Vec::new(),
-            replies_from: output.len(),
-            commands: 0,
-        };
+        let txn = self.services.keyspace.begin_holding(held);
+        let mut batch = PipelineBatch::new(txn, output.len());
         let wrote = self.run_command(args, None, Some(&mut batch), output).0;
         self.commit_batch(&mut Some(batch), output).await;
         wrote
@@ -712,6 +698,18 @@ struct PipelineBatch {
     /// Where its commands' replies begin in the output buffer.
     replies_from: usize,
     commands: usize,
+}
+
+impl PipelineBatch {
+    /// An empty batch in `txn`, whose replies will begin at `replies_from` in the output.
+    fn new(txn: Transaction, replies_from: usize) -> Self {
+        PipelineBatch {
+            txn,
+            events: Vec::new(),
+            replies_from,
+            commands: 0,
+        }
+    }
 }
 
 /// A write that a stripe's leader runs for another connection, with a stand-in of that

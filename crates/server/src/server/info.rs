@@ -235,15 +235,16 @@ fn commandstats(services: &Services, out: &mut String) {
     for (spec, stats) in commands {
         let name = spec.name;
         let calls = stats.calls.load(Ordering::Relaxed);
-        let rejected = stats.rejected.load(Ordering::Relaxed);
-        if calls == 0 && rejected == 0 {
+        if calls == 0 {
             continue;
         }
         let usec = stats.usec.load(Ordering::Relaxed);
+        // Commands refused before they run (arity, unknown subcommand) count as failed calls,
+        // so Redis's rejected_calls stays 0.
         let _ = write!(
             out,
-            "cmdstat_{name}:calls={calls},usec={usec},usec_per_call={:.2},rejected_calls={rejected},failed_calls={}\r\n",
-            if calls > 0 { usec as f64 / calls as f64 } else { 0.0 },
+            "cmdstat_{name}:calls={calls},usec={usec},usec_per_call={:.2},rejected_calls=0,failed_calls={}\r\n",
+            usec as f64 / calls as f64,
             stats.failed.load(Ordering::Relaxed),
         );
     }

@@ -14,7 +14,6 @@ pub struct CommandStats {
     pub calls: AtomicU64,
     pub usec: AtomicU64,
     pub failed: AtomicU64,
-    pub rejected: AtomicU64,
 }
 
 pub struct ServerStats {
@@ -95,7 +94,7 @@ impl ServerStats {
             counter.store(0, Ordering::Relaxed);
         }
         for stats in &self.commands {
-            for counter in [&stats.calls, &stats.usec, &stats.failed, &stats.rejected] {
+            for counter in [&stats.calls, &stats.usec, &stats.failed] {
                 counter.store(0, Ordering::Relaxed);
             }
         }

@@ -37,12 +37,7 @@ pub struct Transaction {
 impl Keyspace {
     /// Starts a transaction holding the locks of `keys` (database, key).
     pub fn begin(&self, keys: &[(u8, &[u8])]) -> Result<Transaction, Error> {
-        let txn = Transaction {
-            overlay: Overlay::new(self.engine.clone()),
-            pending: Mutex::new(Change::default()),
-            held: Mutex::new(BTreeMap::new()),
-            reclaims: Mutex::default(),
-        };
+        let txn = self.transaction_holding(BTreeMap::new());
         // Nothing is held yet, so this locks in ascending order and waits as long as needed.
         self.hold_in(&txn, keys)?;
         Ok(txn)
@@ -50,10 +45,14 @@ impl Keyspace {
 
     /// Starts a transaction that takes over `held`, the stripes a connection locked for it.
     pub fn begin_holding(&self, held: HeldStripes) -> Transaction {
+        self.transaction_holding(held.into_guards().collect())
+    }
+
+    fn transaction_holding(&self, held: BTreeMap<usize, StripeGuard>) -> Transaction {
         Transaction {
             overlay: Overlay::new(self.engine.clone()),
             pending: Mutex::new(Change::default()),
-            held: Mutex::new(held.into_guards().collect()),
+            held: Mutex::new(held),
             reclaims: Mutex::default(),
         }
     }
