@@ -286,6 +286,15 @@ pub const PARAMS: &[Param] = &[
         }
     ),
     param!(
+        "rocksdb.meta-cache-size",
+        false,
+        |c| c.rocks.meta_cache_size.to_string(),
+        |c, v| {
+            c.rocks.meta_cache_size = parse_memory(v)?;
+            Ok(())
+        }
+    ),
+    param!(
         "rocksdb.write-buffer-size",
         false,
         |c| c.rocks.write_buffer_size.to_string(),

@@ -6,17 +6,9 @@ mod common;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use common::{fails, run, TestServer};
+use common::{fails, info_field, run, TestServer};
 use redis::Value;
 use shale_storage::Cf;
-
-fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> u64 {
-    let info: String = run(con, &["INFO", section]);
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{field} missing from INFO {section}"))
-}
 
 fn fill_hash(con: &mut redis::Connection, key: &str, fields: usize) {
     for chunk in (0..fields).collect::<Vec<_>>().chunks(2000) {

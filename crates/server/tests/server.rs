@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{fails, run, TestServer};
+use common::{fails, info_field, run, TestServer};
 use redis::Value;
 
 #[test]
@@ -350,4 +350,75 @@ fn statistics_of_pipelined_commands_are_there_for_the_next_command() {
     let seen: String = run(&mut other, &["INFO", "commandstats"]);
     assert!(seen.contains("cmdstat_get:calls=3,"), "{seen}");
     assert!(seen.contains("cmdstat_info:calls=2,"), "{seen}");
+}
+
+#[test]
+fn metadata_cache_answers_repeated_reads_and_follows_every_write() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["SET", "k", "v1"]);
+    for _ in 0..3 {
+        assert_eq!(run::<String>(&mut con, &["GET", "k"]), "v1");
+    }
+    assert!(info_field(&mut con, "rocksdb", "meta_cache_hits") >= 2);
+    assert!(info_field(&mut con, "memory", "meta_cache_used") > 0);
+    run::<()>(&mut con, &["SET", "k", "v2"]);
+    assert_eq!(run::<String>(&mut con, &["GET", "k"]), "v2");
+    run::<()>(&mut con, &["APPEND", "k", "!"]);
+    assert_eq!(run::<String>(&mut con, &["GET", "k"]), "v2!");
+    run::<()>(&mut con, &["DEL", "k"]);
+    assert_eq!(run::<Option<String>>(&mut con, &["GET", "k"]), None);
+    run::<()>(&mut con, &["RPUSH", "k", "a"]);
+    assert_eq!(run::<String>(&mut con, &["TYPE", "k"]), "list");
+    run::<()>(&mut con, &["FLUSHALL"]);
+    assert_eq!(run::<i64>(&mut con, &["EXISTS", "k"]), 0);
+    assert_eq!(info_field(&mut con, "memory", "meta_cache_used"), 0);
+}
+
+#[test]
+fn reads_never_go_back_in_time_while_a_key_is_written() {
+    let server = TestServer::start();
+    let writes = 3000;
+    let writer_done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let mut con = server.client();
+        std::thread::spawn(move || {
+            for _ in 0..writes {
+                run::<i64>(&mut con, &["INCR", "n"]);
+            }
+        })
+    };
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let mut con = server.client();
+            let writer_done = writer_done.clone();
+            std::thread::spawn(move || {
+                let mut last = 0;
+                while last < writes && !writer_done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let seen = run::<Option<i64>>(&mut con, &["GET", "n"]).unwrap_or(0);
+                    assert!(seen >= last, "read {seen} after {last}");
+                    last = seen;
+                }
+            })
+        })
+        .collect();
+    let written = writer.join();
+    writer_done.store(true, std::sync::atomic::Ordering::Relaxed);
+    written.expect("writer");
+    for reader in readers {
+        reader.join().expect("reader");
+    }
+    let mut con = server.client();
+    assert_eq!(run::<i64>(&mut con, &["GET", "n"]), writes);
+}
+
+#[test]
+fn metadata_cache_can_be_turned_off() {
+    let server = TestServer::start_with(&["--rocksdb.meta-cache-size", "0"]);
+    let mut con = server.client();
+    run::<()>(&mut con, &["SET", "k", "v"]);
+    assert_eq!(run::<String>(&mut con, &["GET", "k"]), "v");
+    assert_eq!(run::<String>(&mut con, &["GET", "k"]), "v");
+    assert_eq!(info_field(&mut con, "memory", "meta_cache_capacity"), 0);
+    assert_eq!(info_field(&mut con, "rocksdb", "meta_cache_hits"), 0);
 }

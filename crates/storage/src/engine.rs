@@ -2,6 +2,8 @@
 
 use thiserror::Error;
 
+use crate::meta_cache::MetaCacheStats;
+
 /// The column families. Each holds one kind of record so that each can be tuned, scanned and
 /// range-deleted on its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -103,6 +105,7 @@ pub enum ScanDirection {
 /// Figures for INFO: memory held by the engine and its size on disk.
 #[derive(Debug, Default, Clone)]
 pub struct EngineStats {
+    pub meta_cache: MetaCacheStats,
     pub block_cache_usage: u64,
     pub block_cache_capacity: u64,
     pub memtable_usage: u64,

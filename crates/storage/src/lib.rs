@@ -7,18 +7,21 @@
 //!   inline payload of small strings.
 //! - [`Engine`] is the narrow interface the rest of the server uses: point reads, atomic write
 //!   batches, bounded scans and WAL syncs over a fixed set of column families.
-//! - [`RocksEngine`] implements it on RocksDB; [`MemoryEngine`] is its in-memory twin for fast
-//!   tests of type logic. The same conformance tests run against both.
+//! - [`RocksEngine`] implements it on RocksDB, with a cache of metadata records kept in step
+//!   by its own writes (`meta_cache`); [`MemoryEngine`] is its in-memory twin for fast tests of
+//!   type logic. The same conformance tests run against both.
 //! - [`Overlay`] stages writes over an engine and lets reads see them, for transactions.
 
 mod engine;
 pub mod keys;
 mod memory;
+mod meta_cache;
 pub mod metadata;
 mod overlay;
 mod rocks;
 
 pub use engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
 pub use memory::MemoryEngine;
+pub use meta_cache::MetaCacheStats;
 pub use overlay::Overlay;
 pub use rocks::{RocksConfig, RocksEngine};

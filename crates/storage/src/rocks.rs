@@ -12,12 +12,15 @@ use rocksdb::{
 
 use crate::engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
 use crate::keys::INTERNAL_PREFIX;
+use crate::meta_cache::{MetaCache, MetaCacheStats};
 use crate::metadata::is_expired_inline_string;
 
 /// Engine settings, from the `rocksdb.*` options of the config file.
 #[derive(Debug, Clone)]
 pub struct RocksConfig {
     pub block_cache_size: usize,
+    /// Bound on the cache of metadata records ([`MetaCache`]); 0 turns it off.
+    pub meta_cache_size: usize,
     pub write_buffer_size: usize,
     pub max_write_buffer_number: i32,
     /// Bound on the memtables of all column families together.
@@ -33,6 +36,7 @@ impl Default for RocksConfig {
     fn default() -> Self {
         RocksConfig {
             block_cache_size: 256 << 20,
+            meta_cache_size: 64 << 20,
             write_buffer_size: 64 << 20,
             max_write_buffer_number: 4,
             memtable_budget: 256 << 20,
@@ -52,6 +56,7 @@ pub struct RocksEngine {
     db: DB,
     options: Options,
     cache: Cache,
+    meta_cache: Option<MetaCache>,
     write_buffers: WriteBufferManager,
     memtable_budget: u64,
     block_cache_capacity: u64,
@@ -92,6 +97,7 @@ impl RocksEngine {
             db,
             options: db_options,
             cache,
+            meta_cache: MetaCache::new(config.meta_cache_size),
             write_buffers,
             memtable_budget: config.memtable_budget as u64,
             block_cache_capacity: config.block_cache_size as u64,
@@ -110,6 +116,42 @@ impl RocksEngine {
             .filter_map(|&cf| self.handle(cf).ok())
             .filter_map(|h| self.db.property_int_value_cf(h, name).ok().flatten())
             .sum()
+    }
+
+    /// A batched read of `keys` in one column family, past the metadata cache.
+    fn read_many<'k>(
+        &self,
+        cf: Cf,
+        keys: impl Iterator<Item = &'k Vec<u8>>,
+    ) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
+        self.db
+            .batched_multi_get_cf(self.handle(cf)?, keys, false)
+            .into_iter()
+            .map(|r| {
+                r.map(|v| v.map(|slice| slice.to_vec()))
+                    .map_err(StorageError::from)
+            })
+            .collect()
+    }
+}
+
+/// Brings the metadata cache in line with a write: the new values of the records it put if
+/// the write succeeded, and none of the records it touched otherwise.
+fn note_written(cache: &MetaCache, batch: WriteBatch, succeeded: bool) {
+    for op in batch.ops {
+        match op {
+            Op::Put {
+                cf: Cf::Meta,
+                key,
+                value,
+            } => cache.written(&key, succeeded.then_some(value)),
+            Op::Delete { cf: Cf::Meta, key }
+            | Op::AddCounter {
+                cf: Cf::Meta, key, ..
+            } => cache.written(&key, None),
+            Op::DeleteRange { cf: Cf::Meta, .. } => cache.clear(),
+            _ => {}
+        }
     }
 }
 
@@ -171,23 +213,47 @@ fn drop_expired_strings(_level: u32, key: &[u8], value: &[u8]) -> Decision {
 
 impl Engine for RocksEngine {
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        Ok(self.db.get_cf(self.handle(cf)?, key)?)
+        let Some(cache) = self.meta_cache.as_ref().filter(|_| cf == Cf::Meta) else {
+            return Ok(self.db.get_cf(self.handle(cf)?, key)?);
+        };
+        let miss = match cache.get(key) {
+            Ok(value) => return Ok(Some(value)),
+            Err(miss) => miss,
+        };
+        let value = self.db.get_cf(self.handle(cf)?, key)?;
+        if let Some(value) = &value {
+            cache.fill(miss, key, value);
+        }
+        Ok(value)
     }
 
     fn multi_get(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
-        let handle = self.handle(cf)?;
         if let [only] = keys {
             // A batched read of one key costs more than a plain one.
-            return Ok(vec![self.db.get_cf(handle, only)?]);
+            return Ok(vec![self.get(cf, only)?]);
         }
-        self.db
-            .batched_multi_get_cf(handle, keys.iter(), false)
-            .into_iter()
-            .map(|r| {
-                r.map(|v| v.map(|slice| slice.to_vec()))
-                    .map_err(StorageError::from)
-            })
-            .collect()
+        let Some(cache) = self.meta_cache.as_ref().filter(|_| cf == Cf::Meta) else {
+            return self.read_many(cf, keys.iter());
+        };
+        let mut values = Vec::with_capacity(keys.len());
+        let mut misses = Vec::new();
+        for (at, key) in keys.iter().enumerate() {
+            match cache.get(key) {
+                Ok(value) => values.push(Some(value)),
+                Err(miss) => {
+                    values.push(None);
+                    misses.push((at, miss));
+                }
+            }
+        }
+        let read = self.read_many(cf, misses.iter().map(|(at, _)| &keys[*at]))?;
+        for ((at, miss), value) in misses.into_iter().zip(read) {
+            if let Some(value) = &value {
+                cache.fill(miss, &keys[at], value);
+            }
+            values[at] = value;
+        }
+        Ok(values)
     }
 
     fn write(&self, batch: WriteBatch) -> Result<(), StorageError> {
@@ -206,7 +272,11 @@ impl Engine for RocksEngine {
         }
         let mut options = WriteOptions::default();
         options.set_sync(false);
-        Ok(self.db.write_opt(raw, &options)?)
+        let result = self.db.write_opt(raw, &options);
+        if let Some(cache) = &self.meta_cache {
+            note_written(cache, batch, result.is_ok());
+        }
+        Ok(result?)
     }
 
     fn scan(
@@ -262,7 +332,12 @@ impl Engine for RocksEngine {
     }
 
     fn stats(&self) -> EngineStats {
+        let meta_cache = self
+            .meta_cache
+            .as_ref()
+            .map_or_else(MetaCacheStats::default, MetaCache::stats);
         EngineStats {
+            meta_cache,
             block_cache_usage: self.cache.get_usage() as u64,
             block_cache_capacity: self.block_cache_capacity,
             memtable_usage: self.write_buffers.get_usage() as u64,

@@ -171,6 +171,8 @@ fn memory(services: &Services, keyspace: &Keyspace, out: &mut String) {
     line(out, "mem_allocator", crate::MEM_ALLOCATOR);
     line(out, "block_cache_used", engine.block_cache_usage);
     line(out, "block_cache_capacity", engine.block_cache_capacity);
+    line(out, "meta_cache_used", engine.meta_cache.usage);
+    line(out, "meta_cache_capacity", engine.meta_cache.capacity);
     line(out, "memtables_used", engine.memtable_usage);
     line(out, "memtables_limit", engine.memtable_limit);
     line(out, "table_readers_used", engine.table_readers_usage);
@@ -278,6 +280,10 @@ fn rocksdb(services: &Services, keyspace: &Keyspace, out: &mut String) {
     line(out, "num_running_flushes", engine.running_flushes);
     line(out, "block_cache_usage", engine.block_cache_usage);
     line(out, "block_cache_capacity", engine.block_cache_capacity);
+    line(out, "meta_cache_usage", engine.meta_cache.usage);
+    line(out, "meta_cache_capacity", engine.meta_cache.capacity);
+    line(out, "meta_cache_hits", engine.meta_cache.hits);
+    line(out, "meta_cache_misses", engine.meta_cache.misses);
     line(out, "memtable_usage", engine.memtable_usage);
     line(out, "memtable_limit", engine.memtable_limit);
     line(

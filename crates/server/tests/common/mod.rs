@@ -240,6 +240,15 @@ pub fn fails(con: &mut redis::Connection, args: &[&str]) -> String {
 }
 
 /// Runs a command and converts its reply.
+/// A numeric field of an INFO section.
+pub fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> u64 {
+    let info: String = run(con, &["INFO", section]);
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} missing from INFO {section}"))
+}
+
 pub fn run<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&str]) -> T {
     let mut cmd = redis::cmd(args[0]);
     for arg in &args[1..] {
