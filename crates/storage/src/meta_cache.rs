@@ -122,12 +122,14 @@ impl MetaCache {
     pub fn written(&self, key: &[u8], value: Option<Vec<u8>>) {
         let mut shard = self.shards[self.shard_of(key)].lock();
         shard.writes += 1;
-        if shard.entries.peek(key).is_none() {
+        let Some(mut cached) = shard.entries.peek_mut(key) else {
             return;
-        }
+        };
         match value {
-            Some(value) if value.len() <= VALUE_LIMIT => shard.entries.insert(key.to_vec(), value),
+            // In place: the cache re-weighs the entry when `cached` drops.
+            Some(value) if value.len() <= VALUE_LIMIT => *cached = value,
             _ => {
+                drop(cached);
                 shard.entries.remove(key);
             }
         }
@@ -180,8 +182,10 @@ mod tests {
         let cache = cache();
         assert_eq!(read(&cache, b"k", b"v1"), b"v1");
         assert_eq!(cache.get(b"k").ok(), Some(b"v1".to_vec()));
-        cache.written(b"k", Some(b"v2".to_vec()));
-        assert_eq!(cache.get(b"k").ok(), Some(b"v2".to_vec()));
+        let usage = cache.stats().usage;
+        cache.written(b"k", Some(b"v2, longer".to_vec()));
+        assert_eq!(cache.get(b"k").ok(), Some(b"v2, longer".to_vec()));
+        assert_eq!(cache.stats().usage, usage + 8, "the entry is re-weighed");
         cache.written(b"k", None);
         assert!(cache.get(b"k").is_err());
         let stats = cache.stats();
