@@ -118,6 +118,11 @@ impl RocksEngine {
             .sum()
     }
 
+    /// The metadata cache, if it is on and `cf` is the family it caches.
+    fn meta_cache_for(&self, cf: Cf) -> Option<&MetaCache> {
+        self.meta_cache.as_ref().filter(|_| cf == Cf::Meta)
+    }
+
     /// A batched read of `keys` in one column family, past the metadata cache.
     fn read_many<'k>(
         &self,
@@ -213,7 +218,7 @@ fn drop_expired_strings(_level: u32, key: &[u8], value: &[u8]) -> Decision {
 
 impl Engine for RocksEngine {
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        let Some(cache) = self.meta_cache.as_ref().filter(|_| cf == Cf::Meta) else {
+        let Some(cache) = self.meta_cache_for(cf) else {
             return Ok(self.db.get_cf(self.handle(cf)?, key)?);
         };
         let miss = match cache.get(key) {
@@ -232,7 +237,7 @@ impl Engine for RocksEngine {
             // A batched read of one key costs more than a plain one.
             return Ok(vec![self.get(cf, only)?]);
         }
-        let Some(cache) = self.meta_cache.as_ref().filter(|_| cf == Cf::Meta) else {
+        let Some(cache) = self.meta_cache_for(cf) else {
             return self.read_many(cf, keys.iter());
         };
         let mut values = Vec::with_capacity(keys.len());
