@@ -173,3 +173,47 @@ fn combined_writes_reach_their_own_clients_in_their_own_databases() {
         "every INCR is counted once"
     );
 }
+
+#[test]
+fn key_counts_stay_exact_when_many_clients_write_at_once() {
+    // Concurrent writes of distinct keys reach storage together, with their key counter
+    // updates summed; DBSIZE and the expiry count must add up, and still do after a crash.
+    let mut server = TestServer::start_with(&["--threads", "2", "--appendfsync", "always"]);
+    let clients = 2 * CLIENTS;
+    let workers: Vec<_> = (0..clients)
+        .map(|i| {
+            let mut con = server.client();
+            thread::spawn(move || {
+                for n in 0..ROUNDS {
+                    let key = format!("k{i}:{n}");
+                    if n % 4 == 0 {
+                        run::<()>(&mut con, &["SET", &key, "v", "EX", "1000"]);
+                    } else {
+                        run::<()>(&mut con, &["SET", &key, "v"]);
+                    }
+                    if n % 3 == 0 {
+                        assert_eq!(run::<i64>(&mut con, &["DEL", &key]), 1);
+                    }
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().expect("client thread");
+    }
+    let kept = (0..ROUNDS).filter(|n| n % 3 != 0);
+    let keys = (clients * kept.clone().count()) as i64;
+    let expiring = (clients * kept.filter(|n| n % 4 == 0).count()) as i64;
+    let expected = format!("db0:keys={keys},expires={expiring},");
+    for round in ["before", "after"] {
+        let mut con = server.client();
+        assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), keys, "{round} the crash");
+        let keyspace: String = run(&mut con, &["INFO", "keyspace"]);
+        assert!(
+            keyspace.contains(&expected),
+            "{round} the crash: {keyspace}"
+        );
+        server.kill();
+        server.start_again();
+    }
+}

@@ -94,6 +94,44 @@ impl WriteBatch {
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }
+
+    /// Appends the ops of `other`, after this batch's own.
+    pub fn append(&mut self, other: WriteBatch) {
+        self.ops.extend(other.ops);
+    }
+
+    /// Folds the additions to each counter into one: a write that carries the batches of many
+    /// connections then merges each counter once instead of once per batch. Additions commute,
+    /// so they may move; a batch that also puts or deletes one of the counters is left as is.
+    pub fn fold_counters(&mut self) {
+        let mut sums: Vec<(Cf, Vec<u8>, i64)> = Vec::new();
+        let mut additions = 0;
+        for op in &self.ops {
+            if let Op::AddCounter { cf, key, delta } = op {
+                additions += 1;
+                match sums.iter_mut().find(|(c, k, _)| c == cf && k == key) {
+                    Some((_, _, sum)) => *sum = sum.wrapping_add(*delta),
+                    None => sums.push((*cf, key.clone(), *delta)),
+                }
+            }
+        }
+        if additions == sums.len() || self.ops.iter().any(|op| touches(op, &sums)) {
+            return;
+        }
+        self.ops.retain(|op| !matches!(op, Op::AddCounter { .. }));
+        for (cf, key, delta) in sums {
+            self.add_counter(cf, key, delta);
+        }
+    }
+}
+
+/// Whether `op` puts or deletes one of the counters in `counters`.
+fn touches(op: &Op, counters: &[(Cf, Vec<u8>, i64)]) -> bool {
+    counters.iter().any(|(c, k, _)| match op {
+        Op::Put { cf, key, .. } | Op::Delete { cf, key } => cf == c && key == k,
+        Op::DeleteRange { cf, start, end } => cf == c && start <= k && k < end,
+        Op::AddCounter { .. } => false,
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,4 +215,67 @@ pub trait Engine: Send + Sync + 'static {
     fn compact_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<(), StorageError>;
 
     fn stats(&self) -> EngineStats;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn adds(batch: &WriteBatch) -> Vec<(Vec<u8>, i64)> {
+        batch
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::AddCounter { key, delta, .. } => Some((key.clone(), *delta)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fold_counters_sums_each_counter_once_and_keeps_other_ops() {
+        let mut batch = WriteBatch::new();
+        for (key, delta) in [(b"a", 1), (b"b", 2), (b"a", 3), (b"b", -2)] {
+            batch.put(Cf::Meta, key.to_vec(), b"v".to_vec());
+            batch.add_counter(Cf::Meta, b"count".to_vec(), delta);
+            batch.add_counter(Cf::Meta, b"other".to_vec(), 1);
+        }
+        batch.fold_counters();
+        assert_eq!(
+            adds(&batch),
+            [(b"count".to_vec(), 4), (b"other".to_vec(), 4)]
+        );
+        assert_eq!(batch.ops.len(), 6, "four puts and two additions");
+    }
+
+    #[test]
+    fn fold_counters_drops_a_zero_sum() {
+        let mut batch = WriteBatch::new();
+        batch.put(Cf::Meta, b"a".to_vec(), b"v".to_vec());
+        batch.add_counter(Cf::Meta, b"count".to_vec(), 1);
+        batch.delete(Cf::Meta, b"b".to_vec());
+        batch.add_counter(Cf::Meta, b"count".to_vec(), -1);
+        batch.fold_counters();
+        assert_eq!(adds(&batch), []);
+        assert_eq!(batch.ops.len(), 2);
+    }
+
+    #[test]
+    fn fold_counters_leaves_a_batch_that_resets_a_counter() {
+        let mut batch = WriteBatch::new();
+        batch.add_counter(Cf::Meta, b"count".to_vec(), 5);
+        batch.put(Cf::Meta, b"count".to_vec(), 0i64.to_be_bytes().to_vec());
+        batch.add_counter(Cf::Meta, b"count".to_vec(), 1);
+        let before = batch.ops.clone();
+        batch.fold_counters();
+        assert_eq!(batch.ops, before);
+
+        let mut ranged = WriteBatch::new();
+        ranged.add_counter(Cf::Meta, b"count".to_vec(), 5);
+        ranged.delete_range(Cf::Meta, b"a".to_vec(), b"d".to_vec());
+        ranged.add_counter(Cf::Meta, b"count".to_vec(), 1);
+        let before = ranged.ops.clone();
+        ranged.fold_counters();
+        assert_eq!(ranged.ops, before);
+    }
 }

@@ -29,7 +29,7 @@ mod watch;
 mod written;
 pub mod zset;
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -477,18 +477,30 @@ impl Keyspace {
 /// a runtime shutting down does; the keys' locks are then released before the write.
 pub(crate) struct StorageWrites {
     combiner: Combiner<WriteBatch, Result<(), StorageError>>,
+    /// How many more leaders let their worker serve the connections that are ready before
+    /// they write, so that those connections' batches join the write. Reset whenever a write
+    /// carries other connections' batches; a lone client's writes never wait for others.
+    crowded: AtomicUsize,
 }
 
 impl StorageWrites {
     fn new() -> Self {
         StorageWrites {
             combiner: Combiner::new(1),
+            crowded: AtomicUsize::new(0),
         }
     }
 
     async fn write(&self, engine: &dyn Engine, mut batch: WriteBatch) -> Result<(), StorageError> {
         let leadership = match self.combiner.enter(0, || std::mem::take(&mut batch)) {
-            Entry::Lead(leadership) => leadership,
+            Entry::Lead(leadership) => {
+                let crowded = self.crowded.load(Ordering::Relaxed);
+                if crowded > 0 {
+                    self.crowded.store(crowded - 1, Ordering::Relaxed);
+                    tokio::task::yield_now().await;
+                }
+                leadership
+            }
             Entry::Queued(handback) => match handback.await {
                 Ok(Handback::Ran(result)) => return result,
                 Ok(Handback::Lead(leadership, own)) => {
@@ -502,7 +514,11 @@ impl StorageWrites {
                 }
             },
         };
-        let result = write_with_guests(engine, batch, leadership.take_guests());
+        let guests = leadership.take_guests();
+        if !guests.is_empty() {
+            self.crowded.store(CROWDED_WRITES, Ordering::Relaxed);
+        }
+        let result = write_with_guests(engine, batch, guests);
         // Writers that queued meanwhile are written here too, so the lane is rarely handed to
         // a task that has to be scheduled first.
         for _ in 0..EXTRA_WRITE_ROUNDS {
@@ -521,6 +537,9 @@ impl StorageWrites {
     }
 }
 
+/// Leaders that wait for other connections' batches after a write that carried some.
+const CROWDED_WRITES: usize = 8;
+
 /// Rounds of queued writes a leader does after its own before it hands the lane on.
 const EXTRA_WRITE_ROUNDS: usize = 3;
 
@@ -532,8 +551,11 @@ fn write_with_guests(
 ) -> Result<(), StorageError> {
     let mut handbacks = Vec::with_capacity(guests.len());
     for Guest { job, handback } in guests {
-        batch.ops.extend(job.ops);
+        batch.append(job);
         handbacks.push(handback);
+    }
+    if !handbacks.is_empty() {
+        batch.fold_counters();
     }
     let result = engine.write(batch);
     for handback in handbacks {
