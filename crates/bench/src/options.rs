@@ -40,6 +40,9 @@ pub struct Options {
     pub json: bool,
     /// Suppress the per-second lines.
     pub quiet: bool,
+    /// Seeds the random keys, offsets and values: the same seed replays the same commands,
+    /// so a second run of a write on one server would only rewrite what the first wrote.
+    pub seed: u64,
 }
 
 impl Default for Options {
@@ -58,6 +61,7 @@ impl Default for Options {
             batching: 0,
             pipeline: 1,
             value_size: ValueSize { min: 3, max: 3 },
+            seed: 0x5EED,
             payload: PayloadKind::Letters,
             distribution: Distribution::Uniform,
             json: false,
@@ -86,6 +90,8 @@ pub const USAGE: &str = "Usage: shale-bench [options]
   --mset <n>           shortcut: MSET of n random keys (key:__RAND__ __VALUE__ ...)
   --mget <n>           shortcut: MGET of n random keys
   --warmup <seconds>   run this long before measuring
+  --seed <n>           seed of the random numbers and values (default 24301): the same seed
+                       sends the same commands, another seed new keys and offsets
   --json               print the result as JSON
   -q                   no per-second lines
   --help               this text";
@@ -124,6 +130,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
                 consumed = 1;
             }
             "--warmup" => options.warmup = Duration::from_secs_f64(num(value(i)?, name)?),
+            "--seed" => options.seed = num(value(i)?, name)?,
             "--dist" => options.distribution = parse_distribution(&value(i)?)?,
             "--mset" => {
                 let n: usize = num(value(i)?, name)?;
@@ -224,8 +231,11 @@ mod tests {
             "--value-size",
             "10-20",
             "--text",
+            "--seed",
+            "7",
         ]))
         .unwrap();
+        assert_eq!(o.seed, 7);
         assert_eq!(o.value_size, ValueSize { min: 10, max: 20 });
         assert_eq!(o.payload, PayloadKind::Text);
         assert_eq!(o.command, "MGET key:__RAND__ key:__RAND__ key:__RAND__");

@@ -169,14 +169,18 @@ pub async fn run(options: Options, progress: impl Fn(String)) -> Result<Report, 
         value_bytes: AtomicU64::new(0),
     });
     let sequence = Arc::new(AtomicU64::new(0));
-    let payloads = Arc::new(Payloads::new(options.payload, options.value_size, 0x5EED));
+    let payloads = Arc::new(Payloads::new(
+        options.payload,
+        options.value_size,
+        options.seed,
+    ));
     let tasks: Vec<_> = (0..options.connections)
         .map(|i| {
             tokio::spawn(connection(
                 options.clone(),
                 template.clone(),
                 shared.clone(),
-                0x5EED + i as u64,
+                options.seed.wrapping_add(i as u64),
                 payloads.clone(),
                 sequence.clone(),
             ))
