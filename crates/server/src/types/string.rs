@@ -250,7 +250,6 @@ impl<'a> Db<'a> {
     }
 
     /// INCRBYFLOAT: returns the new value as stored (shortest exact decimal form).
-    /// INCRBYFLOAT: returns the new value as stored.
     pub fn incr_by_float(&self, key: &[u8], increment: &[u8]) -> Result<Bytes, Error> {
         self.update_string(key, |current| {
             let text =
