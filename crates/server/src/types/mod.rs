@@ -580,7 +580,7 @@ pub(crate) struct Change {
 impl Change {
     /// Adds another command part's changes to this one.
     pub(crate) fn append(&mut self, other: Change) {
-        self.batch.ops.extend(other.batch.ops);
+        self.batch.append(other.batch);
         for db in other.resets {
             self.reset(db);
         }
