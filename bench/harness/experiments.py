@@ -37,11 +37,16 @@ _rows_run = 0
 def _row(name, detail, servers, one):
     """Runs `one(server)` on every server, in reversed order on every other row so that neither
     always runs first (on a cooler machine, or right after the other's load). A server for which
-    `one` returns None (it has no such command) is left out of the row."""
+    `one` returns None (it has no such command) is left out of the row. Each run starts once the
+    server has finished compacting what earlier rows wrote, so that it is charged for its own load
+    only: Redis's background work (AOF rewrites) runs in a child process and is not charged either."""
     global _rows_run
     _rows_run += 1
     in_turn = servers if _rows_run % 2 else list(reversed(servers))
-    ran = {s.name: one(s) for s in in_turn}
+    ran = {}
+    for s in in_turn:
+        settle_compactions(s, limit=60)
+        ran[s.name] = one(s)
     row = Row(name, detail, {s.name: ran[s.name] for s in servers if ran[s.name] is not None})
     _log(row)
     return row
