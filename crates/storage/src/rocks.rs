@@ -300,7 +300,7 @@ impl Engine for RocksEngine {
             ScanDirection::Forward => iter.seek_to_first(),
             ScanDirection::Reverse => iter.seek_to_last(),
         }
-        while let (Some(key), Some(value)) = (iter.key(), iter.value()) {
+        while let Some((key, value)) = iter.item() {
             if !visit(key, value) {
                 return Ok(());
             }
