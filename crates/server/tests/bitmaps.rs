@@ -221,6 +221,24 @@ fn bitfield() {
         fails(&mut con, &["BITFIELD_RO", "bf", "SET", "i8", "0", "1"]),
         "ERR BITFIELD_RO only supports the GET subcommand"
     );
+    // Every operation is parsed before a write is refused; OVERFLOW alone is no write.
+    assert_eq!(
+        fails(&mut con, &["BITFIELD_RO", "bf", "SET", "i8", "0", "x"]),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        run::<Vec<i64>>(
+            &mut con,
+            &["BITFIELD_RO", "bf", "OVERFLOW", "SAT", "GET", "u1", "0"]
+        )
+        .len(),
+        1
+    );
+    assert_eq!(
+        fails(&mut con, &["BITFIELD", "bf", "GET", "I8", "0"]),
+        "ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.",
+        "types are lower case only, as in Redis"
+    );
 }
 
 #[test]

@@ -89,10 +89,13 @@ fn raw_replies_of_timeouts() {
     let server = TestServer::start();
     let mut raw = server.raw();
     raw.send(b"BLPOP nothing 0.01\r\nBLMOVE nothing d LEFT LEFT 0.01\r\nBZPOPMIN nothing 0.01\r\n");
-    raw.expect(b"*-1\r\n$-1\r\n*-1\r\n");
-    // Inside MULTI a blocking command on empty keys replies at once as if it timed out.
-    raw.send(b"MULTI\r\nBLPOP nothing 0\r\nBZMPOP 0 1 nothing MIN\r\nEXEC\r\n");
-    raw.expect(b"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n*-1\r\n*-1\r\n");
+    raw.expect(b"*-1\r\n*-1\r\n*-1\r\n");
+    // Inside MULTI a blocking command on empty keys replies at once as if it timed out,
+    // except that BLMOVE and BRPOPLPUSH then reply a null bulk string, as in Redis.
+    raw.send(b"MULTI\r\nBLPOP nothing 0\r\nBZMPOP 0 1 nothing MIN\r\nBLMOVE nothing d LEFT LEFT 0\r\nBRPOPLPUSH nothing d 0\r\nEXEC\r\n");
+    raw.expect(
+        b"+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*4\r\n*-1\r\n*-1\r\n$-1\r\n$-1\r\n",
+    );
 }
 
 #[test]

@@ -110,6 +110,12 @@ fn counters_in_hashes() {
         fails(&mut con, &["HINCRBYFLOAT", "h", "f", "x"]),
         "ERR value is not a valid float"
     );
+    for infinite in ["inf", "-Infinity"] {
+        assert_eq!(
+            fails(&mut con, &["HINCRBYFLOAT", "h", "f", infinite]),
+            "ERR value is NaN or Infinity"
+        );
+    }
     assert_eq!(run::<i64>(&mut con, &["HLEN", "h"]), 4);
 }
 

@@ -36,6 +36,11 @@ fn push_pop_range_index() {
     assert_eq!(run::<Value>(&mut con, &["LINDEX", "l", "5"]), Value::Nil);
     assert_eq!(run::<Value>(&mut con, &["LINDEX", "l", "-6"]), Value::Nil);
     assert_eq!(
+        run::<Value>(&mut con, &["LINDEX", "missing", "x"]),
+        Value::Nil,
+        "Redis looks the key up before it reads the index"
+    );
+    assert_eq!(
         fails(&mut con, &["LINDEX", "l", "x"]),
         "ERR value is not an integer or out of range"
     );
@@ -182,6 +187,15 @@ fn lpos_options() {
     assert_eq!(
         fails(&mut con, &["LPOS", "p", "c", "BOGUS", "1"]),
         "ERR syntax error"
+    );
+    // Like Redis: the option name first, then its value, with the option's own message.
+    assert_eq!(
+        fails(&mut con, &["LPOS", "p", "c", "BOGUS", "x"]),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        fails(&mut con, &["LPOS", "p", "c", "MAXLEN", "x"]),
+        "ERR MAXLEN can't be negative"
     );
 }
 

@@ -205,7 +205,8 @@ fn counters() {
     );
     assert_eq!(
         fails(&mut con, &["DECRBY", "x", "-9223372036854775808"]),
-        "ERR increment or decrement would overflow"
+        "ERR decrement would overflow",
+        "the decrement itself cannot be negated"
     );
     run::<()>(&mut con, &["SET", "s", "abc"]);
     assert_eq!(
@@ -248,6 +249,22 @@ fn counters() {
         fails(&mut con, &["INCRBYFLOAT", "s", "1"]),
         "ERR value is not a valid float"
     );
+    assert_eq!(
+        fails(&mut con, &["INCRBYFLOAT", "f", "inf"]),
+        "ERR increment would produce NaN or Infinity",
+        "inf is a float, as strtold reads it; the sum is what fails"
+    );
+    run::<()>(&mut con, &["SET", "stored-inf", "-inf"]);
+    assert_eq!(
+        fails(&mut con, &["INCRBYFLOAT", "stored-inf", "1"]),
+        "ERR increment would produce NaN or Infinity"
+    );
+    for out_of_range in ["1e-400", "nan"] {
+        assert_eq!(
+            fails(&mut con, &["INCRBYFLOAT", "f", out_of_range]),
+            "ERR value is not a valid float"
+        );
+    }
     run::<()>(&mut con, &["SET", "big", "1.7e308"]);
     assert_eq!(
         fails(&mut con, &["INCRBYFLOAT", "big", "1.7e308"]),

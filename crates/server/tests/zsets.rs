@@ -113,6 +113,47 @@ fn zadd_options_and_scores() {
     );
 }
 
+/// Scores are read as Redis reads them: members' scores and weights refuse what `strtod`
+/// finds out of range, range bounds (`zslParseRange`) accept whatever `strtod` accepts.
+#[test]
+fn scores_and_bounds_parse_like_strtod() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    for out_of_range in ["1e400", "-1e400", "1e-400"] {
+        assert_eq!(
+            fails(&mut con, &["ZADD", "z", out_of_range, "x"]),
+            "ERR value is not a valid float"
+        );
+    }
+    assert_eq!(run::<i64>(&mut con, &["ZADD", "z", "1e-310", "tiny"]), 1);
+    assert_eq!(
+        run::<String>(&mut con, &["ZSCORE", "z", "tiny"]),
+        "9.9999999999999694e-311",
+        "a subnormal is in range"
+    );
+    assert_eq!(
+        run::<String>(&mut con, &["ZINCRBY", "z", "-0", "neg"]),
+        "-0"
+    );
+    assert_eq!(run::<String>(&mut con, &["ZSCORE", "z", "neg"]), "0");
+    run::<()>(&mut con, &["ZADD", "z", "16", "high"]);
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANGEBYSCORE", "z", " 1", "+inf"]),
+        strs(&["high"])
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANGEBYSCORE", "z", "", "0"]),
+        strs(&["neg"]),
+        "an empty bound reads as 0"
+    );
+    assert_eq!(run::<i64>(&mut con, &["ZCOUNT", "z", "(", ""]), 0);
+    assert_eq!(run::<i64>(&mut con, &["ZCOUNT", "z", "-1e400", "1e400"]), 3);
+    assert_eq!(
+        fails(&mut con, &["ZUNION", "1", "z", "WEIGHTS", "1e400"]),
+        "ERR weight value is not a float"
+    );
+}
+
 #[test]
 fn ranges_by_rank_score_and_lex() {
     let server = TestServer::start();

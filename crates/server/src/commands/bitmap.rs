@@ -97,8 +97,8 @@ fn field_type(arg: &[u8]) -> Result<FieldType, Error> {
         Error::msg("Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.")
     };
     let (signed, digits) = match arg.split_first() {
-        Some((b'i' | b'I', rest)) => (true, rest),
-        Some((b'u' | b'U', rest)) => (false, rest),
+        Some((b'i', rest)) => (true, rest),
+        Some((b'u', rest)) => (false, rest),
         _ => return Err(invalid()),
     };
     let bits: u32 = std::str::from_utf8(digits)
@@ -147,9 +147,6 @@ fn field_ops(args: &[Bytes], read_only: bool) -> Result<Vec<FieldOp>, Error> {
         if needs == 0 || args.len() < i + 1 + needs {
             return Err(Error::Syntax);
         }
-        if read_only && !is(sub, "get") {
-            return Err(Error::msg("BITFIELD_RO only supports the GET subcommand"));
-        }
         if is(sub, "overflow") {
             let mode = &args[i + 1];
             ops.push(FieldOp::Overflow(if is(mode, "wrap") {
@@ -173,6 +170,13 @@ fn field_ops(args: &[Bytes], read_only: bool) -> Result<Vec<FieldOp>, Error> {
             });
         }
         i += 1 + needs;
+    }
+    // Redis parses every operation before it refuses a write in BITFIELD_RO.
+    let writes = ops
+        .iter()
+        .any(|op| matches!(op, FieldOp::Set(..) | FieldOp::IncrBy(..)));
+    if read_only && writes {
+        return Err(Error::msg("BITFIELD_RO only supports the GET subcommand"));
     }
     Ok(ops)
 }

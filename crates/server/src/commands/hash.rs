@@ -93,7 +93,9 @@ pub fn hincrby(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 }
 
 pub fn hincrbyfloat(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    float(&args[3])?;
+    if float(&args[3])?.is_infinite() {
+        return Err(Error::msg("value is NaN or Infinity"));
+    }
     Ok(Reply::Bulk(
         ctx.db().hincrbyfloat(&args[1], &args[2], &args[3])?,
     ))

@@ -84,9 +84,13 @@ pub fn lrange(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 }
 
 pub fn lindex(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    Ok(Reply::bulk_or_null(
-        ctx.db().lindex(&args[1], int(&args[2])?)?,
-    ))
+    let index = match int(&args[2]) {
+        Ok(index) => index,
+        // Redis looks the key up first: a missing key is nil whatever the index says.
+        Err(err) if ctx.db().llen(&args[1])? > 0 => return Err(err),
+        Err(_) => return Ok(Reply::Null),
+    };
+    Ok(Reply::bulk_or_null(ctx.db().lindex(&args[1], index)?))
 }
 
 pub fn lset(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
@@ -122,6 +126,15 @@ pub fn ltrim(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 }
 
 /// LPOS key element [RANK rank] [COUNT num-matches] [MAXLEN len]
+/// A non-negative integer, or `message` (Redis's `getPositiveLongFromObjectOrReply`, which
+/// gives the same message for text that is no integer at all).
+fn non_negative(arg: &[u8], message: &'static str) -> Result<u64, Error> {
+    int(arg)
+        .ok()
+        .and_then(|n| u64::try_from(n).ok())
+        .ok_or_else(|| Error::msg(message))
+}
+
 pub fn lpos(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let mut options = PosOptions {
         rank: 1,
@@ -133,8 +146,8 @@ pub fn lpos(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         let [name, value] = pair else {
             return Err(Error::Syntax);
         };
-        let n = int(value)?;
         if is(name, "rank") {
+            let n = int(value)?;
             if n == 0 {
                 return Err(Error::msg("RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list"));
             }
@@ -143,11 +156,10 @@ pub fn lpos(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
             }
             options.rank = n;
         } else if is(name, "count") {
-            options.count = u64::try_from(n).map_err(|_| Error::msg("COUNT can't be negative"))?;
+            options.count = non_negative(value, "COUNT can't be negative")?;
             with_count = true;
         } else if is(name, "maxlen") {
-            options.maxlen =
-                u64::try_from(n).map_err(|_| Error::msg("MAXLEN can't be negative"))?;
+            options.maxlen = non_negative(value, "MAXLEN can't be negative")?;
         } else {
             return Err(Error::Syntax);
         }
@@ -259,7 +271,13 @@ fn blocking_move(
     let dst = args[2].clone();
     let attempt: Attempt =
         Box::new(move |db, keys| Ok(db.lmove(&keys[0], &dst, from, to)?.map(Reply::Bulk)));
-    block_on(ctx, vec![args[1].clone()], timeout, Reply::Null, attempt)
+    let keys = vec![args[1].clone()];
+    // As in Redis: a null bulk string where it may not block (MULTI, scripts), a null array
+    // when it timed out.
+    if !ctx.may_block() {
+        return Ok(attempt(ctx.db(), &keys)?.unwrap_or(Reply::Null));
+    }
+    block_on(ctx, keys, timeout, Reply::NullArray, attempt)
 }
 
 /// BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout

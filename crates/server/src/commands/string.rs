@@ -186,7 +186,9 @@ pub fn incrby(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 }
 
 pub fn decrby(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let delta = int(&args[2])?.checked_neg().ok_or(Error::Overflow)?;
+    let delta = int(&args[2])?
+        .checked_neg()
+        .ok_or_else(|| Error::msg("decrement would overflow"))?;
     Ok(Reply::Integer(ctx.db().incr_by(&args[1], delta)?))
 }
 

@@ -10,39 +10,35 @@ use super::{block_on, Context};
 use crate::error::Error;
 use crate::server::blocking::Attempt;
 use crate::types::set::SetOp;
+use crate::types::string::parse_strict_f64;
 use crate::types::zset::{
     Aggregate, LexBound, RangeBy, RangeSpec, ScoreBound, ScoredMember, ZaddOptions,
 };
 
 /// A score as `strtod` reads it: `inf`, `+inf`, `-inf` allowed, NaN and spaces not.
-pub(crate) fn parse_score(arg: &[u8]) -> Option<f64> {
-    let text = std::str::from_utf8(arg).ok()?;
-    if text.is_empty()
-        || text.starts_with(char::is_whitespace)
-        || text.ends_with(char::is_whitespace)
-    {
-        return None;
-    }
-    let value = match text.to_ascii_lowercase().as_str() {
-        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
-        "-inf" | "-infinity" => f64::NEG_INFINITY,
-        lower if lower.contains("inf") || lower.contains("nan") => return None,
-        _ => text.parse().ok()?,
-    };
-    (!value.is_nan()).then_some(value)
-}
-
 fn score(arg: &[u8]) -> Result<f64, Error> {
-    parse_score(arg).ok_or(Error::NotFloat)
+    parse_strict_f64(arg).ok_or(Error::NotFloat)
 }
 
+/// A bound of a score range, read as Redis's `zslParseRange` reads it: `strtod` with only NaN
+/// and trailing text refused, so leading spaces are skipped, an empty bound is 0 and `1e400`
+/// is infinity.
 fn score_bound(arg: &[u8]) -> Result<ScoreBound, Error> {
     let (exclusive, text) = match arg.strip_prefix(b"(") {
         Some(rest) => (true, rest),
         None => (false, arg),
     };
-    let value = parse_score(text).ok_or_else(|| Error::msg("min or max is not a float"))?;
+    let value = range_score(text).ok_or_else(|| Error::msg("min or max is not a float"))?;
     Ok(ScoreBound { value, exclusive })
+}
+
+fn range_score(text: &[u8]) -> Option<f64> {
+    if text.is_empty() {
+        return Some(0.0);
+    }
+    let start = text.iter().position(|b| !b" \t\n\x0b\x0c\r".contains(b))?;
+    let value: f64 = std::str::from_utf8(&text[start..]).ok()?.parse().ok()?;
+    (!value.is_nan()).then_some(value)
 }
 
 fn lex_bound(arg: &Bytes) -> Result<LexBound, Error> {
@@ -511,7 +507,9 @@ fn combine_args<'a>(
         if op != SetOp::Diff && is(arg, "weights") && i + n < args.len() {
             parsed.weights = args[i + 1..=i + n]
                 .iter()
-                .map(|w| parse_score(w).ok_or_else(|| Error::msg("weight value is not a float")))
+                .map(|w| {
+                    parse_strict_f64(w).ok_or_else(|| Error::msg("weight value is not a float"))
+                })
                 .collect::<Result<_, _>>()?;
             i += n;
         } else if op != SetOp::Diff && is(arg, "aggregate") && i + 1 < args.len() {

@@ -66,17 +66,30 @@ pub fn parse_strict_i64(v: &[u8]) -> Option<i64> {
     std::str::from_utf8(v).ok()?.parse().ok()
 }
 
-/// Parses a float the way Redis's `string2ld` does: no surrounding spaces, finite.
+/// Parses a float the way Redis's `string2ld` and `getDoubleFromObject` do: nothing before or
+/// after the number, `inf` and `infinity` (signed, any case) allowed, NaN refused, and so is
+/// a number that `strtod` finds out of range (too large, or so small it reads as zero).
 pub fn parse_strict_f64(v: &[u8]) -> Option<f64> {
     let text = std::str::from_utf8(v).ok()?;
-    if text.is_empty() || text.starts_with(|c: char| c.is_whitespace()) {
+    if text.starts_with(|c: char| c.is_whitespace()) {
         return None;
     }
-    let lower = text.to_ascii_lowercase();
-    if lower.contains("inf") || lower.contains("nan") {
-        return None;
-    }
-    text.parse().ok().filter(|f: &f64| f.is_finite())
+    let value: f64 = text.parse().ok()?;
+    let unsigned = text.trim_start_matches(['+', '-']);
+    let infinity = ["inf", "infinity"]
+        .iter()
+        .any(|word| unsigned.eq_ignore_ascii_case(word));
+    let overflowed = value.is_infinite() && !infinity;
+    let underflowed = value == 0.0
+        && mantissa(unsigned)
+            .bytes()
+            .any(|b| (b'1'..=b'9').contains(&b));
+    (!value.is_nan() && !overflowed && !underflowed).then_some(value)
+}
+
+/// The digits of a decimal number before its exponent.
+fn mantissa(number: &str) -> &str {
+    number.split(['e', 'E']).next().unwrap_or(number)
 }
 
 impl<'a> Db<'a> {
@@ -368,7 +381,25 @@ mod tests {
         assert_eq!(parse_strict_f64(b"1.5"), Some(1.5));
         assert_eq!(parse_strict_f64(b"5e3"), Some(5000.0));
         assert_eq!(parse_strict_f64(b"-.5"), Some(-0.5));
-        for bad in [&b""[..], b" 1", b"inf", b"nan", b"1e999", b"abc"] {
+        assert_eq!(parse_strict_f64(b"-inf"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_strict_f64(b"+Infinity"), Some(f64::INFINITY));
+        assert_eq!(parse_strict_f64(b"0e-999"), Some(0.0));
+        assert!(
+            parse_strict_f64(b"1e-310").is_some_and(|f| f > 0.0),
+            "subnormals stay"
+        );
+        for bad in [
+            &b""[..],
+            b" 1",
+            b"1 ",
+            b"nan",
+            b"-nan",
+            b"1e999",
+            b"-1e400",
+            b"1e-400",
+            b"infx",
+            b"abc",
+        ] {
             assert_eq!(
                 parse_strict_f64(bad),
                 None,

@@ -150,8 +150,9 @@ impl<'a> Db<'a> {
         let mut last_score = None;
         for (score, member) in pairs {
             let old = current[member];
+            // A new member's score is the increment itself, so ZINCRBY of -0 replies -0.
             let new = if options.incr {
-                old.unwrap_or(0.0) + score
+                old.map_or(*score, |old| old + score)
             } else {
                 *score
             };
