@@ -64,6 +64,15 @@ fn setbit_getbit_bitcount_bitpos() {
         .query::<()>(&mut con)
         .unwrap();
     assert_eq!(run::<i64>(&mut con, &["BITPOS", "q", "1", "0"]), 8);
+    // Redis looks the key up before it reads the range.
+    assert_eq!(run::<i64>(&mut con, &["BITCOUNT", "missing", "1"]), 0);
+    assert_eq!(run::<i64>(&mut con, &["BITPOS", "missing", "1", "x"]), -1);
+    assert_eq!(fails(&mut con, &["BITCOUNT", "q", "1"]), "ERR syntax error");
+    run::<()>(&mut con, &["RPUSH", "list", "a"]);
+    assert_eq!(
+        fails(&mut con, &["BITPOS", "list", "1", "x"]),
+        "WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
     assert_eq!(run::<i64>(&mut con, &["BITPOS", "q", "1", "2"]), 16);
     assert_eq!(
         run::<i64>(&mut con, &["BITPOS", "q", "1", "2", "-1", "BYTE"]),

@@ -287,6 +287,10 @@ fn keys_scan_randomkey() {
         run(&mut con, &["SCAN", "0", "COUNT", "1000", "TYPE", "hash"]);
     assert!(hashes.is_empty());
     assert_eq!(fails(&mut con, &["SCAN", "abc"]), "ERR invalid cursor");
+    assert_eq!(fails(&mut con, &["SCAN", "--1"]), "ERR invalid cursor");
+    // strtoul's wrap-around, as Redis reads cursors: -1 is a cursor, if not one we gave out.
+    let (next, _): (String, Vec<String>) = run(&mut con, &["SCAN", "-1"]);
+    assert!(next.parse::<u64>().is_ok(), "a page, not an error: {next}");
     assert_eq!(
         fails(&mut con, &["SCAN", "0", "COUNT", "0"]),
         "ERR syntax error"

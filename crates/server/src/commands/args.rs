@@ -53,10 +53,7 @@ pub struct ScanArgs<'a> {
 
 /// Parses `cursor [MATCH pattern] [COUNT count] [TYPE type]` (TYPE only if `allow_type`).
 pub fn scan_args<'a>(args: &'a [Bytes], allow_type: bool) -> Result<ScanArgs<'a>, Error> {
-    let cursor = std::str::from_utf8(&args[0])
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| Error::msg("invalid cursor"))?;
+    let cursor = scan_cursor(&args[0]).ok_or_else(|| Error::msg("invalid cursor"))?;
     let mut parsed = ScanArgs {
         cursor,
         pattern: None,
@@ -81,6 +78,17 @@ pub fn scan_args<'a>(args: &'a [Bytes], allow_type: bool) -> Result<ScanArgs<'a>
         i += 2;
     }
     Ok(parsed)
+}
+
+/// A cursor as Redis's `strtoul` reads it: a minus sign wraps around (`-1` is 2^64 - 1).
+fn scan_cursor(arg: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(arg).ok()?;
+    match text.strip_prefix('-') {
+        Some(digits) if !digits.starts_with(['+', '-']) => {
+            digits.parse::<u64>().ok().map(u64::wrapping_neg)
+        }
+        _ => text.parse().ok(),
+    }
 }
 
 /// Whether a SCAN pattern (if any) matches.

@@ -7,6 +7,7 @@ use super::args::{int, is};
 use super::Context;
 use crate::error::Error;
 use crate::types::bitmap::{BitwiseOp, FieldOp, FieldType, Overflow, Unit};
+use shale_storage::metadata::KeyKind;
 
 /// A bit offset below 2^32 (512 MB of string), as Redis accepts.
 fn bit_offset(arg: &[u8]) -> Result<u64, Error> {
@@ -47,26 +48,55 @@ pub fn getbit(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 
 /// BITCOUNT key [start end [BYTE | BIT]]
 pub fn bitcount(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let range = match args.len() {
-        2 => None,
-        4 | 5 => Some((int(&args[2])?, int(&args[3])?, unit(args.get(4))?)),
-        _ => return Err(Error::Syntax),
+    let range = match count_range(args) {
+        Ok(range) => range,
+        Err(err) if holds_string(ctx, &args[1])? => return Err(err),
+        Err(_) => return Ok(Reply::Integer(0)),
     };
     Ok(Reply::Integer(ctx.db().bitcount(&args[1], range)? as i64))
 }
 
 /// BITPOS key bit [start [end [BYTE | BIT]]]
 pub fn bitpos(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    if args.len() > 6 {
-        return Err(Error::Syntax);
-    }
     let target = bit(&args[2]).map_err(|_| Error::msg("The bit argument must be 1 or 0."))?;
-    let start = args.get(3).map(|a| int(a)).transpose()?;
-    let end = args.get(4).map(|a| int(a)).transpose()?;
-    let unit = unit(args.get(5))?;
+    let (start, end, unit) = match pos_range(args) {
+        Ok(range) => range,
+        Err(err) if holds_string(ctx, &args[1])? => return Err(err),
+        Err(_) => return Ok(Reply::Integer(if target { -1 } else { 0 })),
+    };
     Ok(Reply::Integer(
         ctx.db().bitpos(&args[1], target, start, end, unit)?,
     ))
+}
+
+fn count_range(args: &[Bytes]) -> Result<Option<(i64, i64, Unit)>, Error> {
+    match args.len() {
+        2 => Ok(None),
+        4 | 5 => Ok(Some((int(&args[2])?, int(&args[3])?, unit(args.get(4))?))),
+        _ => Err(Error::Syntax),
+    }
+}
+
+type PosRange = (Option<i64>, Option<i64>, Unit);
+
+fn pos_range(args: &[Bytes]) -> Result<PosRange, Error> {
+    if args.len() > 6 {
+        return Err(Error::Syntax);
+    }
+    let start = args.get(3).map(|a| int(a)).transpose()?;
+    let end = args.get(4).map(|a| int(a)).transpose()?;
+    Ok((start, end, unit(args.get(5))?))
+}
+
+/// Whether `key` holds a string (WRONGTYPE if it holds something else). Redis looks the key
+/// up before it reads BITCOUNT's and BITPOS's range, so a missing key answers whatever the
+/// range says; checked only once the range turned out bad.
+fn holds_string(ctx: &mut Context<'_>, key: &[u8]) -> Result<bool, Error> {
+    match ctx.db().key_type(key)? {
+        None => Ok(false),
+        Some(KeyKind::String) => Ok(true),
+        Some(_) => Err(Error::WrongType),
+    }
 }
 
 /// BITOP AND | OR | XOR | NOT destkey key [key ...]
