@@ -64,6 +64,12 @@ fn setbit_getbit_bitcount_bitpos() {
         .query::<()>(&mut con)
         .unwrap();
     assert_eq!(run::<i64>(&mut con, &["BITPOS", "q", "1", "0"]), 8);
+    run::<()>(&mut con, &["SET", "two", "ab"]);
+    assert_eq!(
+        run::<i64>(&mut con, &["BITPOS", "two", "1", "-3", "-7"]),
+        1,
+        "Redis 7.0's BITPOS clamps inverted negative ends to byte 0"
+    );
     // Redis looks the key up before it reads the range.
     assert_eq!(run::<i64>(&mut con, &["BITCOUNT", "missing", "1"]), 0);
     assert_eq!(run::<i64>(&mut con, &["BITPOS", "missing", "1", "x"]), -1);

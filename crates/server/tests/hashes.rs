@@ -128,6 +128,14 @@ fn hrandfield_counts() {
         run::<Vec<String>>(&mut con, &["HRANDFIELD", "nokey", "3"]),
         Vec::<String>::new()
     );
+    assert_eq!(
+        fails(
+            &mut con,
+            &["HRANDFIELD", "nokey", "9223372036854775807", "WITHVALUES"]
+        ),
+        "ERR value is out of range",
+        "twice the count would overflow, as Redis checks"
+    );
     run::<()>(&mut con, &["HSET", "h", "a", "1", "b", "2", "c", "3"]);
     let one: String = run(&mut con, &["HRANDFIELD", "h"]);
     assert!(["a", "b", "c"].contains(&one.as_str()));

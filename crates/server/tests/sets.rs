@@ -262,4 +262,18 @@ fn sscan_pages() {
         &["SSCAN", "s", "0", "MATCH", "m1?", "COUNT", "200"],
     );
     assert_eq!(matched.len(), 10);
+    // Redis reads the cursor, then looks the key up, then reads the options.
+    assert_eq!(
+        fails(&mut con, &["SSCAN", "s", "0", "COUNT", "x"]),
+        "ERR value is not an integer or out of range"
+    );
+    for scan in ["SSCAN", "HSCAN", "ZSCAN"] {
+        let (next, items): (String, Vec<String>) =
+            run(&mut con, &[scan, "missing", "0", "COUNT", "x"]);
+        assert_eq!((next.as_str(), items.len()), ("0", 0), "{scan}");
+        assert_eq!(
+            fails(&mut con, &[scan, "missing", "x", "COUNT", "x"]),
+            "ERR invalid cursor"
+        );
+    }
 }

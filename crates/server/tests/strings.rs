@@ -157,6 +157,12 @@ fn getex_changes_expiry() {
     assert_eq!(run::<String>(&mut con, &["GETEX", "k", "PXAT", "1"]), "v");
     assert_eq!(run::<i64>(&mut con, &["EXISTS", "k"]), 0);
     nil(&mut con, &["GETEX", "missing", "EX", "10"]);
+    // Redis reads the time only once it has found the key.
+    nil(&mut con, &["GETEX", "missing", "EX", "x"]);
+    assert_eq!(
+        fails(&mut con, &["GETEX", "missing", "FOO", "1"]),
+        "ERR syntax error"
+    );
     run::<()>(&mut con, &["SET", "k", "v"]);
     assert_eq!(fails(&mut con, &["GETEX", "k", "EX"]), "ERR syntax error");
     assert_eq!(

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use shale_protocol::Reply;
 
-use super::args::{float, int, is, random_count, scan_args, scan_matches};
+use super::args::{element_scan_args, float, int, is, random_count, scan_matches};
 use super::Context;
 use crate::error::Error;
 
@@ -109,6 +109,10 @@ pub fn hrandfield(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error>
         Some(a) if is(a, "withvalues") && args.len() == 4 => true,
         Some(_) => return Err(Error::Syntax),
     };
+    if with_values && count.is_some_and(|n| n > i64::MAX / 2) {
+        // Redis refuses counts whose reply (field and value each) would overflow.
+        return Err(Error::msg("value is out of range"));
+    }
     let picked = ctx.db().hrandfield(&args[1], count)?;
     let Some(_) = count else {
         return Ok(Reply::bulk_or_null(
@@ -140,8 +144,10 @@ pub(super) fn scan_reply(cursor: u64, items: Vec<Reply>) -> Reply {
 
 /// HSCAN key cursor [MATCH pattern] [COUNT count]
 pub fn hscan(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let options = scan_args(&args[2..], false)?;
     let db = ctx.db();
+    let Some(options) = element_scan_args(&args[2..], || db.hlen(&args[1]))? else {
+        return Ok(scan_reply(0, Vec::new()));
+    };
     let after = db.element_cursor(&args[1], options.cursor);
     let page = db.hscan(&args[1], after.as_deref(), options.count)?;
     let cursor = page

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use shale_protocol::Reply;
 
-use super::args::{count, int, is, random_count, scan_args, scan_matches};
+use super::args::{count, element_scan_args, int, is, random_count, scan_matches};
 use super::hash::scan_reply;
 use super::Context;
 use crate::error::Error;
@@ -154,8 +154,10 @@ pub fn sintercard(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error>
 
 /// SSCAN key cursor [MATCH pattern] [COUNT count]
 pub fn sscan(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let options = scan_args(&args[2..], false)?;
     let db = ctx.db();
+    let Some(options) = element_scan_args(&args[2..], || db.scard(&args[1]))? else {
+        return Ok(scan_reply(0, Vec::new()));
+    };
     let after = db.element_cursor(&args[1], options.cursor);
     let page = db.sscan(&args[1], after.as_deref(), options.count)?;
     let cursor = page

@@ -139,7 +139,17 @@ pub fn getex(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let change = match args.len() {
         2 => ExpiryChange::Keep,
         3 if is(&args[2], "persist") => ExpiryChange::Clear,
-        4 => ExpiryChange::At(expiry_option(args, 2, "getex")?.ok_or(Error::Syntax)?),
+        4 => match expiry_option(args, 2, "getex") {
+            Ok(Some(at)) => ExpiryChange::At(at),
+            Ok(None) => return Err(Error::Syntax),
+            // Redis reads the time only once it has found the key: a missing one is nil.
+            Err(err) => {
+                return match ctx.db().get(&args[1])? {
+                    Some(_) => Err(err),
+                    None => Ok(Reply::Null),
+                }
+            }
+        },
         _ => return Err(Error::Syntax),
     };
     Ok(Reply::bulk_or_null(ctx.db().getex(&args[1], change)?))

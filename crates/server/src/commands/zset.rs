@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use shale_protocol::Reply;
 
-use super::args::{self, int, is, random_count, scan_args, scan_matches};
+use super::args::{self, element_scan_args, int, is, random_count, scan_matches};
 use super::hash::scan_reply;
 use super::set::{intercard_args, numkeys};
 use super::{block_on, Context};
@@ -232,10 +232,15 @@ fn range_options(
         }
         i += 1;
     }
-    if limit.is_some() && kind == RangeKind::Rank {
-        return Err(Error::msg(
-            "syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
-        ));
+    if kind == RangeKind::Rank {
+        // Redis 7.0 refuses a LIMIT on a rank range only if its count is not -1 (no limit),
+        // and then ignores the offset.
+        if limit.is_some_and(|(_, count)| count != -1) {
+            return Err(Error::msg(
+                "syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+            ));
+        }
+        limit = None;
     }
     if with_scores && kind == RangeKind::Lex {
         return Err(Error::msg(
@@ -462,12 +467,17 @@ pub fn zrandmember(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error
             picked.into_iter().next().map(|(m, _)| m),
         ));
     };
+    let count = random_count(n)?;
     let with_scores = match args.get(3) {
         None => false,
         Some(a) if is(a, "withscores") && args.len() == 4 => true,
         Some(_) => return Err(Error::Syntax),
     };
-    let picked = ctx.db().zrandmember(&args[1], random_count(n)?)?;
+    if with_scores && count > i64::MAX / 2 {
+        // Redis refuses counts whose reply (member and score each) would overflow.
+        return Err(Error::msg("value is out of range"));
+    }
+    let picked = ctx.db().zrandmember(&args[1], count)?;
     Ok(scored_reply(picked, with_scores, ctx.client.resp3))
 }
 
@@ -595,8 +605,10 @@ pub fn zintercard(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error>
 
 /// ZSCAN key cursor [MATCH pattern] [COUNT count]
 pub fn zscan(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let options = scan_args(&args[2..], false)?;
     let db = ctx.db();
+    let Some(options) = element_scan_args(&args[2..], || db.zcard(&args[1]))? else {
+        return Ok(scan_reply(0, Vec::new()));
+    };
     let after = db.element_cursor(&args[1], options.cursor);
     let page = db.zscan(&args[1], after.as_deref(), options.count)?;
     let cursor = page

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use shale_storage::metadata::{KeyKind, Metadata};
 
 use super::string::string_len;
-use super::{byte_window, Db};
+use super::{byte_window, clamped_window, Db};
 use crate::error::Error;
 
 /// Bytes read at a time by BITCOUNT, BITPOS and BITOP.
@@ -215,8 +215,8 @@ impl<'a> Db<'a> {
         };
         let len = string_len(&meta);
         let scale = if unit == Unit::Bit { 8 } else { 1 };
-        let Some((first, last)) = byte_window(start.unwrap_or(0), end.unwrap_or(-1), len * scale)
-        else {
+        let window = clamped_window(start.unwrap_or(0), end.unwrap_or(-1), len * scale);
+        let Some((first, last)) = window else {
             return Ok(-1);
         };
         let (first_bit, last_bit) = if unit == Unit::Bit {
@@ -403,5 +403,6 @@ mod tests {
         assert_eq!(byte_window(5, 2, 10), None);
         assert_eq!(byte_window(0, -1, 0), None);
         assert_eq!(byte_window(-7, -8, 6), None);
+        assert_eq!(clamped_window(-3, -7, 2), Some((0, 0)));
     }
 }

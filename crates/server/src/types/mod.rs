@@ -660,11 +660,18 @@ pub(crate) fn index_window(start: i64, stop: i64, len: u64) -> Option<(u64, u64)
 }
 
 /// Resolves Redis byte (or bit) indexes of a string of `len`, as GETRANGE and BITCOUNT do:
-/// both ends clamp into the string; `None` if the range is empty.
+/// both ends clamp into the string; `None` if the range is empty, and if both ends count from
+/// the end with the start after the end.
 pub(crate) fn byte_window(start: i64, end: i64, len: i64) -> Option<(u64, u64)> {
     if start < 0 && end < 0 && start > end {
         return None;
     }
+    clamped_window(start, end, len)
+}
+
+/// [`byte_window`] without the check of inverted negative ends, as Redis 7.0's BITPOS reads
+/// its range: `-3 -7` of a 2-byte string is byte 0.
+pub(crate) fn clamped_window(start: i64, end: i64, len: i64) -> Option<(u64, u64)> {
     let start = if start < 0 {
         (len + start).max(0)
     } else {
