@@ -466,13 +466,28 @@ fn combine_sets() {
     );
     assert_eq!(
         fails(&mut con, &["ZINTERCARD", "0", "z1"]),
-        "ERR numkeys should be greater than 0"
+        "ERR at least 1 input key is needed for 'zintercard' command"
+    );
+    assert_eq!(
+        fails(&mut con, &["ZINTERCARD", "5", "z1"]),
+        "ERR syntax error"
     );
     run::<()>(&mut con, &["SET", "str", "v"]);
     assert_eq!(
         fails(&mut con, &["ZUNION", "2", "z1", "str"]),
         "WRONGTYPE Operation against a key holding the wrong kind of value"
     );
+    // Redis looks the keys up before it reads the options after them.
+    for bad_options in [
+        &["ZUNION", "2", "z1", "str", "WEIGHTS", "x"][..],
+        &["ZINTERSTORE", "d", "2", "z1", "str", "AGGREGATE", "FOO"],
+        &["ZINTERCARD", "1", "str", "WITHSCORES"],
+    ] {
+        assert_eq!(
+            fails(&mut con, bad_options),
+            "WRONGTYPE Operation against a key holding the wrong kind of value"
+        );
+    }
 }
 
 #[test]

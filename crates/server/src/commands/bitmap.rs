@@ -2,12 +2,12 @@
 
 use bytes::Bytes;
 use shale_protocol::Reply;
+use shale_storage::metadata::KeyKind;
 
 use super::args::{int, is};
 use super::Context;
 use crate::error::Error;
 use crate::types::bitmap::{BitwiseOp, FieldOp, FieldType, Overflow, Unit};
-use shale_storage::metadata::KeyKind;
 
 /// A bit offset below 2^32 (512 MB of string), as Redis accepts.
 fn bit_offset(arg: &[u8]) -> Result<u64, Error> {

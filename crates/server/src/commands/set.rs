@@ -133,17 +133,21 @@ pub(super) fn numkeys(args: &[Bytes]) -> Result<(&[Bytes], &[Bytes]), Error> {
     Ok((&args[1..1 + n], &args[1 + n..]))
 }
 
-/// The keys and limit of `SINTERCARD|ZINTERCARD numkeys key [key ...] [LIMIT limit]`.
-pub(super) fn intercard_args(args: &[Bytes]) -> Result<(&[Bytes], usize), Error> {
+/// The keys and limit of `SINTERCARD numkeys key [key ...] [LIMIT limit]`.
+fn intercard_args(args: &[Bytes]) -> Result<(&[Bytes], usize), Error> {
     let (keys, rest) = numkeys(&args[1..])?;
-    let limit = match rest {
-        [] => 0,
+    Ok((keys, intercard_limit(rest)?))
+}
+
+/// The `[LIMIT limit]` after the keys of SINTERCARD and ZINTERCARD; 0 means none.
+pub(super) fn intercard_limit(rest: &[Bytes]) -> Result<usize, Error> {
+    match rest {
+        [] => Ok(0),
         [option, value] if is(option, "limit") => {
-            count(value).map_err(|_| Error::msg("LIMIT can't be negative"))?
+            count(value).map_err(|_| Error::msg("LIMIT can't be negative"))
         }
-        _ => return Err(Error::Syntax),
-    };
-    Ok((keys, limit))
+        _ => Err(Error::Syntax),
+    }
 }
 
 /// SINTERCARD numkeys key [key ...] [LIMIT limit]

@@ -2,10 +2,11 @@
 
 use bytes::Bytes;
 use shale_protocol::Reply;
+use shale_storage::metadata::KeyKind;
 
 use super::args::{self, element_scan_args, int, is, random_count, scan_matches};
 use super::hash::scan_reply;
-use super::set::{intercard_args, numkeys};
+use super::set::{intercard_limit, numkeys};
 use super::{block_on, Context};
 use crate::error::Error;
 use crate::server::blocking::Attempt;
@@ -489,28 +490,49 @@ struct Combine<'a> {
     with_scores: bool,
 }
 
+/// Parses the arguments of ZUNION, ZINTER, ZDIFF and their STORE forms. Redis looks the
+/// input keys up before it reads the options after them, so when an option is bad,
+/// `check_sources` runs first (a key of another type is WRONGTYPE).
 fn combine_args<'a>(
     args: &'a [Bytes],
     command: &str,
     op: SetOp,
     allow_scores: bool,
+    check_sources: impl FnOnce(&[Bytes]) -> Result<(), Error>,
 ) -> Result<Combine<'a>, Error> {
+    let mut parsed = Combine {
+        keys: combine_keys(args, command)?,
+        weights: Vec::new(),
+        aggregate: Aggregate::Sum,
+        with_scores: false,
+    };
+    match combine_options(&mut parsed, args, op, allow_scores) {
+        Ok(()) => Ok(parsed),
+        Err(err) => {
+            check_sources(parsed.keys)?;
+            Err(err)
+        }
+    }
+}
+
+/// The input keys after `numkeys` of ZUNION, ZINTER, ZDIFF, their STORE forms and ZINTERCARD.
+fn combine_keys<'a>(args: &'a [Bytes], command: &str) -> Result<&'a [Bytes], Error> {
     let n = int(&args[0])?;
     if n <= 0 {
         return Err(Error::msg(format!(
             "at least 1 input key is needed for '{command}' command"
         )));
     }
-    let n = n as usize;
-    if args.len() < 1 + n {
-        return Err(Error::Syntax);
-    }
-    let mut parsed = Combine {
-        keys: &args[1..1 + n],
-        weights: Vec::new(),
-        aggregate: Aggregate::Sum,
-        with_scores: false,
-    };
+    args.get(1..1 + n as usize).ok_or(Error::Syntax)
+}
+
+fn combine_options(
+    parsed: &mut Combine<'_>,
+    args: &[Bytes],
+    op: SetOp,
+    allow_scores: bool,
+) -> Result<(), Error> {
+    let n = parsed.keys.len();
     let mut i = 1 + n;
     while i < args.len() {
         let arg = &args[i];
@@ -541,7 +563,18 @@ fn combine_args<'a>(
         }
         i += 1;
     }
-    Ok(parsed)
+    Ok(())
+}
+
+/// Fails with WRONGTYPE if one of `keys` is neither a sorted set nor a set.
+fn check_sources(ctx: &mut Context<'_>, keys: &[Bytes]) -> Result<(), Error> {
+    for key in keys {
+        match ctx.db().key_type(key)? {
+            None | Some(KeyKind::ZSet | KeyKind::Set) => {}
+            Some(_) => return Err(Error::WrongType),
+        }
+    }
+    Ok(())
 }
 
 fn combine(
@@ -550,7 +583,9 @@ fn combine(
     op: SetOp,
     command: &str,
 ) -> Result<Reply, Error> {
-    let parsed = combine_args(&args[1..], command, op, true)?;
+    let parsed = combine_args(&args[1..], command, op, true, |keys| {
+        check_sources(ctx, keys)
+    })?;
     let items = ctx
         .db()
         .zcombine(op, parsed.keys, &parsed.weights, parsed.aggregate)?;
@@ -563,7 +598,9 @@ fn combine_store(
     op: SetOp,
     command: &str,
 ) -> Result<Reply, Error> {
-    let parsed = combine_args(&args[2..], command, op, false)?;
+    let parsed = combine_args(&args[2..], command, op, false, |keys| {
+        check_sources(ctx, keys)
+    })?;
     Ok(Reply::Integer(ctx.db().zcombine_store(
         op,
         &args[1],
@@ -599,7 +636,15 @@ pub fn zdiffstore(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error>
 
 /// ZINTERCARD numkeys key [key ...] [LIMIT limit]
 pub fn zintercard(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let (keys, limit) = intercard_args(args)?;
+    let keys = combine_keys(&args[1..], "zintercard")?;
+    let limit = match intercard_limit(&args[2 + keys.len()..]) {
+        Ok(limit) => limit,
+        // As in ZINTER, Redis looks the keys up before it reads LIMIT.
+        Err(err) => {
+            check_sources(ctx, keys)?;
+            return Err(err);
+        }
+    };
     Ok(Reply::Integer(ctx.db().zintercard(keys, limit)?))
 }
 
