@@ -265,15 +265,25 @@ fn counters() {
         fails(&mut con, &["INCRBYFLOAT", "stored-inf", "1"]),
         "ERR increment would produce NaN or Infinity"
     );
-    for out_of_range in ["1e-400", "nan"] {
+    for out_of_range in ["1e-5000", "nan", "0x"] {
         assert_eq!(
             fails(&mut con, &["INCRBYFLOAT", "f", out_of_range]),
             "ERR value is not a valid float"
         );
     }
-    run::<()>(&mut con, &["SET", "big", "1.7e308"]);
+    // long double, as Redis: representation errors show past the 19th digit, and doubles'
+    // range is no limit.
     assert_eq!(
-        fails(&mut con, &["INCRBYFLOAT", "big", "1.7e308"]),
+        run::<String>(&mut con, &["INCRBYFLOAT", "ld", "12345.678"]),
+        "12345.67799999999999994"
+    );
+    assert_eq!(
+        run::<String>(&mut con, &["INCRBYFLOAT", "ld", "1e400"]).len(),
+        401
+    );
+    run::<()>(&mut con, &["SET", "big", "1e4932"]);
+    assert_eq!(
+        fails(&mut con, &["INCRBYFLOAT", "big", "1e4932"]),
         "ERR increment would produce NaN or Infinity"
     );
 

@@ -30,10 +30,6 @@ pub fn timeout(arg: &[u8]) -> Result<Option<Duration>, Error> {
     Ok((secs > 0.0).then(|| Duration::from_secs_f64(secs)))
 }
 
-pub fn float(arg: &[u8]) -> Result<f64, Error> {
-    parse_strict_f64(arg).ok_or(Error::NotFloat)
-}
-
 /// Case-insensitive comparison with an option name.
 pub fn is(arg: &[u8], option: &str) -> bool {
     arg.eq_ignore_ascii_case(option.as_bytes())

@@ -3,9 +3,10 @@
 use bytes::Bytes;
 use shale_protocol::Reply;
 
-use super::args::{element_scan_args, float, int, is, random_count, scan_matches};
+use super::args::{element_scan_args, int, is, random_count, scan_matches};
 use super::Context;
 use crate::error::Error;
+use crate::types::long_double::{self, Float};
 
 fn field_pairs(args: &[Bytes], command: &str) -> Result<Vec<(Bytes, Bytes)>, Error> {
     if !args.len().is_multiple_of(2) {
@@ -93,8 +94,11 @@ pub fn hincrby(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 }
 
 pub fn hincrbyfloat(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    if float(&args[3])?.is_infinite() {
-        return Err(Error::msg("value is NaN or Infinity"));
+    // Redis reads the increment before it looks the hash up.
+    match long_double::classify(&args[3]) {
+        Float::Invalid => return Err(Error::NotFloat),
+        Float::Infinite => return Err(Error::msg("value is NaN or Infinity")),
+        Float::Finite => {}
     }
     Ok(Reply::Bulk(
         ctx.db().hincrbyfloat(&args[1], &args[2], &args[3])?,

@@ -203,7 +203,6 @@ pub fn decrby(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 }
 
 pub fn incrbyfloat(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    super::args::float(&args[2])?;
     Ok(Reply::Bulk(ctx.db().incr_by_float(&args[1], &args[2])?))
 }
 

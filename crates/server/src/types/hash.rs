@@ -5,6 +5,7 @@ use shale_storage::metadata::KeyKind;
 use shale_storage::Cf;
 
 use super::collection::Page;
+use super::long_double::{self, FloatError};
 use super::string::parse_strict_i64;
 use super::{first_occurrences, Db};
 use crate::error::Error;
@@ -141,14 +142,10 @@ impl<'a> Db<'a> {
 
     pub fn hincrbyfloat(&self, key: &[u8], field: &[u8], increment: &[u8]) -> Result<Bytes, Error> {
         self.hupdate(key, field, |current| {
-            let text = super::decimal::increment(current, increment).map_err(|e| match e {
-                super::decimal::FloatError::CurrentNotFloat => {
-                    Error::msg("hash value is not a float")
-                }
-                super::decimal::FloatError::IncrementNotFloat => Error::NotFloat,
-                super::decimal::FloatError::NotFinite => {
-                    Error::msg("increment would produce NaN or Infinity")
-                }
+            let text = long_double::add(current, increment).map_err(|e| match e {
+                FloatError::CurrentNotFloat => Error::msg("hash value is not a float"),
+                FloatError::IncrementNotFloat => Error::NotFloat,
+                FloatError::NotFinite => Error::msg("increment would produce NaN or Infinity"),
             })?;
             Ok((text.clone().into_bytes(), Bytes::from(text)))
         })

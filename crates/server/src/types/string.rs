@@ -5,6 +5,7 @@ use shale_storage::keys as k;
 use shale_storage::metadata::{Body, KeyKind, Metadata};
 use shale_storage::Cf;
 
+use super::long_double::{self, FloatError};
 use super::{now_ms, Change, Db};
 use crate::error::Error;
 
@@ -66,9 +67,10 @@ pub fn parse_strict_i64(v: &[u8]) -> Option<i64> {
     std::str::from_utf8(v).ok()?.parse().ok()
 }
 
-/// Parses a float the way Redis's `string2ld` and `getDoubleFromObject` do: nothing before or
-/// after the number, `inf` and `infinity` (signed, any case) allowed, NaN refused, and so is
-/// a number that `strtod` finds out of range (too large, or so small it reads as zero).
+/// Parses a double the way Redis's `getDoubleFromObject` does (scores, weights, timeouts):
+/// nothing before or after the number, `inf` and `infinity` (signed, any case) allowed, NaN
+/// refused, and so is a number that `strtod` finds out of range (too large, or so small it
+/// reads as zero). INCRBYFLOAT reads `long double`s instead (`long_double.rs`).
 pub fn parse_strict_f64(v: &[u8]) -> Option<f64> {
     let text = std::str::from_utf8(v).ok()?;
     if text.starts_with(|c: char| c.is_whitespace()) {
@@ -266,13 +268,9 @@ impl<'a> Db<'a> {
     pub fn incr_by_float(&self, key: &[u8], increment: &[u8]) -> Result<Bytes, Error> {
         self.update_string(key, |current| {
             let text =
-                super::decimal::increment(current.map(|v| v.as_ref()), increment).map_err(|e| {
-                    match e {
-                        super::decimal::FloatError::NotFinite => {
-                            Error::msg("increment would produce NaN or Infinity")
-                        }
-                        _ => Error::NotFloat,
-                    }
+                long_double::add(current.map(|v| v.as_ref()), increment).map_err(|e| match e {
+                    FloatError::NotFinite => Error::msg("increment would produce NaN or Infinity"),
+                    FloatError::CurrentNotFloat | FloatError::IncrementNotFloat => Error::NotFloat,
                 })?;
             let text = Bytes::from(text);
             Ok((text.clone(), text))
@@ -377,7 +375,7 @@ mod tests {
     }
 
     #[test]
-    fn floats_parse_like_string2ld() {
+    fn doubles_parse_like_get_double_from_object() {
         assert_eq!(parse_strict_f64(b"1.5"), Some(1.5));
         assert_eq!(parse_strict_f64(b"5e3"), Some(5000.0));
         assert_eq!(parse_strict_f64(b"-.5"), Some(-0.5));
