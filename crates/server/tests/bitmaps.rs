@@ -74,6 +74,15 @@ fn setbit_getbit_bitcount_bitpos() {
     assert_eq!(run::<i64>(&mut con, &["BITCOUNT", "missing", "1"]), 0);
     assert_eq!(run::<i64>(&mut con, &["BITPOS", "missing", "1", "x"]), -1);
     assert_eq!(fails(&mut con, &["BITCOUNT", "q", "1"]), "ERR syntax error");
+    assert_eq!(
+        fails(&mut con, &["BITPOS", "q", "x"]),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        fails(&mut con, &["BITPOS", "q", "1", "0", "x", "FOO"]),
+        "ERR syntax error",
+        "the unit is read before the end"
+    );
     run::<()>(&mut con, &["RPUSH", "list", "a"]);
     assert_eq!(
         fails(&mut con, &["BITPOS", "list", "1", "x"]),
@@ -175,6 +184,14 @@ fn bitfield() {
             &["BITFIELD", "bf", "SET", "i8", "0", "100", "GET", "i8", "0"]
         ),
         [0, 100]
+    );
+    assert_eq!(
+        run::<Vec<i64>>(
+            &mut con,
+            &["BITFIELD", "sat", "OVERFLOW", "SAT", "SET", "u8", "0", "-1", "GET", "u8", "0"]
+        ),
+        [0, 255],
+        "an unsigned SET reads -1 as 2^64 - 1, as Redis does"
     );
     assert_eq!(
         run::<Vec<i64>>(

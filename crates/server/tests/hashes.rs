@@ -136,6 +136,10 @@ fn hrandfield_counts() {
         "ERR value is out of range",
         "twice the count would overflow, as Redis checks"
     );
+    assert_eq!(
+        fails(&mut con, &["HRANDFIELD", "nokey", "-9223372036854775808"]),
+        "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"
+    );
     run::<()>(&mut con, &["HSET", "h", "a", "1", "b", "2", "c", "3"]);
     let one: String = run(&mut con, &["HRANDFIELD", "h"]);
     assert!(["a", "b", "c"].contains(&one.as_str()));

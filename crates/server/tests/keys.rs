@@ -51,6 +51,15 @@ fn expire_family_and_conditions() {
     assert_eq!(run::<i64>(&mut con, &["EXPIRE", "k", "300", "LT"]), 0);
     assert_eq!(run::<i64>(&mut con, &["EXPIRE", "k", "150", "XX", "LT"]), 1);
     assert_eq!(run::<i64>(&mut con, &["TTL", "k"]), 150);
+    // Redis reads the options before the time.
+    assert_eq!(
+        fails(&mut con, &["EXPIRE", "k", "1.5", "NX", "LT"]),
+        "ERR NX and XX, GT or LT options at the same time are not compatible"
+    );
+    assert_eq!(
+        fails(&mut con, &["EXPIRE", "k", "x", "foo"]),
+        "ERR Unsupported option foo"
+    );
     assert_eq!(
         fails(&mut con, &["EXPIRE", "k", "10", "NX", "XX"]),
         "ERR NX and XX, GT or LT options at the same time are not compatible"
@@ -288,6 +297,10 @@ fn keys_scan_randomkey() {
     assert!(hashes.is_empty());
     assert_eq!(fails(&mut con, &["SCAN", "abc"]), "ERR invalid cursor");
     assert_eq!(fails(&mut con, &["SCAN", "--1"]), "ERR invalid cursor");
+    assert_eq!(
+        fails(&mut con, &["SCAN", "0", "COUNT", "-1"]),
+        "ERR syntax error"
+    );
     // strtoul's wrap-around, as Redis reads cursors: -1 is a cursor, if not one we gave out.
     let (next, _): (String, Vec<String>) = run(&mut con, &["SCAN", "-1"]);
     assert!(next.parse::<u64>().is_ok(), "a page, not an error: {next}");

@@ -119,6 +119,11 @@ fn lset_linsert_lrem_ltrim() {
         "ERR no such key"
     );
     assert_eq!(
+        fails(&mut con, &["LSET", "nokey", "x", "x"]),
+        "ERR no such key",
+        "Redis looks the key up before it reads the index"
+    );
+    assert_eq!(
         fails(&mut con, &["LSET", "l", "100", "x"]),
         "ERR index out of range"
     );
@@ -248,12 +253,13 @@ fn lmove_rpoplpush_lmpop() {
         Value::Nil
     );
     assert_eq!(
-        fails(&mut con, &["LMPOP", "0", "dst", "LEFT"]),
-        "ERR numkeys should be greater than 0"
+        fails(&mut con, &["LMPOP", "3", "dst", "dst"]),
+        "ERR syntax error",
+        "keys that leave no room for the direction"
     );
     assert_eq!(
-        fails(&mut con, &["LMPOP", "3", "dst", "LEFT"]),
-        "ERR Number of keys can't be greater than number of args"
+        fails(&mut con, &["LMPOP", "0", "dst", "LEFT"]),
+        "ERR numkeys should be greater than 0"
     );
     assert_eq!(
         fails(&mut con, &["LMPOP", "1", "dst", "MIDDLE"]),

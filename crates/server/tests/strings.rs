@@ -106,6 +106,11 @@ fn set_expiry_options() {
     std::thread::sleep(std::time::Duration::from_millis(80));
     nil(&mut con, &["GET", "short"]);
     assert_eq!(run::<i64>(&mut con, &["TTL", "short"]), -2);
+    // Redis reads every option before the time.
+    assert_eq!(
+        fails(&mut con, &["SET", "k", "v", "EX", "x", "FOO"]),
+        "ERR syntax error"
+    );
 }
 
 #[test]
@@ -341,6 +346,12 @@ fn append_strlen_ranges() {
         b"\0\0\0\0\0\0Redis"
     );
     assert_eq!(run::<i64>(&mut con, &["SETRANGE", "key3", "0", ""]), 0);
+    run::<()>(&mut con, &["RPUSH", "list", "a"]);
+    assert_eq!(
+        fails(&mut con, &["SETRANGE", "list", "4294967296", "x"]),
+        "WRONGTYPE Operation against a key holding the wrong kind of value",
+        "the type is checked before the length"
+    );
     assert_eq!(run::<i64>(&mut con, &["EXISTS", "key3"]), 0);
     assert_eq!(
         fails(&mut con, &["SETRANGE", "key1", "-1", "x"]),

@@ -152,6 +152,12 @@ fn scores_and_bounds_parse_like_strtod() {
         fails(&mut con, &["ZUNION", "1", "z", "WEIGHTS", "1e400"]),
         "ERR weight value is not a float"
     );
+    run::<()>(&mut con, &["ZADD", "signs", "-3", "2", "0", "10", "3", "c"]);
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZUNION", "1", "signs", "WEIGHTS", "0"]),
+        strs(&["10", "2", "c"]),
+        "-0 and 0 are one score, so members order them"
+    );
 }
 
 #[test]
@@ -251,6 +257,19 @@ fn ranges_by_rank_score_and_lex() {
         "ERR min or max is not a float"
     );
     assert_eq!(
+        fails(&mut con, &["ZRANGEBYLEX", "z", "-", "+", "WITHSCORES"]),
+        "ERR syntax error, WITHSCORES not supported in combination with BYLEX"
+    );
+    for repeated in [
+        &["REV", "REV"][..],
+        &["BYSCORE", "BYLEX"],
+        &["BYSCORE", "BYSCORE"],
+    ] {
+        let mut args = vec!["ZRANGE", "z", "0", "-1"];
+        args.extend_from_slice(repeated);
+        assert_eq!(fails(&mut con, &args), "ERR syntax error", "{repeated:?}");
+    }
+    assert_eq!(
         fails(&mut con, &["ZRANGEBYLEX", "z", "x", "y"]),
         "ERR min or max not valid string range item"
     );
@@ -310,9 +329,15 @@ fn rank_remove_pop() {
     );
     assert!(run::<Vec<String>>(&mut con, &["ZPOPMIN", "z", "0"]).is_empty());
     assert!(run::<Vec<String>>(&mut con, &["ZPOPMIN", "nokey"]).is_empty());
+    for bad in ["-1", "x"] {
+        assert_eq!(
+            fails(&mut con, &["ZPOPMIN", "z", bad]),
+            "ERR value is out of range, must be positive"
+        );
+    }
     assert_eq!(
-        fails(&mut con, &["ZPOPMIN", "z", "-1"]),
-        "ERR value is out of range, must be positive"
+        fails(&mut con, &["ZMPOP", "5", "z", "MAX"]),
+        "ERR syntax error"
     );
     let popped: (String, Vec<(String, String)>) =
         run(&mut con, &["ZMPOP", "2", "nokey", "z", "MIN", "COUNT", "5"]);

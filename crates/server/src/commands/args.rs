@@ -62,10 +62,11 @@ pub fn scan_args<'a>(args: &'a [Bytes], allow_type: bool) -> Result<ScanArgs<'a>
         if is(&args[i], "match") {
             parsed.pattern = Some(value.as_ref()).filter(|p| *p != b"*");
         } else if is(&args[i], "count") {
-            parsed.count = count(value)?;
-            if parsed.count < 1 {
-                return Err(Error::Syntax);
-            }
+            // An integer below 1 is a syntax error in Redis, not a bad integer.
+            parsed.count = usize::try_from(int(value)?)
+                .ok()
+                .filter(|&n| n >= 1)
+                .ok_or(Error::Syntax)?;
         } else if allow_type && is(&args[i], "type") {
             parsed.type_name = Some(value);
         } else {
@@ -111,6 +112,11 @@ pub fn scan_matches(pattern: Option<&[u8]>, item: &[u8]) -> bool {
 pub fn random_count(arg: &[u8]) -> Result<i64, Error> {
     const LIMIT: i64 = 1 << 24;
     let n = int(arg)?;
+    if n == i64::MIN {
+        return Err(Error::msg(
+            "value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+        ));
+    }
     if n < -LIMIT {
         return Err(Error::msg("value is out of range"));
     }

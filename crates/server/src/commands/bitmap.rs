@@ -58,7 +58,11 @@ pub fn bitcount(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 
 /// BITPOS key bit [start [end [BYTE | BIT]]]
 pub fn bitpos(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let target = bit(&args[2]).map_err(|_| Error::msg("The bit argument must be 1 or 0."))?;
+    let target = match int(&args[2])? {
+        0 => false,
+        1 => true,
+        _ => return Err(Error::msg("The bit argument must be 1 or 0.")),
+    };
     let (start, end, unit) = match pos_range(args) {
         Ok(range) => range,
         Err(err) if holds_string(ctx, &args[1])? => return Err(err),
@@ -83,9 +87,11 @@ fn pos_range(args: &[Bytes]) -> Result<PosRange, Error> {
     if args.len() > 6 {
         return Err(Error::Syntax);
     }
+    // In Redis's order: the unit is read before the end.
     let start = args.get(3).map(|a| int(a)).transpose()?;
+    let unit = unit(args.get(5))?;
     let end = args.get(4).map(|a| int(a)).transpose()?;
-    Ok((start, end, unit(args.get(5))?))
+    Ok((start, end, unit))
 }
 
 /// Whether `key` holds a string (WRONGTYPE if it holds something else). Redis looks the key

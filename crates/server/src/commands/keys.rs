@@ -37,7 +37,6 @@ fn expire_generic(
     absolute: bool,
     command: &'static str,
 ) -> Result<Reply, Error> {
-    let value = int(&args[2])?;
     let mut condition = ExpireCondition::default();
     for arg in &args[3..] {
         if is(arg, "nx") {
@@ -62,6 +61,8 @@ fn expire_generic(
             "GT and LT options at the same time are not compatible",
         ));
     }
+    // Redis reads the options before the time.
+    let value = int(&args[2])?;
     let invalid = || Error::InvalidExpire(command);
     let mut at = value.checked_mul(unit_ms).ok_or_else(invalid)?;
     if !absolute {

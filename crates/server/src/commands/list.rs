@@ -4,7 +4,7 @@ use bytes::Bytes;
 use shale_protocol::Reply;
 
 use super::args::{self, int, is};
-use super::set::numkeys;
+use super::set::mpop_numkeys;
 use super::{block_on, Context};
 use crate::error::Error;
 use crate::server::blocking::Attempt;
@@ -94,7 +94,13 @@ pub fn lindex(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 }
 
 pub fn lset(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    ctx.db().lset(&args[1], int(&args[2])?, &args[3])?;
+    let index = match int(&args[2]) {
+        Ok(index) => index,
+        // Redis looks the key up first.
+        Err(err) if ctx.db().llen(&args[1])? > 0 => return Err(err),
+        Err(_) => return Err(Error::NoSuchKey),
+    };
+    ctx.db().lset(&args[1], index, &args[3])?;
     Ok(Reply::OK)
 }
 
@@ -232,7 +238,7 @@ fn mpop_reply(popped: Option<(Bytes, Vec<Bytes>)>) -> Option<Reply> {
 
 /// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]
 pub fn lmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let (keys, rest) = numkeys(&args[1..])?;
+    let (keys, rest) = mpop_numkeys(&args[1..])?;
     let (which, count) = mpop_options(rest)?;
     Ok(mpop_reply(ctx.db().lmpop(keys, which, count)?).unwrap_or(Reply::NullArray))
 }
@@ -294,7 +300,7 @@ pub fn brpoplpush(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error>
 /// BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]
 pub fn blmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let timeout = args::timeout(&args[1])?;
-    let (keys, rest) = numkeys(&args[2..])?;
+    let (keys, rest) = mpop_numkeys(&args[2..])?;
     let (which, count) = mpop_options(rest)?;
     let attempt: Attempt = Box::new(move |db, keys| Ok(mpop_reply(db.lmpop(keys, which, count)?)));
     block_on(ctx, keys.to_vec(), timeout, Reply::NullArray, attempt)

@@ -119,18 +119,32 @@ pub fn sdiffstore(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error>
 
 /// Splits `numkeys key [key ...] rest...` (SINTERCARD, ZINTERCARD, LMPOP, ZMPOP) into the
 /// keys and the rest, with Redis's messages.
-pub(super) fn numkeys(args: &[Bytes]) -> Result<(&[Bytes], &[Bytes]), Error> {
-    let n = int(&args[0])
-        .ok()
-        .filter(|&n| n > 0)
-        .ok_or_else(|| Error::msg("numkeys should be greater than 0"))?;
-    let n = n as usize;
+fn numkeys(args: &[Bytes]) -> Result<(&[Bytes], &[Bytes]), Error> {
+    let n = key_count(&args[0])?;
     if args.len() < 1 + n {
         return Err(Error::msg(
             "Number of keys can't be greater than number of args",
         ));
     }
     Ok((&args[1..1 + n], &args[1 + n..]))
+}
+
+/// [`numkeys`] for LMPOP, ZMPOP and their blocking forms, which Redis answers with a syntax
+/// error when the keys leave no room for the direction after them.
+pub(super) fn mpop_numkeys(args: &[Bytes]) -> Result<(&[Bytes], &[Bytes]), Error> {
+    let n = key_count(&args[0])?;
+    if args.len() < 2 + n {
+        return Err(Error::Syntax);
+    }
+    Ok((&args[1..1 + n], &args[1 + n..]))
+}
+
+fn key_count(arg: &[u8]) -> Result<usize, Error> {
+    int(arg)
+        .ok()
+        .filter(|&n| n > 0)
+        .map(|n| n as usize)
+        .ok_or_else(|| Error::msg("numkeys should be greater than 0"))
 }
 
 /// The keys and limit of `SINTERCARD numkeys key [key ...] [LIMIT limit]`.

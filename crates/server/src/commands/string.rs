@@ -30,23 +30,22 @@ pub(super) fn absolute_expiry(
     }
 }
 
-/// Parses one of EX/PX/EXAT/PXAT at `args[i]` if present.
-fn expiry_option(args: &[Bytes], i: usize, command: &'static str) -> Result<Option<i64>, Error> {
-    let (unit, absolute) = match &args[i] {
-        a if is(a, "ex") => (1000, false),
-        a if is(a, "px") => (1, false),
-        a if is(a, "exat") => (1000, true),
-        a if is(a, "pxat") => (1, true),
-        _ => return Ok(None),
-    };
-    let value = args.get(i + 1).ok_or(Error::Syntax)?;
-    absolute_expiry(value, unit, absolute, command).map(Some)
+/// The unit (ms) of EX/PX/EXAT/PXAT, and whether the time is absolute; `None` for another word.
+fn expiry_unit(option: &[u8]) -> Option<(i64, bool)> {
+    match option {
+        a if is(a, "ex") => Some((1000, false)),
+        a if is(a, "px") => Some((1, false)),
+        a if is(a, "exat") => Some((1000, true)),
+        a if is(a, "pxat") => Some((1, true)),
+        _ => None,
+    }
 }
 
 /// SET key value [NX | XX] [GET] [EX s | PX ms | EXAT ts | PXAT ts | KEEPTTL]
 pub fn set(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let mut options = SetOptions::default();
     let mut expiry_given = false;
+    let mut expiry = None;
     let mut i = 3;
     while i < args.len() {
         let arg = &args[i];
@@ -59,19 +58,18 @@ pub fn set(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         } else if is(arg, "keepttl") && !expiry_given {
             options.expiry = ExpiryChange::Keep;
             expiry_given = true;
-        } else if !expiry_given && args.get(i + 1).is_some() {
-            match expiry_option(args, i, "set")? {
-                Some(at) => {
-                    options.expiry = ExpiryChange::At(at);
-                    expiry_given = true;
-                    i += 1;
-                }
-                None => return Err(Error::Syntax),
-            }
+        } else if let Some(unit) = expiry_unit(arg).filter(|_| !expiry_given) {
+            expiry = Some((unit, args.get(i + 1).ok_or(Error::Syntax)?));
+            expiry_given = true;
+            i += 1;
         } else {
             return Err(Error::Syntax);
         }
         i += 1;
+    }
+    // Redis reads the time once it has read every option.
+    if let Some(((unit_ms, absolute), value)) = expiry {
+        options.expiry = ExpiryChange::At(absolute_expiry(value, unit_ms, absolute, "set")?);
     }
     let outcome = ctx.db().set(&args[1], args[2].clone(), options)?;
     Ok(if options.get {
@@ -139,11 +137,13 @@ pub fn getex(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let change = match args.len() {
         2 => ExpiryChange::Keep,
         3 if is(&args[2], "persist") => ExpiryChange::Clear,
-        4 => match expiry_option(args, 2, "getex") {
-            Ok(Some(at)) => ExpiryChange::At(at),
-            Ok(None) => return Err(Error::Syntax),
+        4 => match expiry_unit(&args[2])
+            .map(|(unit_ms, absolute)| absolute_expiry(&args[3], unit_ms, absolute, "getex"))
+        {
+            Some(Ok(at)) => ExpiryChange::At(at),
+            None => return Err(Error::Syntax),
             // Redis reads the time only once it has found the key: a missing one is nil.
-            Err(err) => {
+            Some(Err(err)) => {
                 return match ctx.db().get(&args[1])? {
                     Some(_) => Err(err),
                     None => Ok(Reply::Null),

@@ -6,7 +6,7 @@ use shale_storage::metadata::KeyKind;
 
 use super::args::{self, element_scan_args, int, is, random_count, scan_matches};
 use super::hash::scan_reply;
-use super::set::{intercard_limit, numkeys};
+use super::set::{intercard_limit, mpop_numkeys};
 use super::{block_on, Context};
 use crate::error::Error;
 use crate::server::blocking::Attempt;
@@ -204,25 +204,26 @@ struct RangeOptions {
 }
 
 /// Parses the options after `min max`. `fixed` is the kind a legacy command implies (then
-/// BYSCORE/BYLEX/REV are not accepted); `allow_scores` is false for ZRANGESTORE and the lex
-/// commands.
+/// BYSCORE/BYLEX/REV are not accepted); `allow_scores` is false for ZRANGESTORE. Each of
+/// BYSCORE, BYLEX and REV may appear once, and only one of BYSCORE and BYLEX, as in Redis.
 fn range_options(
     rest: &[Bytes],
     fixed: Option<(RangeKind, bool)>,
     allow_scores: bool,
 ) -> Result<RangeOptions, Error> {
-    let (mut kind, mut rev) = fixed.unwrap_or((RangeKind::Rank, false));
+    let mut kind = fixed.map(|(kind, _)| kind);
+    let mut rev = fixed.map(|(_, rev)| rev);
     let mut limit = None;
     let mut with_scores = false;
     let mut i = 0;
     while i < rest.len() {
         let arg = &rest[i];
-        if fixed.is_none() && is(arg, "byscore") {
-            kind = RangeKind::Score;
-        } else if fixed.is_none() && is(arg, "bylex") {
-            kind = RangeKind::Lex;
-        } else if fixed.is_none() && is(arg, "rev") {
-            rev = true;
+        if kind.is_none() && is(arg, "byscore") {
+            kind = Some(RangeKind::Score);
+        } else if kind.is_none() && is(arg, "bylex") {
+            kind = Some(RangeKind::Lex);
+        } else if rev.is_none() && is(arg, "rev") {
+            rev = Some(true);
         } else if is(arg, "withscores") && allow_scores {
             with_scores = true;
         } else if is(arg, "limit") && i + 2 < rest.len() {
@@ -233,6 +234,7 @@ fn range_options(
         }
         i += 1;
     }
+    let (kind, rev) = (kind.unwrap_or(RangeKind::Rank), rev.unwrap_or(false));
     if kind == RangeKind::Rank {
         // Redis 7.0 refuses a LIMIT on a rank range only if its count is not -1 (no limit),
         // and then ignores the offset.
@@ -261,8 +263,7 @@ fn range_reply(
     args: &[Bytes],
     fixed: Option<(RangeKind, bool)>,
 ) -> Result<Reply, Error> {
-    let allow_scores = fixed.is_none_or(|(kind, _)| kind != RangeKind::Lex);
-    let options = range_options(&args[4..], fixed, allow_scores)?;
+    let options = range_options(&args[4..], fixed, true)?;
     let spec = RangeSpec {
         by: range_by(options.kind, &args[2], &args[3], options.rev)?,
         rev: options.rev,
@@ -358,8 +359,10 @@ fn pop(ctx: &mut Context<'_>, args: &[Bytes], max: bool) -> Result<Reply, Error>
     let n = match args.get(2) {
         None => None,
         Some(n) if args.len() == 3 => Some(
-            u64::try_from(int(n)?)
-                .map_err(|_| Error::msg("value is out of range, must be positive"))?,
+            int(n)
+                .ok()
+                .and_then(|n| u64::try_from(n).ok())
+                .ok_or_else(|| Error::msg("value is out of range, must be positive"))?,
         ),
         Some(_) => return Err(Error::Syntax),
     };
@@ -421,7 +424,7 @@ fn mpop_reply(popped: Option<(Bytes, Vec<ScoredMember>)>) -> Option<Reply> {
 
 /// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]
 pub fn zmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let (keys, rest) = numkeys(&args[1..])?;
+    let (keys, rest) = mpop_numkeys(&args[1..])?;
     let (max, n) = mpop_options(rest)?;
     Ok(mpop_reply(ctx.db().zmpop(keys, max, n)?).unwrap_or(Reply::NullArray))
 }
@@ -454,7 +457,7 @@ pub fn bzpopmax(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 /// BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]
 pub fn bzmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let timeout = args::timeout(&args[1])?;
-    let (keys, rest) = numkeys(&args[2..])?;
+    let (keys, rest) = mpop_numkeys(&args[2..])?;
     let (max, n) = mpop_options(rest)?;
     let attempt: Attempt = Box::new(move |db, keys| Ok(mpop_reply(db.zmpop(keys, max, n)?)));
     block_on(ctx, keys.to_vec(), timeout, Reply::NullArray, attempt)

@@ -326,7 +326,15 @@ impl<'a> Db<'a> {
                     replies.push(Some(old));
                     continue;
                 }
-                FieldOp::Set(_, _, value) => ty.fit(value as i128, overflow).map(|v| (v, old)),
+                FieldOp::Set(_, _, value) => {
+                    // Redis reads the value of an unsigned SET as unsigned: -1 is 2^64 - 1.
+                    let value = if ty.signed {
+                        value as i128
+                    } else {
+                        value as u64 as i128
+                    };
+                    ty.fit(value, overflow).map(|v| (v, old))
+                }
                 FieldOp::IncrBy(_, _, incr) => {
                     ty.fit(old as i128 + incr as i128, overflow).map(|v| (v, v))
                 }

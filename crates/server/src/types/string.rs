@@ -325,11 +325,11 @@ impl<'a> Db<'a> {
         if patch.is_empty() {
             return self.strlen(key);
         }
+        let _guard = self.lock(&[key])?;
+        let mut string = self.open_string(key)?;
         if offset.saturating_add(patch.len()) > max_len {
             return Err(Error::StringTooLong);
         }
-        let _guard = self.lock(&[key])?;
-        let mut string = self.open_string(key)?;
         string.write(offset as u64, patch)?;
         let new_len = string.len() as i64;
         string.commit()?;

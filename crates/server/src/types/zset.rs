@@ -565,7 +565,12 @@ impl<'a> Db<'a> {
             }
         }
         let mut out: Vec<ScoredMember> = result.into_iter().collect();
-        out.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+        // -0 and 0 are one score, as in Redis, so members decide between them.
+        out.sort_by(|a, b| {
+            a.1.partial_cmp(&b.1)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then_with(|| a.0.cmp(&b.0))
+        });
         Ok(out)
     }
 
