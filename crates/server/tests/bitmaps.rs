@@ -75,6 +75,11 @@ fn setbit_getbit_bitcount_bitpos() {
     assert_eq!(run::<i64>(&mut con, &["BITPOS", "missing", "1", "x"]), -1);
     assert_eq!(fails(&mut con, &["BITCOUNT", "q", "1"]), "ERR syntax error");
     assert_eq!(
+        run::<i64>(&mut con, &["BITCOUNT", "q", "-1", "-2", "FOO"]),
+        0,
+        "an inverted range from the end is answered before the unit is read"
+    );
+    assert_eq!(
         fails(&mut con, &["BITPOS", "q", "x"]),
         "ERR value is not an integer or out of range"
     );

@@ -76,7 +76,14 @@ pub fn bitpos(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 fn count_range(args: &[Bytes]) -> Result<Option<(i64, i64, Unit)>, Error> {
     match args.len() {
         2 => Ok(None),
-        4 | 5 => Ok(Some((int(&args[2])?, int(&args[3])?, unit(args.get(4))?))),
+        4 | 5 => {
+            let (start, end) = (int(&args[2])?, int(&args[3])?);
+            // Redis answers an inverted range from the end before it reads the unit.
+            if start < 0 && end < 0 && start > end {
+                return Ok(Some((start, end, Unit::Byte)));
+            }
+            Ok(Some((start, end, unit(args.get(4))?)))
+        }
         _ => Err(Error::Syntax),
     }
 }

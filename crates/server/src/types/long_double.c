@@ -20,7 +20,7 @@ static int parse(const char *text, size_t len, long double *out) {
     buf[len] = '\0';
     errno = 0;
     long double value = strtold(buf, &end);
-    if (isspace((unsigned char)buf[0]) || *end != '\0' ||
+    if (isspace((unsigned char)buf[0]) || (size_t)(end - buf) != len ||
         (errno == ERANGE && (value == HUGE_VALL || value == -HUGE_VALL ||
                              fpclassify(value) == FP_ZERO)) ||
         isnan(value))

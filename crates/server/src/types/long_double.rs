@@ -110,5 +110,11 @@ mod tests {
         assert_eq!(classify(b"-Infinity"), Float::Infinite);
         assert_eq!(classify(b"nan"), Float::Invalid);
         assert_eq!(classify(b""), Float::Invalid);
+        assert_eq!(
+            classify(b"1\0"),
+            Float::Invalid,
+            "all of it must be the number"
+        );
+        assert_eq!(classify(b"\0"), Float::Invalid);
     }
 }
