@@ -181,6 +181,21 @@ fn algebra_and_store() {
     );
     assert!(run::<Vec<String>>(&mut con, &["SDIFF", "nokey", "k1"]).is_empty());
     assert_eq!(run::<i64>(&mut con, &["SINTERCARD", "2", "k1", "k3"]), 2);
+    // Options are read in order, as Redis does: the last LIMIT counts, a bad one fails first.
+    assert_eq!(
+        run::<i64>(
+            &mut con,
+            &["SINTERCARD", "2", "k1", "k3", "LIMIT", "1", "LIMIT", "0"]
+        ),
+        2
+    );
+    assert_eq!(
+        fails(
+            &mut con,
+            &["SINTERCARD", "2", "k1", "k3", "LIMIT", "-1", "0"]
+        ),
+        "ERR LIMIT can't be negative"
+    );
     assert_eq!(
         run::<i64>(&mut con, &["SINTERCARD", "2", "k1", "k3", "LIMIT", "1"]),
         1

@@ -339,6 +339,18 @@ fn rank_remove_pop() {
         fails(&mut con, &["ZMPOP", "5", "z", "MAX"]),
         "ERR syntax error"
     );
+    assert_eq!(
+        fails(&mut con, &["ZMPOP", "1", "z", "MID", "COUNT", "-1"]),
+        "ERR syntax error",
+        "the direction is read before the count"
+    );
+    assert_eq!(
+        fails(
+            &mut con,
+            &["ZMPOP", "1", "z", "MIN", "COUNT", "1", "COUNT", "2"]
+        ),
+        "ERR syntax error"
+    );
     let popped: (String, Vec<(String, String)>) =
         run(&mut con, &["ZMPOP", "2", "nokey", "z", "MIN", "COUNT", "5"]);
     assert_eq!(

@@ -30,6 +30,55 @@ pub fn timeout(arg: &[u8]) -> Result<Option<Duration>, Error> {
     Ok((secs > 0.0).then(|| Duration::from_secs_f64(secs)))
 }
 
+/// Splits SINTERCARD's `numkeys key [key ...] rest...` into the keys and the rest, with
+/// Redis's messages.
+pub fn numkeys(args: &[Bytes]) -> Result<(&[Bytes], &[Bytes]), Error> {
+    let n = numkeys_value(&args[0])?;
+    if args.len() < 1 + n {
+        return Err(Error::msg(
+            "Number of keys can't be greater than number of args",
+        ));
+    }
+    Ok((&args[1..1 + n], &args[1 + n..]))
+}
+
+/// `numkeys key [key ...]` of LMPOP, ZMPOP and their blocking forms, which Redis answers with
+/// a syntax error when the keys leave no room for the direction after them.
+pub fn mpop_numkeys(args: &[Bytes]) -> Result<(&[Bytes], &[Bytes]), Error> {
+    let n = numkeys_value(&args[0])?;
+    if args.len() < 2 + n {
+        return Err(Error::Syntax);
+    }
+    Ok((&args[1..1 + n], &args[1 + n..]))
+}
+
+fn numkeys_value(arg: &[u8]) -> Result<usize, Error> {
+    int(arg)
+        .ok()
+        .filter(|&n| n > 0)
+        .map(|n| n as usize)
+        .ok_or_else(|| Error::msg("numkeys should be greater than 0"))
+}
+
+/// `[COUNT count]` after the direction of LMPOP and ZMPOP, read in Redis's order.
+pub fn mpop_count(rest: &[Bytes]) -> Result<u64, Error> {
+    let mut count = None;
+    let mut options = rest.iter();
+    while let Some(option) = options.next() {
+        match options.next() {
+            Some(n) if count.is_none() && is(option, "count") => {
+                let n = int(n)
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| Error::msg("count should be greater than 0"))?;
+                count = Some(n as u64);
+            }
+            _ => return Err(Error::Syntax),
+        }
+    }
+    Ok(count.unwrap_or(1))
+}
+
 /// Case-insensitive comparison with an option name.
 pub fn is(arg: &[u8], option: &str) -> bool {
     arg.eq_ignore_ascii_case(option.as_bytes())

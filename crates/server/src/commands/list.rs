@@ -3,8 +3,7 @@
 use bytes::Bytes;
 use shale_protocol::Reply;
 
-use super::args::{self, int, is};
-use super::set::mpop_numkeys;
+use super::args::{self, int, is, mpop_count, mpop_numkeys};
 use super::{block_on, Context};
 use crate::error::Error;
 use crate::server::blocking::Attempt;
@@ -213,18 +212,9 @@ pub fn rpoplpush(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> 
 }
 
 /// The `LEFT|RIGHT [COUNT count]` of LMPOP and BLMPOP.
+/// `LEFT|RIGHT [COUNT count]`, never empty (see [`mpop_numkeys`]).
 fn mpop_options(rest: &[Bytes]) -> Result<(End, u64), Error> {
-    match rest {
-        [which] => Ok((end(which)?, 1)),
-        [which, option, n] if is(option, "count") => {
-            let n = int(n)
-                .ok()
-                .filter(|&n| n > 0)
-                .ok_or_else(|| Error::msg("count should be greater than 0"))?;
-            Ok((end(which)?, n as u64))
-        }
-        _ => Err(Error::Syntax),
-    }
+    Ok((end(&rest[0])?, mpop_count(&rest[1..])?))
 }
 
 fn mpop_reply(popped: Option<(Bytes, Vec<Bytes>)>) -> Option<Reply> {

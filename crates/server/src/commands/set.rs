@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use shale_protocol::Reply;
 
-use super::args::{count, element_scan_args, int, is, random_count, scan_matches};
+use super::args::{count, element_scan_args, int, is, numkeys, random_count, scan_matches};
 use super::hash::scan_reply;
 use super::Context;
 use crate::error::Error;
@@ -117,36 +117,6 @@ pub fn sdiffstore(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error>
     )?))
 }
 
-/// Splits `numkeys key [key ...] rest...` (SINTERCARD, ZINTERCARD, LMPOP, ZMPOP) into the
-/// keys and the rest, with Redis's messages.
-fn numkeys(args: &[Bytes]) -> Result<(&[Bytes], &[Bytes]), Error> {
-    let n = key_count(&args[0])?;
-    if args.len() < 1 + n {
-        return Err(Error::msg(
-            "Number of keys can't be greater than number of args",
-        ));
-    }
-    Ok((&args[1..1 + n], &args[1 + n..]))
-}
-
-/// [`numkeys`] for LMPOP, ZMPOP and their blocking forms, which Redis answers with a syntax
-/// error when the keys leave no room for the direction after them.
-pub(super) fn mpop_numkeys(args: &[Bytes]) -> Result<(&[Bytes], &[Bytes]), Error> {
-    let n = key_count(&args[0])?;
-    if args.len() < 2 + n {
-        return Err(Error::Syntax);
-    }
-    Ok((&args[1..1 + n], &args[1 + n..]))
-}
-
-fn key_count(arg: &[u8]) -> Result<usize, Error> {
-    int(arg)
-        .ok()
-        .filter(|&n| n > 0)
-        .map(|n| n as usize)
-        .ok_or_else(|| Error::msg("numkeys should be greater than 0"))
-}
-
 /// The keys and limit of `SINTERCARD numkeys key [key ...] [LIMIT limit]`.
 fn intercard_args(args: &[Bytes]) -> Result<(&[Bytes], usize), Error> {
     let (keys, rest) = numkeys(&args[1..])?;
@@ -155,13 +125,18 @@ fn intercard_args(args: &[Bytes]) -> Result<(&[Bytes], usize), Error> {
 
 /// The `[LIMIT limit]` after the keys of SINTERCARD and ZINTERCARD; 0 means none.
 pub(super) fn intercard_limit(rest: &[Bytes]) -> Result<usize, Error> {
-    match rest {
-        [] => Ok(0),
-        [option, value] if is(option, "limit") => {
-            count(value).map_err(|_| Error::msg("LIMIT can't be negative"))
+    let mut limit = 0;
+    let mut options = rest.iter();
+    // In Redis's order: each LIMIT's value is read before what follows it.
+    while let Some(option) = options.next() {
+        match options.next() {
+            Some(value) if is(option, "limit") => {
+                limit = count(value).map_err(|_| Error::msg("LIMIT can't be negative"))?;
+            }
+            _ => return Err(Error::Syntax),
         }
-        _ => Err(Error::Syntax),
     }
+    Ok(limit)
 }
 
 /// SINTERCARD numkeys key [key ...] [LIMIT limit]

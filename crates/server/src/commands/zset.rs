@@ -4,9 +4,11 @@ use bytes::Bytes;
 use shale_protocol::Reply;
 use shale_storage::metadata::KeyKind;
 
-use super::args::{self, element_scan_args, int, is, random_count, scan_matches};
+use super::args::{
+    self, element_scan_args, int, is, mpop_count, mpop_numkeys, random_count, scan_matches,
+};
 use super::hash::scan_reply;
-use super::set::{intercard_limit, mpop_numkeys};
+use super::set::intercard_limit;
 use super::{block_on, Context};
 use crate::error::Error;
 use crate::server::blocking::Attempt;
@@ -387,25 +389,16 @@ pub fn zpopmax(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 }
 
 /// The `MIN|MAX [COUNT count]` of ZMPOP and BZMPOP: whether to pop the highest, and how many.
+/// `MIN|MAX [COUNT count]`, never empty (see [`mpop_numkeys`]).
 fn mpop_options(rest: &[Bytes]) -> Result<(bool, u64), Error> {
-    let (which, n) = match rest {
-        [which] => (which, 1),
-        [which, option, n] if is(option, "count") => {
-            let n = int(n)
-                .ok()
-                .filter(|&n| n > 0)
-                .ok_or_else(|| Error::msg("count should be greater than 0"))?;
-            (which, n as u64)
-        }
-        _ => return Err(Error::Syntax),
-    };
-    if is(which, "max") {
-        Ok((true, n))
-    } else if is(which, "min") {
-        Ok((false, n))
+    let max = if is(&rest[0], "max") {
+        true
+    } else if is(&rest[0], "min") {
+        false
     } else {
-        Err(Error::Syntax)
-    }
+        return Err(Error::Syntax);
+    };
+    Ok((max, mpop_count(&rest[1..])?))
 }
 
 fn mpop_reply(popped: Option<(Bytes, Vec<ScoredMember>)>) -> Option<Reply> {
