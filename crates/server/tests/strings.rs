@@ -111,6 +111,15 @@ fn set_expiry_options() {
         fails(&mut con, &["SET", "k", "v", "EX", "x", "FOO"]),
         "ERR syntax error"
     );
+    // An expiry option may repeat (the last counts) but not mix with another.
+    run::<()>(&mut con, &["SET", "twice", "v", "EX", "10", "EX", "200"]);
+    assert!(run::<i64>(&mut con, &["TTL", "twice"]) > 100);
+    run::<()>(&mut con, &["SET", "twice", "v", "KEEPTTL", "KEEPTTL"]);
+    assert!(run::<i64>(&mut con, &["TTL", "twice"]) > 100);
+    assert_eq!(
+        fails(&mut con, &["SET", "k", "v", "EX", "10", "PX", "20"]),
+        "ERR syntax error"
+    );
 }
 
 #[test]

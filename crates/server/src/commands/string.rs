@@ -44,7 +44,9 @@ fn expiry_unit(option: &[u8]) -> Option<(i64, bool)> {
 /// SET key value [NX | XX] [GET] [EX s | PX ms | EXAT ts | PXAT ts | KEEPTTL]
 pub fn set(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let mut options = SetOptions::default();
-    let mut expiry_given = false;
+    // As in Redis, an expiry option may be repeated (the last value counts) but not mixed
+    // with another one.
+    let mut keep_ttl = false;
     let mut expiry = None;
     let mut i = 3;
     while i < args.len() {
@@ -55,12 +57,13 @@ pub fn set(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
             options.condition = SetCondition::IfPresent;
         } else if is(arg, "get") {
             options.get = true;
-        } else if is(arg, "keepttl") && !expiry_given {
+        } else if is(arg, "keepttl") && expiry.is_none() {
             options.expiry = ExpiryChange::Keep;
-            expiry_given = true;
-        } else if let Some(unit) = expiry_unit(arg).filter(|_| !expiry_given) {
+            keep_ttl = true;
+        } else if let Some(unit) = expiry_unit(arg)
+            .filter(|&unit| !keep_ttl && expiry.is_none_or(|(chosen, _)| chosen == unit))
+        {
             expiry = Some((unit, args.get(i + 1).ok_or(Error::Syntax)?));
-            expiry_given = true;
             i += 1;
         } else {
             return Err(Error::Syntax);
