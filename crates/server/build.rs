@@ -1,9 +1,9 @@
-//! Builds the `long double` arithmetic of INCRBYFLOAT (`src/types/long_double.c`).
+//! Builds the C side of number parsing and INCRBYFLOAT (`src/types/numbers.c`).
 
 fn main() {
-    println!("cargo:rerun-if-changed=src/types/long_double.c");
+    println!("cargo:rerun-if-changed=src/types/numbers.c");
     cc::Build::new()
-        .file("src/types/long_double.c")
+        .file("src/types/numbers.c")
         .warnings(true)
-        .compile("shale_long_double");
+        .compile("shale_numbers");
 }

@@ -126,6 +126,12 @@ fn scores_and_bounds_parse_like_strtod() {
         );
     }
     assert_eq!(run::<i64>(&mut con, &["ZADD", "z", "1e-310", "tiny"]), 1);
+    assert_eq!(run::<i64>(&mut con, &["ZADD", "hex", "0x1p4", "h"]), 1);
+    assert_eq!(
+        run::<String>(&mut con, &["ZSCORE", "hex", "h"]),
+        "16",
+        "strtod reads hex floats"
+    );
     assert_eq!(
         run::<String>(&mut con, &["ZSCORE", "z", "tiny"]),
         "9.9999999999999694e-311",

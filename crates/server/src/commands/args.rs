@@ -5,7 +5,8 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::error::Error;
-use crate::types::string::{parse_strict_f64, parse_strict_i64};
+use crate::types::numbers::parse_double;
+use crate::types::string::parse_strict_i64;
 
 pub fn int(arg: &[u8]) -> Result<i64, Error> {
     parse_strict_i64(arg).ok_or(Error::NotInteger)
@@ -18,7 +19,7 @@ pub fn count(arg: &[u8]) -> Result<usize, Error> {
 
 /// A blocking command's timeout in seconds, fractions allowed; `None` for 0 (no limit).
 pub fn timeout(arg: &[u8]) -> Result<Option<Duration>, Error> {
-    let secs = parse_strict_f64(arg)
+    let secs = parse_double(arg)
         .filter(|s| s.is_finite())
         .ok_or_else(|| Error::msg("timeout is not a float or out of range"))?;
     if secs < 0.0 {

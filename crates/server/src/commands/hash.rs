@@ -6,7 +6,7 @@ use shale_protocol::Reply;
 use super::args::{element_scan_args, int, is, random_count, scan_matches};
 use super::Context;
 use crate::error::Error;
-use crate::types::long_double::{self, Float};
+use crate::types::numbers::{classify_long_double, Float};
 
 fn field_pairs(args: &[Bytes], command: &str) -> Result<Vec<(Bytes, Bytes)>, Error> {
     if !args.len().is_multiple_of(2) {
@@ -95,7 +95,7 @@ pub fn hincrby(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 
 pub fn hincrbyfloat(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     // Redis reads the increment before it looks the hash up.
-    match long_double::classify(&args[3]) {
+    match classify_long_double(&args[3]) {
         Float::Invalid => return Err(Error::NotFloat),
         Float::Infinite => return Err(Error::msg("value is NaN or Infinity")),
         Float::Finite => {}

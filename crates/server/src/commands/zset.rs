@@ -12,15 +12,15 @@ use super::set::intercard_limit;
 use super::{block_on, Context};
 use crate::error::Error;
 use crate::server::blocking::Attempt;
+use crate::types::numbers::{parse_double, parse_range_double};
 use crate::types::set::SetOp;
-use crate::types::string::parse_strict_f64;
 use crate::types::zset::{
     Aggregate, LexBound, RangeBy, RangeSpec, ScoreBound, ScoredMember, ZaddOptions,
 };
 
 /// A score as `strtod` reads it: `inf`, `+inf`, `-inf` allowed, NaN and spaces not.
 fn score(arg: &[u8]) -> Result<f64, Error> {
-    parse_strict_f64(arg).ok_or(Error::NotFloat)
+    parse_double(arg).ok_or(Error::NotFloat)
 }
 
 /// A bound of a score range, read as Redis's `zslParseRange` reads it: `strtod` with only NaN
@@ -31,17 +31,8 @@ fn score_bound(arg: &[u8]) -> Result<ScoreBound, Error> {
         Some(rest) => (true, rest),
         None => (false, arg),
     };
-    let value = range_score(text).ok_or_else(|| Error::msg("min or max is not a float"))?;
+    let value = parse_range_double(text).ok_or_else(|| Error::msg("min or max is not a float"))?;
     Ok(ScoreBound { value, exclusive })
-}
-
-fn range_score(text: &[u8]) -> Option<f64> {
-    if text.is_empty() {
-        return Some(0.0);
-    }
-    let start = text.iter().position(|b| !b" \t\n\x0b\x0c\r".contains(b))?;
-    let value: f64 = std::str::from_utf8(&text[start..]).ok()?.parse().ok()?;
-    (!value.is_nan()).then_some(value)
 }
 
 fn lex_bound(arg: &Bytes) -> Result<LexBound, Error> {
@@ -535,9 +526,7 @@ fn combine_options(
         if op != SetOp::Diff && is(arg, "weights") && i + n < args.len() {
             parsed.weights = args[i + 1..=i + n]
                 .iter()
-                .map(|w| {
-                    parse_strict_f64(w).ok_or_else(|| Error::msg("weight value is not a float"))
-                })
+                .map(|w| parse_double(w).ok_or_else(|| Error::msg("weight value is not a float")))
                 .collect::<Result<_, _>>()?;
             i += n;
         } else if op != SetOp::Diff && is(arg, "aggregate") && i + 1 < args.len() {

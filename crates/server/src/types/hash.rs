@@ -5,7 +5,7 @@ use shale_storage::metadata::KeyKind;
 use shale_storage::Cf;
 
 use super::collection::Page;
-use super::long_double::{self, FloatError};
+use super::numbers::{add_long_doubles, FloatError};
 use super::string::parse_strict_i64;
 use super::{first_occurrences, Db};
 use crate::error::Error;
@@ -142,7 +142,7 @@ impl<'a> Db<'a> {
 
     pub fn hincrbyfloat(&self, key: &[u8], field: &[u8], increment: &[u8]) -> Result<Bytes, Error> {
         self.hupdate(key, field, |current| {
-            let text = long_double::add(current, increment).map_err(|e| match e {
+            let text = add_long_doubles(current, increment).map_err(|e| match e {
                 FloatError::CurrentNotFloat => Error::msg("hash value is not a float"),
                 FloatError::IncrementNotFloat => Error::NotFloat,
                 FloatError::NotFinite => Error::msg("increment would produce NaN or Infinity"),

@@ -15,7 +15,7 @@ pub mod hash;
 mod keys;
 pub mod list;
 mod locks;
-pub mod long_double;
+pub mod numbers;
 mod packed;
 pub mod pattern;
 mod ready;
