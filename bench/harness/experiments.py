@@ -45,7 +45,10 @@ def _row(name, detail, servers, one):
     in_turn = servers if _rows_run % 2 else list(reversed(servers))
     ran = {}
     for s in in_turn:
-        settle_compactions(s, limit=60)
+        waited = settle_compactions(s, limit=60)
+        if waited >= 60:
+            print(f"{s.name}: compactions still running after 60 s; {name} starts anyway",
+                  file=sys.stderr, flush=True)
         ran[s.name] = one(s)
     row = Row(name, detail, {s.name: ran[s.name] for s in servers if ran[s.name] is not None})
     _log(row)

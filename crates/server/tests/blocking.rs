@@ -82,6 +82,18 @@ fn timeouts_and_immediate_replies() {
         fails(&mut con, &["BLMPOP", "0", "0", "q", "LEFT"]),
         "ERR numkeys should be greater than 0"
     );
+    assert_eq!(
+        fails(&mut con, &["BLMPOP", "x", "0", "q", "LEFT"]),
+        "ERR numkeys should be greater than 0",
+        "Redis reads the timeout last"
+    );
+    // A long double, rounded up to whole milliseconds, as Redis reads timeouts.
+    let tiny: redis::Value = run(&mut con, &["BLPOP", "q", "1e-400"]);
+    assert_eq!(tiny, redis::Value::Nil);
+    assert_eq!(
+        fails(&mut con, &["BLPOP", "q", "-inf"]),
+        "ERR timeout is negative"
+    );
 }
 
 #[test]

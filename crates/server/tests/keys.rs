@@ -297,6 +297,11 @@ fn keys_scan_randomkey() {
     assert!(hashes.is_empty());
     assert_eq!(fails(&mut con, &["SCAN", "abc"]), "ERR invalid cursor");
     assert_eq!(fails(&mut con, &["SCAN", "--1"]), "ERR invalid cursor");
+    let (_, first_page): (String, Vec<String>) = run(&mut con, &["SCAN", ""]);
+    assert!(
+        !first_page.is_empty(),
+        "an empty cursor is 0, as strtoul reads it"
+    );
     assert_eq!(
         fails(&mut con, &["SCAN", "0", "COUNT", "-1"]),
         "ERR syntax error"

@@ -5,7 +5,8 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::error::Error;
-use crate::types::numbers::parse_double;
+use crate::types::now_ms;
+use crate::types::numbers::{parse_timeout_ms, TimeoutError};
 use crate::types::string::parse_strict_i64;
 
 pub fn int(arg: &[u8]) -> Result<i64, Error> {
@@ -19,16 +20,18 @@ pub fn count(arg: &[u8]) -> Result<usize, Error> {
 
 /// A blocking command's timeout in seconds, fractions allowed; `None` for 0 (no limit).
 pub fn timeout(arg: &[u8]) -> Result<Option<Duration>, Error> {
-    let secs = parse_double(arg)
-        .filter(|s| s.is_finite())
-        .ok_or_else(|| Error::msg("timeout is not a float or out of range"))?;
-    if secs < 0.0 {
-        return Err(Error::msg("timeout is negative"));
-    }
-    if secs > (i64::MAX / 1000) as f64 {
+    let ms = parse_timeout_ms(arg).map_err(|err| {
+        Error::msg(match err {
+            TimeoutError::NotFloat => "timeout is not a float or out of range",
+            TimeoutError::OutOfRange => "timeout is out of range",
+            TimeoutError::Negative => "timeout is negative",
+        })
+    })?;
+    // Redis adds it to the current time, which must not overflow either.
+    if ms > (i64::MAX as u64).saturating_sub(now_ms()) {
         return Err(Error::msg("timeout is out of range"));
     }
-    Ok((secs > 0.0).then(|| Duration::from_secs_f64(secs)))
+    Ok((ms > 0).then(|| Duration::from_millis(ms)))
 }
 
 /// Splits SINTERCARD's `numkeys key [key ...] rest...` into the keys and the rest, with
@@ -59,6 +62,22 @@ fn numkeys_value(arg: &[u8]) -> Result<usize, Error> {
         .filter(|&n| n > 0)
         .map(|n| n as usize)
         .ok_or_else(|| Error::msg("numkeys should be greater than 0"))
+}
+
+/// The `[LIMIT limit]` after the keys of SINTERCARD and ZINTERCARD; 0 means none.
+pub fn intercard_limit(rest: &[Bytes]) -> Result<usize, Error> {
+    let mut limit = 0;
+    let mut options = rest.iter();
+    // In Redis's order: each LIMIT's value is read before what follows it.
+    while let Some(option) = options.next() {
+        match options.next() {
+            Some(value) if is(option, "limit") => {
+                limit = count(value).map_err(|_| Error::msg("LIMIT can't be negative"))?;
+            }
+            _ => return Err(Error::Syntax),
+        }
+    }
+    Ok(limit)
 }
 
 /// `[COUNT count]` after the direction of LMPOP and ZMPOP, read in Redis's order.
@@ -141,9 +160,13 @@ pub fn element_scan_args(
     }
 }
 
-/// A cursor as Redis's `strtoul` reads it: a minus sign wraps around (`-1` is 2^64 - 1).
+/// A cursor as Redis's `strtoul` reads it: a minus sign wraps around (`-1` is 2^64 - 1), and
+/// an empty cursor is 0.
 fn scan_cursor(arg: &[u8]) -> Option<u64> {
     let text = std::str::from_utf8(arg).ok()?;
+    if text.is_empty() {
+        return Some(0);
+    }
     match text.strip_prefix('-') {
         Some(digits) if !digits.starts_with(['+', '-']) => {
             digits.parse::<u64>().ok().map(u64::wrapping_neg)
@@ -171,6 +194,15 @@ pub fn random_count(arg: &[u8]) -> Result<i64, Error> {
         return Err(Error::msg("value is out of range"));
     }
     Ok(n)
+}
+
+/// With WITHVALUES or WITHSCORES a reply holds two items per pick: Redis refuses counts whose
+/// double would overflow (after it has read the rest of the arguments).
+pub fn check_paired_count(count: i64) -> Result<(), Error> {
+    if count > i64::MAX / 2 {
+        return Err(Error::msg("value is out of range"));
+    }
+    Ok(())
 }
 
 /// A database index for SELECT, MOVE and COPY ... DB.

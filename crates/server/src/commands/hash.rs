@@ -3,10 +3,10 @@
 use bytes::Bytes;
 use shale_protocol::Reply;
 
-use super::args::{element_scan_args, int, is, random_count, scan_matches};
+use super::args::{check_paired_count, element_scan_args, int, is, random_count, scan_matches};
 use super::Context;
 use crate::error::Error;
-use crate::types::numbers::{classify_long_double, Float};
+use crate::types::numbers::{classify_long_double, LongDouble};
 
 fn field_pairs(args: &[Bytes], command: &str) -> Result<Vec<(Bytes, Bytes)>, Error> {
     if !args.len().is_multiple_of(2) {
@@ -96,9 +96,9 @@ pub fn hincrby(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 pub fn hincrbyfloat(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     // Redis reads the increment before it looks the hash up.
     match classify_long_double(&args[3]) {
-        Float::Invalid => return Err(Error::NotFloat),
-        Float::Infinite => return Err(Error::msg("value is NaN or Infinity")),
-        Float::Finite => {}
+        LongDouble::Invalid => return Err(Error::NotFloat),
+        LongDouble::Infinite => return Err(Error::msg("value is NaN or Infinity")),
+        LongDouble::Finite => {}
     }
     Ok(Reply::Bulk(
         ctx.db().hincrbyfloat(&args[1], &args[2], &args[3])?,
@@ -113,9 +113,8 @@ pub fn hrandfield(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error>
         Some(a) if is(a, "withvalues") && args.len() == 4 => true,
         Some(_) => return Err(Error::Syntax),
     };
-    if with_values && count.is_some_and(|n| n > i64::MAX / 2) {
-        // Redis refuses counts whose reply (field and value each) would overflow.
-        return Err(Error::msg("value is out of range"));
+    if let Some(count) = count.filter(|_| with_values) {
+        check_paired_count(count)?;
     }
     let picked = ctx.db().hrandfield(&args[1], count)?;
     let Some(_) = count else {

@@ -130,7 +130,6 @@ pub fn ltrim(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     Ok(Reply::OK)
 }
 
-/// LPOS key element [RANK rank] [COUNT num-matches] [MAXLEN len]
 /// A non-negative integer, or `message` (Redis's `getPositiveLongFromObjectOrReply`, which
 /// gives the same message for text that is no integer at all).
 fn non_negative(arg: &[u8], message: &'static str) -> Result<u64, Error> {
@@ -140,6 +139,7 @@ fn non_negative(arg: &[u8], message: &'static str) -> Result<u64, Error> {
         .ok_or_else(|| Error::msg(message))
 }
 
+/// LPOS key element [RANK rank] [COUNT num-matches] [MAXLEN len]
 pub fn lpos(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let mut options = PosOptions {
         rank: 1,
@@ -211,8 +211,7 @@ pub fn rpoplpush(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> 
     )?))
 }
 
-/// The `LEFT|RIGHT [COUNT count]` of LMPOP and BLMPOP.
-/// `LEFT|RIGHT [COUNT count]`, never empty (see [`mpop_numkeys`]).
+/// The `LEFT|RIGHT [COUNT count]` of LMPOP and BLMPOP, never empty (see [`mpop_numkeys`]).
 fn mpop_options(rest: &[Bytes]) -> Result<(End, u64), Error> {
     Ok((end(&rest[0])?, mpop_count(&rest[1..])?))
 }
@@ -289,9 +288,10 @@ pub fn brpoplpush(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error>
 
 /// BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]
 pub fn blmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let timeout = args::timeout(&args[1])?;
     let (keys, rest) = mpop_numkeys(&args[2..])?;
     let (which, count) = mpop_options(rest)?;
+    // Redis reads the timeout last.
+    let timeout = args::timeout(&args[1])?;
     let attempt: Attempt = Box::new(move |db, keys| Ok(mpop_reply(db.lmpop(keys, which, count)?)));
     block_on(ctx, keys.to_vec(), timeout, Reply::NullArray, attempt)
 }

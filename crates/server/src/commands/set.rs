@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use shale_protocol::Reply;
 
-use super::args::{count, element_scan_args, int, is, numkeys, random_count, scan_matches};
+use super::args::{element_scan_args, int, intercard_limit, numkeys, random_count, scan_matches};
 use super::hash::scan_reply;
 use super::Context;
 use crate::error::Error;
@@ -121,22 +121,6 @@ pub fn sdiffstore(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error>
 fn intercard_args(args: &[Bytes]) -> Result<(&[Bytes], usize), Error> {
     let (keys, rest) = numkeys(&args[1..])?;
     Ok((keys, intercard_limit(rest)?))
-}
-
-/// The `[LIMIT limit]` after the keys of SINTERCARD and ZINTERCARD; 0 means none.
-pub(super) fn intercard_limit(rest: &[Bytes]) -> Result<usize, Error> {
-    let mut limit = 0;
-    let mut options = rest.iter();
-    // In Redis's order: each LIMIT's value is read before what follows it.
-    while let Some(option) = options.next() {
-        match options.next() {
-            Some(value) if is(option, "limit") => {
-                limit = count(value).map_err(|_| Error::msg("LIMIT can't be negative"))?;
-            }
-            _ => return Err(Error::Syntax),
-        }
-    }
-    Ok(limit)
 }
 
 /// SINTERCARD numkeys key [key ...] [LIMIT limit]

@@ -2,6 +2,7 @@
 
 use bytes::Bytes;
 use shale_protocol::Reply;
+use shale_storage::metadata::KeyKind;
 
 use super::args::{int, is};
 use super::Context;
@@ -137,23 +138,40 @@ pub fn getdel(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 
 /// GETEX key [EX s | PX ms | EXAT ts | PXAT ts | PERSIST]
 pub fn getex(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let change = match args.len() {
-        2 => ExpiryChange::Keep,
-        3 if is(&args[2], "persist") => ExpiryChange::Clear,
-        4 => match expiry_unit(&args[2])
-            .map(|(unit_ms, absolute)| absolute_expiry(&args[3], unit_ms, absolute, "getex"))
+    // As in SET, an option may repeat but not mix with another.
+    let mut persist = false;
+    let mut expiry = None;
+    let mut i = 2;
+    while i < args.len() {
+        let arg = &args[i];
+        if is(arg, "persist") && expiry.is_none() {
+            persist = true;
+        } else if let Some(unit) = expiry_unit(arg)
+            .filter(|&unit| !persist && expiry.is_none_or(|(chosen, _)| chosen == unit))
         {
-            Some(Ok(at)) => ExpiryChange::At(at),
-            None => return Err(Error::Syntax),
-            // Redis reads the time only once it has found the key: a missing one is nil.
-            Some(Err(err)) => {
-                return match ctx.db().get(&args[1])? {
-                    Some(_) => Err(err),
-                    None => Ok(Reply::Null),
+            expiry = Some((unit, args.get(i + 1).ok_or(Error::Syntax)?));
+            i += 1;
+        } else {
+            return Err(Error::Syntax);
+        }
+        i += 1;
+    }
+    let change = match expiry {
+        None if persist => ExpiryChange::Clear,
+        None => ExpiryChange::Keep,
+        Some(((unit_ms, absolute), value)) => {
+            match absolute_expiry(value, unit_ms, absolute, "getex") {
+                Ok(at) => ExpiryChange::At(at),
+                // Redis reads the time only once it has found the key: a missing one is nil.
+                Err(err) => {
+                    return match ctx.db().key_type(&args[1])? {
+                        None => Ok(Reply::Null),
+                        Some(KeyKind::String) => Err(err),
+                        Some(_) => Err(Error::WrongType),
+                    }
                 }
             }
-        },
-        _ => return Err(Error::Syntax),
+        }
     };
     Ok(Reply::bulk_or_null(ctx.db().getex(&args[1], change)?))
 }

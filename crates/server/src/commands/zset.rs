@@ -5,10 +5,10 @@ use shale_protocol::Reply;
 use shale_storage::metadata::KeyKind;
 
 use super::args::{
-    self, element_scan_args, int, is, mpop_count, mpop_numkeys, random_count, scan_matches,
+    self, check_paired_count, element_scan_args, int, intercard_limit, is, mpop_count,
+    mpop_numkeys, random_count, scan_matches,
 };
 use super::hash::scan_reply;
-use super::set::intercard_limit;
 use super::{block_on, Context};
 use crate::error::Error;
 use crate::server::blocking::Attempt;
@@ -379,8 +379,8 @@ pub fn zpopmax(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     pop(ctx, args, true)
 }
 
-/// The `MIN|MAX [COUNT count]` of ZMPOP and BZMPOP: whether to pop the highest, and how many.
-/// `MIN|MAX [COUNT count]`, never empty (see [`mpop_numkeys`]).
+/// The `MIN|MAX [COUNT count]` of ZMPOP and BZMPOP, never empty (see [`mpop_numkeys`]):
+/// whether to pop the highest, and how many.
 fn mpop_options(rest: &[Bytes]) -> Result<(bool, u64), Error> {
     let max = if is(&rest[0], "max") {
         true
@@ -440,9 +440,10 @@ pub fn bzpopmax(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 
 /// BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]
 pub fn bzmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let timeout = args::timeout(&args[1])?;
     let (keys, rest) = mpop_numkeys(&args[2..])?;
     let (max, n) = mpop_options(rest)?;
+    // Redis reads the timeout last.
+    let timeout = args::timeout(&args[1])?;
     let attempt: Attempt = Box::new(move |db, keys| Ok(mpop_reply(db.zmpop(keys, max, n)?)));
     block_on(ctx, keys.to_vec(), timeout, Reply::NullArray, attempt)
 }
@@ -461,9 +462,8 @@ pub fn zrandmember(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error
         Some(a) if is(a, "withscores") && args.len() == 4 => true,
         Some(_) => return Err(Error::Syntax),
     };
-    if with_scores && count > i64::MAX / 2 {
-        // Redis refuses counts whose reply (member and score each) would overflow.
-        return Err(Error::msg("value is out of range"));
+    if with_scores {
+        check_paired_count(count)?;
     }
     let picked = ctx.db().zrandmember(&args[1], count)?;
     Ok(scored_reply(picked, with_scores, ctx.client.resp3))

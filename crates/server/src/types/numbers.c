@@ -4,6 +4,7 @@
  * replies match Redis's on the same platform to the last digit, hex floats included. */
 
 #include <ctype.h>
+#include <limits.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -35,6 +36,19 @@ int shale_ld_classify(const char *text, size_t len) {
     long double value;
     if (!parse_long_double(text, len, &value)) return 0;
     return isinf(value) ? 2 : 1;
+}
+
+/* A blocking command's timeout in seconds as Redis's getTimeoutFromObjectOrReply reads it,
+ * in whole milliseconds rounded up: 1 and `ms` if it is one, 0 if it is no float, 2 if it is
+ * out of range, 3 if it is negative. */
+int shale_timeout_ms(const char *text, size_t len, long long *ms) {
+    long double seconds;
+    if (!parse_long_double(text, len, &seconds)) return 0;
+    long double millis = ceill(seconds * 1000.0L);
+    if (millis > (long double)LLONG_MAX) return 2;
+    if (millis < 0) return 3;
+    *ms = (long long)millis;
+    return 1;
 }
 
 /* Writes `current + increment` (a NULL `current` is 0) to `out` as Redis prints it and
@@ -93,11 +107,15 @@ int shale_double(const char *text, size_t len, double *out) {
 }
 
 /* zslParseRange's bound: strtod up to the first NUL, refusing only NaN and text after the
- * number, so leading spaces are skipped and an empty bound is 0. */
+ * number, so leading spaces are skipped and an empty bound (which strtod reads as 0) is 0. */
 int shale_range_double(const char *text, size_t len, double *out) {
     double value;
     size_t end;
     int range;
+    if (len == 0) {
+        *out = 0;
+        return 1;
+    }
     const char *nul = memchr(text, '\0', len);
     size_t upto = nul != NULL ? (size_t)(nul - text) : len;
     if (!read_double(text, upto, &value, &end, &range)) return 0;

@@ -5,7 +5,7 @@
 //! `12345.67799999999999994`, and `1e400` is a float. Rust has no `long double`, and its float
 //! parser knows no hex floats (`0x1p3`), which `strtod` reads.
 
-use std::os::raw::{c_char, c_int, c_long};
+use std::os::raw::{c_char, c_int, c_long, c_longlong};
 
 extern "C" {
     fn shale_ld_classify(text: *const c_char, len: usize) -> c_int;
@@ -18,6 +18,7 @@ extern "C" {
         out_len: usize,
     ) -> c_long;
     fn shale_double(text: *const c_char, len: usize, out: *mut f64) -> c_int;
+    fn shale_timeout_ms(text: *const c_char, len: usize, ms: *mut c_longlong) -> c_int;
     fn shale_range_double(text: *const c_char, len: usize, out: *mut f64) -> c_int;
 }
 
@@ -41,24 +42,46 @@ pub fn parse_range_double(text: &[u8]) -> Option<f64> {
     (ok == 1).then_some(value)
 }
 
+/// Why a blocking command's timeout is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeoutError {
+    NotFloat,
+    OutOfRange,
+    Negative,
+}
+
+/// A blocking command's timeout in seconds, as Redis's `getTimeoutFromObjectOrReply` reads it:
+/// a `long double`, in milliseconds rounded up (so `-0.0001` is 0, no limit).
+pub fn parse_timeout_ms(text: &[u8]) -> Result<u64, TimeoutError> {
+    let mut ms: c_longlong = 0;
+    // SAFETY: `text` is read within its length, `ms` is a live integer the call writes.
+    match unsafe { shale_timeout_ms(text.as_ptr().cast(), text.len(), &mut ms) } {
+        1 => u64::try_from(ms).map_err(|_| TimeoutError::Negative),
+        2 => Err(TimeoutError::OutOfRange),
+        3 => Err(TimeoutError::Negative),
+        _ => Err(TimeoutError::NotFloat),
+    }
+}
+
 /// Room for the longest sum (`%.17Lf` of the largest `long double`), as Redis's
 /// `MAX_LONG_DOUBLE_CHARS`.
 const OUT_LIMIT: usize = 5 * 1024;
 
 /// What a text is as a Redis `long double` (`string2ld`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Float {
+pub enum LongDouble {
     Invalid,
     Finite,
     Infinite,
 }
 
-pub fn classify_long_double(text: &[u8]) -> Float {
+/// Whether `text` is a `long double` as Redis reads one, and a finite one.
+pub fn classify_long_double(text: &[u8]) -> LongDouble {
     // SAFETY: the pointer and length describe `text`, which the call only reads.
     match unsafe { shale_ld_classify(text.as_ptr().cast(), text.len()) } {
-        1 => Float::Finite,
-        2 => Float::Infinite,
-        _ => Float::Invalid,
+        1 => LongDouble::Finite,
+        2 => LongDouble::Infinite,
+        _ => LongDouble::Invalid,
     }
 }
 
@@ -73,7 +96,7 @@ pub enum FloatError {
 /// `current + increment` (a missing `current` is 0) in `long double`, as Redis stores and
 /// replies it.
 pub fn add_long_doubles(current: Option<&[u8]>, increment: &[u8]) -> Result<String, FloatError> {
-    let mut out = vec![0u8; OUT_LIMIT];
+    let mut out = [0u8; OUT_LIMIT];
     let (current_ptr, current_len) =
         current.map_or((std::ptr::null(), 0), |c| (c.as_ptr(), c.len()));
     // SAFETY: every pointer and length describes a live buffer; the C side reads the inputs
@@ -91,12 +114,13 @@ pub fn add_long_doubles(current: Option<&[u8]>, increment: &[u8]) -> Result<Stri
     match len {
         -1 => Err(FloatError::CurrentNotFloat),
         -2 => Err(FloatError::IncrementNotFloat),
-        len if len < 0 => Err(FloatError::NotFinite),
-        len => {
-            out.truncate(len as usize);
-            // printf wrote digits, a sign and a point only.
-            Ok(String::from_utf8_lossy(&out).into_owned())
-        }
+        -3 => Err(FloatError::NotFinite),
+        // printf wrote digits, a sign and a point only.
+        len => match usize::try_from(len) {
+            Ok(len) => Ok(String::from_utf8_lossy(&out[..len]).into_owned()),
+            // Too long for OUT_LIMIT, which holds the longest finite long double: never.
+            Err(_) => Err(FloatError::NotFinite),
+        },
     }
 }
 
@@ -115,13 +139,21 @@ mod tests {
         assert_eq!(sum("5.0e3", "2.0e2").as_deref(), Ok("5200"));
         assert_eq!(sum("3", "-3").as_deref(), Ok("0"));
         assert_eq!(sum("0", "-0.0000001").as_deref(), Ok("-0.0000001"));
+        assert_eq!(sum("0", "5e-18").as_deref(), Ok("0"));
+        assert_eq!(sum("0x10", "1").as_deref(), Ok("17"), "strtold reads hex");
+    }
+
+    /// What x86-64's 80-bit `long double` gives, as Redis does there.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn extended_precision_shows_as_in_redis() {
         assert_eq!(
             add_long_doubles(None, b"12345.678").as_deref(),
             Ok("12345.67799999999999994")
         );
-        assert_eq!(sum("0", "5e-18").as_deref(), Ok("0"));
-        assert_eq!(sum("0x10", "1").as_deref(), Ok("17"), "strtold reads hex");
         assert!(sum("1e300", "1").is_ok_and(|s| s.len() == 301));
+        assert_eq!(sum("1e4932", "1e4932"), Err(FloatError::NotFinite));
+        assert_eq!(classify_long_double(b"1e400"), LongDouble::Finite);
     }
 
     #[test]
@@ -178,16 +210,14 @@ mod tests {
         assert_eq!(sum("1", " 1"), Err(FloatError::IncrementNotFloat));
         assert_eq!(sum("1", "1e-5000"), Err(FloatError::IncrementNotFloat));
         assert_eq!(sum("1", "inf"), Err(FloatError::NotFinite));
-        assert_eq!(sum("1e4932", "1e4932"), Err(FloatError::NotFinite));
-        assert_eq!(classify_long_double(b"1e400"), Float::Finite);
-        assert_eq!(classify_long_double(b"-Infinity"), Float::Infinite);
-        assert_eq!(classify_long_double(b"nan"), Float::Invalid);
-        assert_eq!(classify_long_double(b""), Float::Invalid);
+        assert_eq!(classify_long_double(b"-Infinity"), LongDouble::Infinite);
+        assert_eq!(classify_long_double(b"nan"), LongDouble::Invalid);
+        assert_eq!(classify_long_double(b""), LongDouble::Invalid);
         assert_eq!(
             classify_long_double(b"1\0"),
-            Float::Invalid,
+            LongDouble::Invalid,
             "all of it must be the number"
         );
-        assert_eq!(classify_long_double(b"\0"), Float::Invalid);
+        assert_eq!(classify_long_double(b"\0"), LongDouble::Invalid);
     }
 }
