@@ -1,6 +1,7 @@
 //! Numbers as Redis reads and prints them, through the C library Redis uses (`numbers.c`):
-//! scores and weights are read by `strtod` ([`parse_double`], [`parse_range_double`]), and
-//! INCRBYFLOAT and HINCRBYFLOAT add in C's `long double`, printed with `%.17Lf` and trailing
+//! scores and weights are read by `strtod` ([`parse_double`], [`parse_range_double`]),
+//! timeouts as `long double` seconds ([`parse_timeout_ms`]), and INCRBYFLOAT and HINCRBYFLOAT
+//! add in C's `long double`, printed with `%.17Lf` and trailing
 //! zeros trimmed, so `0.1 + 0.2` reads back as `0.3` but `12345.678` as
 //! `12345.67799999999999994`, and `1e400` is a float. Rust has no `long double`, and its float
 //! parser knows no hex floats (`0x1p3`), which `strtod` reads.
