@@ -1,8 +1,7 @@
 /* Numbers as Redis 7.0 reads and prints them, with the C library it uses: `strtod` for
  * scores and weights (getDoubleFromObject, zslParseRange) and `long double` for timeouts,
  * INCRBYFLOAT and HINCRBYFLOAT (string2ld, ld2string with LD_STR_HUMAN), which Rust does not
- * have. So
- * replies match Redis's on the same platform to the last digit, hex floats included. */
+ * have. So replies match Redis's on the same platform to the last digit, hex floats included. */
 
 #include <ctype.h>
 #include <limits.h>
