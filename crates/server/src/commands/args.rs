@@ -146,16 +146,16 @@ pub fn scan_args<'a>(args: &'a [Bytes], allow_type: bool) -> Result<ScanArgs<'a>
     Ok(parsed)
 }
 
-/// The arguments of HSCAN, SSCAN and ZSCAN, in Redis's order: the cursor, then the key (whose
-/// `size` is 0 if it is missing, WRONGTYPE if it has another type), then the options; `None`
-/// when the key is missing and the options are bad, which Redis answers with an empty page.
+/// The arguments of HSCAN, SSCAN and ZSCAN, in Redis's order: the cursor, then the key
+/// (`exists` is WRONGTYPE if it has another type), then the options; `None` when the key is
+/// missing and the options are bad, which Redis answers with an empty page.
 pub fn element_scan_args(
     args: &[Bytes],
-    size: impl FnOnce() -> Result<i64, Error>,
+    exists: impl FnOnce() -> Result<bool, Error>,
 ) -> Result<Option<ScanArgs<'_>>, Error> {
     match scan_args(args, false) {
         Ok(parsed) => Ok(Some(parsed)),
-        Err(err) if scan_cursor(&args[0]).is_none() || size()? > 0 => Err(err),
+        Err(err) if scan_cursor(&args[0]).is_none() || exists()? => Err(err),
         Err(_) => Ok(None),
     }
 }

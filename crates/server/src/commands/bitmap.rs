@@ -50,7 +50,7 @@ pub fn getbit(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 pub fn bitcount(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let range = match count_range(args) {
         Ok(range) => range,
-        Err(err) if holds_string(ctx, &args[1])? => return Err(err),
+        Err(err) if ctx.db().exists_as(&args[1], &[KeyKind::String])? => return Err(err),
         Err(_) => return Ok(Reply::Integer(0)),
     };
     Ok(Reply::Integer(ctx.db().bitcount(&args[1], range)? as i64))
@@ -65,7 +65,7 @@ pub fn bitpos(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     };
     let (start, end, unit) = match pos_range(args) {
         Ok(range) => range,
-        Err(err) if holds_string(ctx, &args[1])? => return Err(err),
+        Err(err) if ctx.db().exists_as(&args[1], &[KeyKind::String])? => return Err(err),
         Err(_) => return Ok(Reply::Integer(if target { -1 } else { 0 })),
     };
     Ok(Reply::Integer(
@@ -99,17 +99,6 @@ fn pos_range(args: &[Bytes]) -> Result<PosRange, Error> {
     let unit = unit(args.get(5))?;
     let end = args.get(4).map(|a| int(a)).transpose()?;
     Ok((start, end, unit))
-}
-
-/// Whether `key` holds a string (WRONGTYPE if it holds something else). Redis looks the key
-/// up before it reads BITCOUNT's and BITPOS's range, so a missing key answers whatever the
-/// range says; checked only once the range turned out bad.
-fn holds_string(ctx: &mut Context<'_>, key: &[u8]) -> Result<bool, Error> {
-    match ctx.db().key_type(key)? {
-        None => Ok(false),
-        Some(KeyKind::String) => Ok(true),
-        Some(_) => Err(Error::WrongType),
-    }
 }
 
 /// BITOP AND | OR | XOR | NOT destkey key [key ...]

@@ -2,6 +2,7 @@
 
 use bytes::Bytes;
 use shale_protocol::Reply;
+use shale_storage::metadata::KeyKind;
 
 use super::args::{check_paired_count, element_scan_args, int, is, random_count, scan_matches};
 use super::Context;
@@ -148,7 +149,8 @@ pub(super) fn scan_reply(cursor: u64, items: Vec<Reply>) -> Reply {
 /// HSCAN key cursor [MATCH pattern] [COUNT count]
 pub fn hscan(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let db = ctx.db();
-    let Some(options) = element_scan_args(&args[2..], || db.hlen(&args[1]))? else {
+    let Some(options) = element_scan_args(&args[2..], || db.exists_as(&args[1], &[KeyKind::Hash]))?
+    else {
         return Ok(scan_reply(0, Vec::new()));
     };
     let after = db.element_cursor(&args[1], options.cursor);

@@ -2,6 +2,7 @@
 
 use bytes::Bytes;
 use shale_protocol::Reply;
+use shale_storage::metadata::KeyKind;
 
 use super::args::{self, int, is, mpop_count, mpop_numkeys};
 use super::{block_on, Context};
@@ -86,7 +87,7 @@ pub fn lindex(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let index = match int(&args[2]) {
         Ok(index) => index,
         // Redis looks the key up first: a missing key is nil whatever the index says.
-        Err(err) if ctx.db().llen(&args[1])? > 0 => return Err(err),
+        Err(err) if ctx.db().exists_as(&args[1], &[KeyKind::List])? => return Err(err),
         Err(_) => return Ok(Reply::Null),
     };
     Ok(Reply::bulk_or_null(ctx.db().lindex(&args[1], index)?))
@@ -96,7 +97,7 @@ pub fn lset(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let index = match int(&args[2]) {
         Ok(index) => index,
         // Redis looks the key up first.
-        Err(err) if ctx.db().llen(&args[1])? > 0 => return Err(err),
+        Err(err) if ctx.db().exists_as(&args[1], &[KeyKind::List])? => return Err(err),
         Err(_) => return Err(Error::NoSuchKey),
     };
     ctx.db().lset(&args[1], index, &args[3])?;

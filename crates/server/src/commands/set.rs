@@ -2,6 +2,7 @@
 
 use bytes::Bytes;
 use shale_protocol::Reply;
+use shale_storage::metadata::KeyKind;
 
 use super::args::{element_scan_args, int, intercard_limit, numkeys, random_count, scan_matches};
 use super::hash::scan_reply;
@@ -132,7 +133,8 @@ pub fn sintercard(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error>
 /// SSCAN key cursor [MATCH pattern] [COUNT count]
 pub fn sscan(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let db = ctx.db();
-    let Some(options) = element_scan_args(&args[2..], || db.scard(&args[1]))? else {
+    let Some(options) = element_scan_args(&args[2..], || db.exists_as(&args[1], &[KeyKind::Set]))?
+    else {
         return Ok(scan_reply(0, Vec::new()));
     };
     let after = db.element_cursor(&args[1], options.cursor);

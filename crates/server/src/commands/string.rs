@@ -163,13 +163,8 @@ pub fn getex(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
             match absolute_expiry(value, unit_ms, absolute, "getex") {
                 Ok(at) => ExpiryChange::At(at),
                 // Redis reads the time only once it has found the key: a missing one is nil.
-                Err(err) => {
-                    return match ctx.db().key_type(&args[1])? {
-                        None => Ok(Reply::Null),
-                        Some(KeyKind::String) => Err(err),
-                        Some(_) => Err(Error::WrongType),
-                    }
-                }
+                Err(err) if ctx.db().exists_as(&args[1], &[KeyKind::String])? => return Err(err),
+                Err(_) => return Ok(Reply::Null),
             }
         }
     };

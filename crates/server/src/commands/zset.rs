@@ -554,10 +554,7 @@ fn combine_options(
 /// Fails with WRONGTYPE if one of `keys` is neither a sorted set nor a set.
 fn check_sources(ctx: &mut Context<'_>, keys: &[Bytes]) -> Result<(), Error> {
     for key in keys {
-        match ctx.db().key_type(key)? {
-            None | Some(KeyKind::ZSet | KeyKind::Set) => {}
-            Some(_) => return Err(Error::WrongType),
-        }
+        ctx.db().exists_as(key, &[KeyKind::ZSet, KeyKind::Set])?;
     }
     Ok(())
 }
@@ -636,7 +633,8 @@ pub fn zintercard(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error>
 /// ZSCAN key cursor [MATCH pattern] [COUNT count]
 pub fn zscan(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let db = ctx.db();
-    let Some(options) = element_scan_args(&args[2..], || db.zcard(&args[1]))? else {
+    let Some(options) = element_scan_args(&args[2..], || db.exists_as(&args[1], &[KeyKind::ZSet]))?
+    else {
         return Ok(scan_reply(0, Vec::new()));
     };
     let after = db.element_cursor(&args[1], options.cursor);

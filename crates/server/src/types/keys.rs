@@ -68,6 +68,15 @@ impl<'a> Db<'a> {
         Ok(self.live_meta(key)?.map(|m| m.kind))
     }
 
+    /// Whether `key` exists, and WRONGTYPE if it is not one of `kinds`: for commands that, as
+    /// in Redis, look their key up before they read the rest of their arguments.
+    pub fn exists_as(&self, key: &[u8], kinds: &[KeyKind]) -> Result<bool, Error> {
+        match self.key_type(key)? {
+            Some(kind) if !kinds.contains(&kind) => Err(Error::WrongType),
+            found => Ok(found.is_some()),
+        }
+    }
+
     /// The absolute expiry of `key`: `None` if missing, `Some(0)` if it has none.
     pub fn expire_at(&self, key: &[u8]) -> Result<Option<u64>, Error> {
         Ok(self.live_meta(key)?.map(|m| m.expire_at))
