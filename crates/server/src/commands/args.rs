@@ -18,6 +18,28 @@ pub fn count(arg: &[u8]) -> Result<usize, Error> {
     usize::try_from(int(arg)?).map_err(|_| Error::NotInteger)
 }
 
+/// A non-negative integer, or `message` also for text that is no integer at all, as Redis's
+/// `getPositiveLongFromObjectOrReply` answers.
+pub fn non_negative(arg: &[u8], message: &'static str) -> Result<u64, Error> {
+    int(arg)
+        .ok()
+        .and_then(|n| u64::try_from(n).ok())
+        .ok_or_else(|| Error::msg(message))
+}
+
+/// An integer above 0, or `message` also for text that is no integer at all.
+pub fn positive(arg: &[u8], message: &'static str) -> Result<u64, Error> {
+    non_negative(arg, message)
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| Error::msg(message))
+}
+
+/// The count of LPOP, RPOP, SPOP, ZPOPMIN and ZPOPMAX, with Redis's message.
+pub fn pop_count(arg: &[u8]) -> Result<u64, Error> {
+    non_negative(arg, "value is out of range, must be positive")
+}
+
 /// A blocking command's timeout in seconds, fractions allowed; `None` for 0 (no limit).
 pub fn timeout(arg: &[u8]) -> Result<Option<Duration>, Error> {
     let ms = parse_timeout_ms(arg).map_err(|err| {
@@ -57,11 +79,7 @@ pub fn mpop_numkeys(args: &[Bytes]) -> Result<(&[Bytes], &[Bytes]), Error> {
 }
 
 fn numkeys_value(arg: &[u8]) -> Result<usize, Error> {
-    int(arg)
-        .ok()
-        .filter(|&n| n > 0)
-        .map(|n| n as usize)
-        .ok_or_else(|| Error::msg("numkeys should be greater than 0"))
+    Ok(positive(arg, "numkeys should be greater than 0")? as usize)
 }
 
 /// The `[LIMIT limit]` after the keys of SINTERCARD and ZINTERCARD; 0 means none.
@@ -87,11 +105,7 @@ pub fn mpop_count(rest: &[Bytes]) -> Result<u64, Error> {
     while let Some(option) = options.next() {
         match options.next() {
             Some(n) if count.is_none() && is(option, "count") => {
-                let n = int(n)
-                    .ok()
-                    .filter(|&n| n > 0)
-                    .ok_or_else(|| Error::msg("count should be greater than 0"))?;
-                count = Some(n as u64);
+                count = Some(positive(n, "count should be greater than 0")?);
             }
             _ => return Err(Error::Syntax),
         }

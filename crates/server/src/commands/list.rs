@@ -4,7 +4,7 @@ use bytes::Bytes;
 use shale_protocol::Reply;
 use shale_storage::metadata::KeyKind;
 
-use super::args::{self, int, is, mpop_count, mpop_numkeys};
+use super::args::{self, int, is, mpop_count, mpop_numkeys, non_negative, pop_count};
 use super::{block_on, Context};
 use crate::error::Error;
 use crate::server::blocking::Attempt;
@@ -40,16 +40,11 @@ pub fn rpushx(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     push(ctx, args, End::Right, true)
 }
 
-fn positive_count(arg: &[u8]) -> Result<u64, Error> {
-    let n = int(arg).map_err(|_| Error::msg("value is out of range, must be positive"))?;
-    u64::try_from(n).map_err(|_| Error::msg("value is out of range, must be positive"))
-}
-
 /// LPOP/RPOP key [count]
 fn pop(ctx: &mut Context<'_>, args: &[Bytes], end: End) -> Result<Reply, Error> {
     let count = match args.len() {
         2 => None,
-        3 => Some(positive_count(&args[2])?),
+        3 => Some(pop_count(&args[2])?),
         _ => {
             return Err(Error::WrongArity(
                 String::from_utf8_lossy(&args[0]).to_ascii_lowercase(),
@@ -129,15 +124,6 @@ pub fn lrem(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 pub fn ltrim(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     ctx.db().ltrim(&args[1], int(&args[2])?, int(&args[3])?)?;
     Ok(Reply::OK)
-}
-
-/// A non-negative integer, or `message` (Redis's `getPositiveLongFromObjectOrReply`, which
-/// gives the same message for text that is no integer at all).
-fn non_negative(arg: &[u8], message: &'static str) -> Result<u64, Error> {
-    int(arg)
-        .ok()
-        .and_then(|n| u64::try_from(n).ok())
-        .ok_or_else(|| Error::msg(message))
 }
 
 /// LPOS key element [RANK rank] [COUNT num-matches] [MAXLEN len]

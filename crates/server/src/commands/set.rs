@@ -4,7 +4,9 @@ use bytes::Bytes;
 use shale_protocol::Reply;
 use shale_storage::metadata::KeyKind;
 
-use super::args::{element_scan_args, int, intercard_limit, numkeys, random_count, scan_matches};
+use super::args::{
+    element_scan_args, intercard_limit, numkeys, pop_count, random_count, scan_matches,
+};
 use super::hash::scan_reply;
 use super::Context;
 use crate::error::Error;
@@ -51,13 +53,7 @@ pub fn spop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         None => Ok(Reply::bulk_or_null(
             ctx.db().spop(&args[1], 1)?.into_iter().next(),
         )),
-        Some(n) if args.len() == 3 => {
-            let n = int(n)
-                .ok()
-                .filter(|&n| n >= 0)
-                .ok_or_else(|| Error::msg("value is out of range, must be positive"))?;
-            Ok(members(ctx.db().spop(&args[1], n as u64)?))
-        }
+        Some(n) if args.len() == 3 => Ok(members(ctx.db().spop(&args[1], pop_count(n)?)?)),
         Some(_) => Err(Error::Syntax),
     }
 }

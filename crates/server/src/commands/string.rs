@@ -42,15 +42,51 @@ fn expiry_unit(option: &[u8]) -> Option<(i64, bool)> {
     }
 }
 
+/// The expiry options of SET and GETEX as Redis reads them: EX, PX, EXAT or PXAT may repeat
+/// (the last value counts) but not mix with each other or with the command's option for no
+/// time (KEEPTTL, PERSIST); the time itself is read once every option has been.
+#[derive(Default)]
+struct ExpiryArgs<'a> {
+    /// The unit (ms) and absoluteness of EX/PX/EXAT/PXAT, and the time's argument.
+    timed: Option<((i64, bool), &'a Bytes)>,
+    untimed: bool,
+}
+
+impl<'a> ExpiryArgs<'a> {
+    /// Reads the expiry option at `args[i]`, if it is one: how many arguments it took, 0 if
+    /// it is another word.
+    fn read(&mut self, args: &'a [Bytes], i: usize, untimed: &str) -> Result<usize, Error> {
+        if is(&args[i], untimed) && self.timed.is_none() {
+            self.untimed = true;
+            return Ok(1);
+        }
+        match expiry_unit(&args[i]) {
+            Some(unit) if !self.untimed && self.timed.is_none_or(|(chosen, _)| chosen == unit) => {
+                self.timed = Some((unit, args.get(i + 1).ok_or(Error::Syntax)?));
+                Ok(2)
+            }
+            _ => Ok(0),
+        }
+    }
+
+    /// The absolute time of EX/PX/EXAT/PXAT, if one was given; `command` names it in errors.
+    fn at(&self, command: &'static str) -> Option<Result<i64, Error>> {
+        self.timed
+            .map(|((unit_ms, absolute), value)| absolute_expiry(value, unit_ms, absolute, command))
+    }
+}
+
 /// SET key value [NX | XX] [GET] [EX s | PX ms | EXAT ts | PXAT ts | KEEPTTL]
 pub fn set(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let mut options = SetOptions::default();
-    // As in Redis, an expiry option may be repeated (the last value counts) but not mixed
-    // with another one.
-    let mut keep_ttl = false;
-    let mut expiry = None;
+    let mut expiry = ExpiryArgs::default();
     let mut i = 3;
     while i < args.len() {
+        let taken = expiry.read(args, i, "keepttl")?;
+        if taken > 0 {
+            i += taken;
+            continue;
+        }
         let arg = &args[i];
         if is(arg, "nx") && options.condition != SetCondition::IfPresent {
             options.condition = SetCondition::IfAbsent;
@@ -58,22 +94,16 @@ pub fn set(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
             options.condition = SetCondition::IfPresent;
         } else if is(arg, "get") {
             options.get = true;
-        } else if is(arg, "keepttl") && expiry.is_none() {
-            options.expiry = ExpiryChange::Keep;
-            keep_ttl = true;
-        } else if let Some(unit) = expiry_unit(arg)
-            .filter(|&unit| !keep_ttl && expiry.is_none_or(|(chosen, _)| chosen == unit))
-        {
-            expiry = Some((unit, args.get(i + 1).ok_or(Error::Syntax)?));
-            i += 1;
         } else {
             return Err(Error::Syntax);
         }
         i += 1;
     }
-    // Redis reads the time once it has read every option.
-    if let Some(((unit_ms, absolute), value)) = expiry {
-        options.expiry = ExpiryChange::At(absolute_expiry(value, unit_ms, absolute, "set")?);
+    if expiry.untimed {
+        options.expiry = ExpiryChange::Keep;
+    }
+    if let Some(at) = expiry.at("set") {
+        options.expiry = ExpiryChange::At(at?);
     }
     let outcome = ctx.db().set(&args[1], args[2].clone(), options)?;
     Ok(if options.get {
@@ -138,35 +168,21 @@ pub fn getdel(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 
 /// GETEX key [EX s | PX ms | EXAT ts | PXAT ts | PERSIST]
 pub fn getex(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    // As in SET, an option may repeat but not mix with another.
-    let mut persist = false;
-    let mut expiry = None;
+    let mut expiry = ExpiryArgs::default();
     let mut i = 2;
     while i < args.len() {
-        let arg = &args[i];
-        if is(arg, "persist") && expiry.is_none() {
-            persist = true;
-        } else if let Some(unit) = expiry_unit(arg)
-            .filter(|&unit| !persist && expiry.is_none_or(|(chosen, _)| chosen == unit))
-        {
-            expiry = Some((unit, args.get(i + 1).ok_or(Error::Syntax)?));
-            i += 1;
-        } else {
-            return Err(Error::Syntax);
+        match expiry.read(args, i, "persist")? {
+            0 => return Err(Error::Syntax),
+            taken => i += taken,
         }
-        i += 1;
     }
-    let change = match expiry {
-        None if persist => ExpiryChange::Clear,
+    let change = match expiry.at("getex") {
+        None if expiry.untimed => ExpiryChange::Clear,
         None => ExpiryChange::Keep,
-        Some(((unit_ms, absolute), value)) => {
-            match absolute_expiry(value, unit_ms, absolute, "getex") {
-                Ok(at) => ExpiryChange::At(at),
-                // Redis reads the time only once it has found the key: a missing one is nil.
-                Err(err) if ctx.db().exists_as(&args[1], &[KeyKind::String])? => return Err(err),
-                Err(_) => return Ok(Reply::Null),
-            }
-        }
+        Some(Ok(at)) => ExpiryChange::At(at),
+        // Redis reads the time only once it has found the key: a missing one is nil.
+        Some(Err(err)) if ctx.db().exists_as(&args[1], &[KeyKind::String])? => return Err(err),
+        Some(Err(_)) => return Ok(Reply::Null),
     };
     Ok(Reply::bulk_or_null(ctx.db().getex(&args[1], change)?))
 }

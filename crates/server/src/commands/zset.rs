@@ -6,7 +6,7 @@ use shale_storage::metadata::KeyKind;
 
 use super::args::{
     self, check_paired_count, element_scan_args, int, intercard_limit, is, mpop_count,
-    mpop_numkeys, random_count, scan_matches,
+    mpop_numkeys, pop_count, random_count, scan_matches,
 };
 use super::hash::scan_reply;
 use super::{block_on, Context};
@@ -351,12 +351,7 @@ pub fn zremrangebylex(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Er
 fn pop(ctx: &mut Context<'_>, args: &[Bytes], max: bool) -> Result<Reply, Error> {
     let n = match args.get(2) {
         None => None,
-        Some(n) if args.len() == 3 => Some(
-            int(n)
-                .ok()
-                .and_then(|n| u64::try_from(n).ok())
-                .ok_or_else(|| Error::msg("value is out of range, must be positive"))?,
-        ),
+        Some(n) if args.len() == 3 => Some(pop_count(n)?),
         Some(_) => return Err(Error::Syntax),
     };
     let popped = ctx.db().zpop(&args[1], max, n.unwrap_or(1))?;
