@@ -237,28 +237,10 @@ impl Engine for RocksEngine {
             // A batched read of one key costs more than a plain one.
             return Ok(vec![self.get(cf, only)?]);
         }
-        let Some(cache) = self.meta_cache_for(cf) else {
-            return self.read_many(cf, keys.iter());
-        };
-        let mut values = Vec::with_capacity(keys.len());
-        let mut misses = Vec::new();
-        for (at, key) in keys.iter().enumerate() {
-            match cache.get(key) {
-                Ok(value) => values.push(Some(value)),
-                Err(miss) => {
-                    values.push(None);
-                    misses.push((at, miss));
-                }
-            }
-        }
-        let read = self.read_many(cf, misses.iter().map(|(at, _)| &keys[*at]))?;
-        for ((at, miss), value) in misses.into_iter().zip(read) {
-            if let Some(value) = &value {
-                cache.fill(miss, &keys[at], value);
-            }
-            values[at] = value;
-        }
-        Ok(values)
+        // Past the metadata cache: one batched read answers every key from one snapshot, so
+        // a reader (MGET) sees all of a transaction's writes or none, while the cache takes a
+        // write's records one at a time after it.
+        self.read_many(cf, keys.iter())
     }
 
     fn write(&self, batch: WriteBatch) -> Result<(), StorageError> {
