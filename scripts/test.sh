@@ -14,8 +14,8 @@ if ! "$SHALE_VENV/bin/python" -c 'import redis' 2>/dev/null; then
     if ! python3 -m venv "$SHALE_VENV" 2>/dev/null; then
         SUDO=""
         if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-        $SUDO apt-get update -qq
-        $SUDO apt-get install -y -qq python3-venv >/dev/null
+        $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
+        $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq python3-venv >/dev/null
         python3 -m venv "$SHALE_VENV"
     fi
     "$SHALE_VENV/bin/pip" install -q redis
