@@ -6,11 +6,16 @@
 //! answers those reads from a hash table instead. It holds only records that were read and
 //! found; writes update or drop what it holds, so it never shows a value older than RocksDB's.
 //!
+//! A write takes the records it changes out of the cache before it writes RocksDB and puts the
+//! new values back after, so a record is cached only while no write to it is under way: a
+//! reader never finds an older value here than RocksDB shows, and a read of several keys that
+//! finds them all cached at one moment sees one state of the database.
+//!
 //! A read that misses fills the cache after it has read RocksDB, and a write may land in
 //! between. Each shard therefore counts the writes it has seen, and a fill goes in only if
 //! none came since the read began.
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use quick_cache::unsync::Cache;
 use quick_cache::Weighter;
 
@@ -30,6 +35,9 @@ struct Shard {
     entries: Cache<Vec<u8>, Vec<u8>, EntryWeight>,
     /// Writes that touched this shard so far.
     writes: u64,
+    /// Writes between [`MetaCache::withdraw`] and [`MetaCache::written`]: no read fills the
+    /// shard meanwhile, as it may have read RocksDB before or after the write landed.
+    in_flight: u32,
     hits: u64,
     misses: u64,
 }
@@ -74,6 +82,7 @@ impl MetaCache {
                         EntryWeight,
                     ),
                     writes: 0,
+                    in_flight: 0,
                     hits: 0,
                     misses: 0,
                 })
@@ -106,40 +115,107 @@ impl MetaCache {
         })
     }
 
+    /// The cached records of all `keys`, read at one moment (every shard they fall in locked
+    /// at once), or a [`Miss`] per key if any of them is not cached.
+    pub fn get_all(&self, keys: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, Vec<Miss>> {
+        let indexes: Vec<usize> = keys.iter().map(|key| self.shard_of(key)).collect();
+        let mut order = indexes.clone();
+        order.sort_unstable();
+        order.dedup();
+        // Ascending, as no other holder of a shard lock takes a second one.
+        let mut locked: Vec<(usize, MutexGuard<'_, Shard>)> = order
+            .into_iter()
+            .map(|index| (index, self.shards[index].lock()))
+            .collect();
+        fn shard<'a, 'g>(
+            locked: &'a mut [(usize, MutexGuard<'g, Shard>)],
+            index: usize,
+        ) -> &'a mut Shard {
+            let at = locked.partition_point(|(i, _)| *i < index);
+            &mut locked[at].1
+        }
+        let mut values = Vec::with_capacity(keys.len());
+        for (key, &index) in keys.iter().zip(&indexes) {
+            match shard(&mut locked, index).entries.get(key) {
+                Some(value) => values.push(value.clone()),
+                None => break,
+            }
+        }
+        if values.len() == keys.len() {
+            for &index in &indexes {
+                shard(&mut locked, index).hits += 1;
+            }
+            return Ok(values);
+        }
+        Err(indexes
+            .iter()
+            .map(|&index| {
+                let shard = shard(&mut locked, index);
+                shard.misses += 1;
+                Miss {
+                    shard: index,
+                    writes_seen: shard.writes,
+                }
+            })
+            .collect())
+    }
+
     /// Caches what a read that missed found, unless a write came to the shard meanwhile.
     pub fn fill(&self, miss: Miss, key: &[u8], value: &[u8]) {
         if value.len() > VALUE_LIMIT {
             return;
         }
         let mut shard = self.shards[miss.shard].lock();
-        if shard.writes == miss.writes_seen {
+        if shard.writes == miss.writes_seen && shard.in_flight == 0 {
             shard.entries.insert(key.to_vec(), value.to_vec());
         }
     }
 
-    /// Notes a written record: `Some(value)` for a put, `None` for a delete or any other
-    /// change. A cached record takes the new value; one not cached stays out.
-    pub fn written(&self, key: &[u8], value: Option<Vec<u8>>) {
+    /// Takes out the record of `key` before a write changes it; returns whether it was cached,
+    /// for [`MetaCache::written`]. No read fills the shard until then. Two writes of one record
+    /// never overlap: writers hold the key's lock, and counters are only ever dropped.
+    pub fn withdraw(&self, key: &[u8]) -> bool {
         let mut shard = self.shards[self.shard_of(key)].lock();
         shard.writes += 1;
-        let Some(mut cached) = shard.entries.peek_mut(key) else {
-            return;
-        };
+        shard.in_flight += 1;
+        shard.entries.remove(key).is_some()
+    }
+
+    /// Notes a written record, [withdrawn](MetaCache::withdraw) before the write: `Some(value)`
+    /// for a put, `None` for a delete or any other change, or a failed write. A record that was
+    /// cached comes back with its new value; one that was not stays out, even if an earlier op
+    /// of the same batch put it back.
+    pub fn written(&self, key: &[u8], value: Option<Vec<u8>>, was_cached: bool) {
+        let mut shard = self.shards[self.shard_of(key)].lock();
+        shard.writes += 1;
+        shard.in_flight -= 1;
         match value {
-            // In place: the cache re-weighs the entry when `cached` drops.
-            Some(value) if value.len() <= VALUE_LIMIT => *cached = value,
+            Some(value) if was_cached && value.len() <= VALUE_LIMIT => {
+                shard.entries.insert(key.to_vec(), value);
+            }
             _ => {
-                drop(cached);
                 shard.entries.remove(key);
             }
         }
     }
 
-    /// Drops everything, for writes that change records by range.
-    pub fn clear(&self) {
+    /// [`MetaCache::withdraw`] for a write that changes records by range: drops everything.
+    pub fn withdraw_all(&self) {
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
             shard.writes += 1;
+            shard.in_flight += 1;
+            shard.entries.clear();
+        }
+    }
+
+    /// [`MetaCache::written`] for a write that [withdrew all](MetaCache::withdraw_all); drops
+    /// what earlier ops of the same batch put back, as the range may have deleted it.
+    pub fn written_all(&self) {
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            shard.writes += 1;
+            shard.in_flight -= 1;
             shard.entries.clear();
         }
     }
@@ -177,16 +253,22 @@ mod tests {
         }
     }
 
+    /// A write of `key` as the engine does it: withdrawn before, noted after.
+    fn write(cache: &MetaCache, key: &[u8], value: Option<&[u8]>) {
+        let was_cached = cache.withdraw(key);
+        cache.written(key, value.map(<[u8]>::to_vec), was_cached);
+    }
+
     #[test]
     fn reads_fill_and_writes_update_what_is_cached() {
         let cache = cache();
         assert_eq!(read(&cache, b"k", b"v1"), b"v1");
         assert_eq!(cache.get(b"k").ok(), Some(b"v1".to_vec()));
         let usage = cache.stats().usage;
-        cache.written(b"k", Some(b"v2, longer".to_vec()));
+        write(&cache, b"k", Some(b"v2, longer"));
         assert_eq!(cache.get(b"k").ok(), Some(b"v2, longer".to_vec()));
         assert_eq!(cache.stats().usage, usage + 8, "the entry is re-weighed");
-        cache.written(b"k", None);
+        write(&cache, b"k", None);
         assert!(cache.get(b"k").is_err());
         let stats = cache.stats();
         assert_eq!((stats.hits, stats.misses), (2, 2));
@@ -195,8 +277,36 @@ mod tests {
     #[test]
     fn writes_do_not_bring_records_in() {
         let cache = cache();
-        cache.written(b"k", Some(b"v".to_vec()));
+        write(&cache, b"k", Some(b"v"));
         assert!(cache.get(b"k").is_err());
+    }
+
+    #[test]
+    fn a_failed_write_leaves_its_record_out() {
+        let cache = cache();
+        read(&cache, b"k", b"v1");
+        let was_cached = cache.withdraw(b"k");
+        assert!(was_cached);
+        cache.written(b"k", None, was_cached);
+        assert!(cache.get(b"k").is_err());
+    }
+
+    #[test]
+    fn a_record_is_not_cached_while_its_write_is_under_way() {
+        let cache = cache();
+        read(&cache, b"k", b"old");
+        let was_cached = cache.withdraw(b"k");
+        // RocksDB may show either value now; the cache shows neither.
+        let Err(miss) = cache.get(b"k") else {
+            panic!("a record being written is not cached");
+        };
+        cache.fill(miss, b"k", b"old");
+        assert!(
+            cache.get(b"k").is_err(),
+            "no fill while the write is under way"
+        );
+        cache.written(b"k", Some(b"new".to_vec()), was_cached);
+        assert_eq!(cache.get(b"k").ok(), Some(b"new".to_vec()));
     }
 
     #[test]
@@ -206,7 +316,7 @@ mod tests {
             panic!("an empty cache misses");
         };
         // The read saw the old record; a write replaced it before the read could fill it in.
-        cache.written(b"k", Some(b"new".to_vec()));
+        write(&cache, b"k", Some(b"new"));
         cache.fill(miss, b"k", b"old");
         assert!(
             cache.get(b"k").is_err(),
@@ -215,7 +325,31 @@ mod tests {
     }
 
     #[test]
-    fn clear_empties_every_shard_and_fences_reads_in_flight() {
+    fn get_all_answers_only_when_every_key_is_cached() {
+        let cache = cache();
+        let keys: Vec<Vec<u8>> = (0..40u32).map(|i| i.to_be_bytes().to_vec()).collect();
+        for key in &keys[..39] {
+            read(&cache, key, key);
+        }
+        let Err(misses) = cache.get_all(&keys) else {
+            panic!("one key is not cached");
+        };
+        assert_eq!(misses.len(), keys.len());
+        for (miss, key) in misses.into_iter().zip(&keys) {
+            cache.fill(miss, key, key);
+        }
+        assert_eq!(cache.get_all(&keys).ok(), Some(keys.clone()));
+        let was_cached = cache.withdraw(&keys[7]);
+        assert!(cache.get_all(&keys).is_err(), "a key is being written");
+        cache.written(&keys[7], Some(b"seven".to_vec()), was_cached);
+        assert_eq!(
+            cache.get_all(&keys[7..8]).ok(),
+            Some(vec![b"seven".to_vec()])
+        );
+    }
+
+    #[test]
+    fn withdraw_all_empties_every_shard_and_fences_reads_in_flight() {
         let cache = cache();
         let keys: Vec<Vec<u8>> = (0..100u32).map(|i| i.to_be_bytes().to_vec()).collect();
         for key in &keys {
@@ -224,11 +358,33 @@ mod tests {
         let Err(miss) = cache.get(b"late") else {
             panic!("not cached yet");
         };
-        cache.clear();
+        cache.withdraw_all();
+        cache.written_all();
         cache.fill(miss, b"late", b"v");
         assert!(keys.iter().all(|key| cache.get(key).is_err()));
         assert!(cache.get(b"late").is_err());
         assert_eq!(cache.stats().usage, 0);
+    }
+
+    #[test]
+    fn a_batch_that_writes_a_record_twice_leaves_the_last_value_or_nothing() {
+        let cache = cache();
+        read(&cache, b"k", b"v0");
+        // Put k, delete everything by range, put k again: all in one batch.
+        let first = cache.withdraw(b"k");
+        cache.withdraw_all();
+        let second = cache.withdraw(b"k");
+        cache.written(b"k", Some(b"v1".to_vec()), first);
+        cache.written_all();
+        cache.written(b"k", Some(b"v2".to_vec()), second);
+        assert!(cache.get(b"k").is_err(), "v1 must not outlive the batch");
+
+        read(&cache, b"j", b"v0");
+        let first = cache.withdraw(b"j");
+        let second = cache.withdraw(b"j");
+        cache.written(b"j", Some(b"v1".to_vec()), first);
+        cache.written(b"j", None, second);
+        assert!(cache.get(b"j").is_err(), "j was deleted after v1");
     }
 
     #[test]

@@ -140,21 +140,44 @@ impl RocksEngine {
     }
 }
 
-/// Brings the metadata cache in line with a write: the new values of the records it put if
-/// the write succeeded, and none of the records it touched otherwise.
-fn note_written(cache: &MetaCache, batch: WriteBatch, succeeded: bool) {
-    for op in batch.ops {
+/// Takes the metadata records a write changes out of the cache before it is written; returns,
+/// per op, whether its record was cached.
+fn withdraw_written(cache: &MetaCache, batch: &WriteBatch) -> Vec<bool> {
+    batch
+        .ops
+        .iter()
+        .map(|op| match op {
+            Op::Put {
+                cf: Cf::Meta, key, ..
+            }
+            | Op::Delete { cf: Cf::Meta, key }
+            | Op::AddCounter {
+                cf: Cf::Meta, key, ..
+            } => cache.withdraw(key),
+            Op::DeleteRange { cf: Cf::Meta, .. } => {
+                cache.withdraw_all();
+                false
+            }
+            _ => false,
+        })
+        .collect()
+}
+
+/// Brings the metadata cache in line with a write [withdrawn](withdraw_written) from it: the
+/// new values of the records it put that were cached, if the write succeeded.
+fn note_written(cache: &MetaCache, batch: WriteBatch, was_cached: Vec<bool>, succeeded: bool) {
+    for (op, was_cached) in batch.ops.into_iter().zip(was_cached) {
         match op {
             Op::Put {
                 cf: Cf::Meta,
                 key,
                 value,
-            } => cache.written(&key, succeeded.then_some(value)),
+            } => cache.written(&key, succeeded.then_some(value), was_cached),
             Op::Delete { cf: Cf::Meta, key }
             | Op::AddCounter {
                 cf: Cf::Meta, key, ..
-            } => cache.written(&key, None),
-            Op::DeleteRange { cf: Cf::Meta, .. } => cache.clear(),
+            } => cache.written(&key, None, was_cached),
+            Op::DeleteRange { cf: Cf::Meta, .. } => cache.written_all(),
             _ => {}
         }
     }
@@ -237,10 +260,22 @@ impl Engine for RocksEngine {
             // A batched read of one key costs more than a plain one.
             return Ok(vec![self.get(cf, only)?]);
         }
-        // Past the metadata cache: one batched read answers every key from one snapshot, so
-        // a reader (MGET) sees all of a transaction's writes or none, while the cache takes a
-        // write's records one at a time after it.
-        self.read_many(cf, keys.iter())
+        // All from the cache or all from one batched read, which answers every key from one
+        // snapshot: a reader (MGET) sees all of a transaction's writes or none.
+        let Some(cache) = self.meta_cache_for(cf) else {
+            return self.read_many(cf, keys.iter());
+        };
+        let misses = match cache.get_all(keys) {
+            Ok(values) => return Ok(values.into_iter().map(Some).collect()),
+            Err(misses) => misses,
+        };
+        let values = self.read_many(cf, keys.iter())?;
+        for ((miss, key), value) in misses.into_iter().zip(keys).zip(&values) {
+            if let Some(value) = value {
+                cache.fill(miss, key, value);
+            }
+        }
+        Ok(values)
     }
 
     fn write(&self, batch: WriteBatch) -> Result<(), StorageError> {
@@ -259,10 +294,12 @@ impl Engine for RocksEngine {
         }
         let mut options = WriteOptions::default();
         options.set_sync(false);
+        let Some(cache) = &self.meta_cache else {
+            return Ok(self.db.write_opt(raw, &options)?);
+        };
+        let was_cached = withdraw_written(cache, &batch);
         let result = self.db.write_opt(raw, &options);
-        if let Some(cache) = &self.meta_cache {
-            note_written(cache, batch, result.is_ok());
-        }
+        note_written(cache, batch, was_cached, result.is_ok());
         Ok(result?)
     }
 
