@@ -117,6 +117,17 @@ pub fn element_prefix(db: u8, key: &[u8], version: u64) -> Vec<u8> {
     out
 }
 
+/// How long the [`element_prefix`] a data or score key starts with is; `None` for a key that
+/// holds none (an internal record, or a range bound shorter than a prefix).
+pub fn element_prefix_len(raw: &[u8]) -> Option<usize> {
+    if raw.first() == Some(&INTERNAL_PREFIX) {
+        return None;
+    }
+    let key_len = u32::from_be_bytes(raw.get(3..7)?.try_into().ok()?) as usize;
+    let len = key_len.checked_add(15)?;
+    (raw.len() >= len).then_some(len)
+}
+
 pub fn element_key(db: u8, key: &[u8], version: u64, element: &[u8]) -> Vec<u8> {
     let mut out = element_prefix(db, key, version);
     out.extend_from_slice(element);
@@ -328,6 +339,17 @@ mod tests {
         }
         assert_eq!(score_bytes(-0.0), score_bytes(0.0));
         assert_eq!(score_bytes(1.0), [0xBF, 0xF0, 0, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn element_prefixes_are_found_in_element_keys_only() {
+        let prefix = element_prefix(3, b"user:1", 42);
+        assert_eq!(element_prefix_len(&prefix), Some(prefix.len()));
+        let element = element_key(3, b"user:1", 42, b"field");
+        assert_eq!(element_prefix_len(&element), Some(prefix.len()));
+        assert_eq!(element_prefix_len(&prefix[..prefix.len() - 1]), None);
+        assert_eq!(element_prefix_len(&db_range(3).0), None);
+        assert_eq!(element_prefix_len(&version_key()), None);
     }
 
     #[test]

@@ -210,6 +210,64 @@ mod conformance {
     }
 
     #[test]
+    fn scans_of_one_collection_see_all_of_it_wherever_it_lies() {
+        use crate::keys::{element_key, element_prefix, prefix_end};
+        let scan = |engine: &dyn Engine, lower: &[u8], upper: &[u8], direction| {
+            let mut seen = Vec::new();
+            engine
+                .scan(Cf::Data, lower, upper, direction, &mut |k, _| {
+                    seen.push(k.to_vec());
+                    true
+                })
+                .unwrap();
+            seen
+        };
+        for (engine, _dir) in engines() {
+            let engine = engine.as_ref();
+            // Elements of one collection in an SST and in the memtable, between neighbours
+            // that share its user key's first bytes or its version's.
+            let mut first = WriteBatch::new();
+            let mut second = WriteBatch::new();
+            for (i, element) in [&b"a"[..], b"b", b"c", b"d"].into_iter().enumerate() {
+                let batch = if i % 2 == 0 { &mut first } else { &mut second };
+                batch.put(Cf::Data, element_key(0, b"h", 7, element), vec![]);
+                batch.put(Cf::Data, element_key(0, b"h", 8, element), vec![]);
+                batch.put(Cf::Data, element_key(0, b"hh", 7, element), vec![]);
+            }
+            engine.write(first).unwrap();
+            engine.flush_memtables().unwrap();
+            engine.write(second).unwrap();
+
+            // `h` version 8 starts where version 7's range ends; nothing follows `hh` 7 or `h` 8.
+            for (key, version) in [(&b"h"[..], 7), (b"hh", 7), (b"h", 8)] {
+                let prefix = element_prefix(0, key, version);
+                let all: Vec<Vec<u8>> = [&b"a"[..], b"b", b"c", b"d"]
+                    .into_iter()
+                    .map(|element| element_key(0, key, version, element))
+                    .collect();
+                let end = prefix_end(&prefix);
+                assert_eq!(scan(engine, &prefix, &end, ScanDirection::Forward), all);
+                let mut reversed = all.clone();
+                reversed.reverse();
+                assert_eq!(
+                    scan(engine, &prefix, &end, ScanDirection::Reverse),
+                    reversed
+                );
+                assert_eq!(
+                    scan(engine, &all[1], &all[3], ScanDirection::Forward),
+                    all[1..3].to_vec()
+                );
+                assert_eq!(
+                    scan(engine, &all[1], &all[3], ScanDirection::Reverse),
+                    vec![all[2].clone(), all[1].clone()]
+                );
+            }
+            let other = element_prefix(0, b"q", 7);
+            assert!(scan(engine, &other, &prefix_end(&other), ScanDirection::Forward).is_empty());
+        }
+    }
+
+    #[test]
     fn counters_add_up() {
         for (engine, _dir) in engines() {
             let engine = engine.as_ref();

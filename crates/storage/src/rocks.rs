@@ -7,11 +7,12 @@ use rocksdb::compaction_filter::Decision;
 use rocksdb::statistics::{StatsLevel, Ticker};
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType,
-    DataBlockIndexType, MergeOperands, Options, ReadOptions, WriteBufferManager, WriteOptions, DB,
+    DataBlockIndexType, MergeOperands, Options, ReadOptions, SliceTransform, WriteBufferManager,
+    WriteOptions, DB,
 };
 
 use crate::engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
-use crate::keys::INTERNAL_PREFIX;
+use crate::keys::{element_prefix_len, prefix_end, INTERNAL_PREFIX};
 use crate::meta_cache::{MetaCache, MetaCacheStats};
 use crate::metadata::is_expired_inline_string;
 
@@ -211,7 +212,32 @@ fn family_options(cf: Cf, base: &Options, cache: &Cache, config: &RocksConfig) -
         opts.set_merge_operator_associative("shale-counter-add", add_counters);
         opts.set_compaction_filter("shale-expired-strings", drop_expired_strings);
     }
+    if has_element_prefixes(cf) {
+        // Bloom filters (memtable and SST) over each collection version's prefix let a scan of
+        // one collection skip every memtable and file that holds none of it.
+        opts.set_prefix_extractor(SliceTransform::create(
+            "shale-element-prefix",
+            element_prefix,
+            Some(|key: &[u8]| element_prefix_len(key).is_some()),
+        ));
+    }
     opts
+}
+
+fn has_element_prefixes(cf: Cf) -> bool {
+    matches!(cf, Cf::Data | Cf::Score)
+}
+
+fn element_prefix(key: &[u8]) -> &[u8] {
+    &key[..element_prefix_len(key).unwrap_or(key.len())]
+}
+
+/// Whether `[lower, upper)` lies within the element prefix `lower` starts with.
+fn within_one_prefix(lower: &[u8], upper: &[u8]) -> bool {
+    element_prefix_len(lower).is_some_and(|len| {
+        let prefix = &lower[..len];
+        upper.starts_with(prefix) || upper == prefix_end(prefix)
+    })
 }
 
 /// Merge operator of [`Op::AddCounter`]: big-endian i64 addition.
@@ -312,11 +338,20 @@ impl Engine for RocksEngine {
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StorageError> {
         let mut options = ReadOptions::default();
+        // Prefix mode (the bloom filters) only going forward: a reverse seek starts from the
+        // upper bound, which for a whole collection is past its prefix. Any other scan of a
+        // family with a prefix extractor must ask for total order, or its seek would consult
+        // the filters for the prefix of its target and could skip what it is looking for.
+        let prefix_mode = direction == ScanDirection::Forward
+            && has_element_prefixes(cf)
+            && within_one_prefix(lower, upper);
+        options.set_prefix_same_as_start(prefix_mode);
+        options.set_total_order_seek(!prefix_mode);
         options.set_iterate_lower_bound(lower);
         options.set_iterate_upper_bound(upper);
         let mut iter = self.db.raw_iterator_cf_opt(self.handle(cf)?, options);
         match direction {
-            ScanDirection::Forward => iter.seek_to_first(),
+            ScanDirection::Forward => iter.seek(lower),
             ScanDirection::Reverse => iter.seek_to_last(),
         }
         while let Some((key, value)) = iter.item() {
