@@ -20,6 +20,7 @@ use bytes::Bytes;
 use parking_lot::RwLock;
 use shale_storage::{Engine, RocksEngine};
 use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
 pub use clients::{ClientHandle, ClientRegistry};
@@ -167,6 +168,12 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
             .map_err(|e| format!("can't open keyspace: {e}"))?,
     );
     tracing::info!("database opened in {} ms", opened.elapsed().as_millis());
+    // Before the first client can connect: until a handler is installed, SIGTERM ends the
+    // process at once, and the writes still in the WAL buffer are lost.
+    let mut terminate =
+        signal(SignalKind::terminate()).map_err(|e| format!("can't handle SIGTERM: {e}"))?;
+    let mut interrupt =
+        signal(SignalKind::interrupt()).map_err(|e| format!("can't handle SIGINT: {e}"))?;
 
     let mut listeners = Vec::new();
     for host in &config.bind {
@@ -217,8 +224,8 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
     let mut shutdown = services.shutdown.subscribe();
     tokio::select! {
         _ = shutdown.wait_for(|&stop| stop) => {}
-        _ = signal(tokio::signal::unix::SignalKind::terminate()) => {}
-        _ = signal(tokio::signal::unix::SignalKind::interrupt()) => {}
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
     }
     tracing::info!("shutting down");
     services.shutdown.trigger();
@@ -236,15 +243,6 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
     }
     tracing::info!("bye");
     Ok(())
-}
-
-async fn signal(kind: tokio::signal::unix::SignalKind) {
-    match tokio::signal::unix::signal(kind) {
-        Ok(mut stream) => {
-            stream.recv().await;
-        }
-        Err(_) => std::future::pending().await,
-    }
 }
 
 async fn accept_loop(listener: TcpListener, services: Arc<Services>) {

@@ -103,11 +103,15 @@ impl TestServer {
         }
     }
 
-    /// Stops with SIGTERM and waits for a clean exit.
-    pub fn stop(&mut self) -> std::process::ExitStatus {
+    /// Stops with SIGTERM and checks that the server exited cleanly, not killed by the signal.
+    pub fn stop(&mut self) {
         let mut child = self.child.take().expect("running");
         send_sigterm(child.id());
-        child.wait().expect("wait")
+        let status = child.wait().expect("wait");
+        assert!(
+            status.success(),
+            "shale-server did not exit cleanly: {status}"
+        );
     }
 
     /// Waits for the process to exit on its own (after SHUTDOWN).
