@@ -342,10 +342,11 @@ impl Engine for RocksEngine {
         // upper bound, which for a whole collection is past its prefix. Any other scan of a
         // family with a prefix extractor must ask for total order, or its seek would consult
         // the filters for the prefix of its target and could skip what it is looking for.
+        // The upper bound keeps a prefix-mode scan within its prefix, so it needs no check of
+        // each key's prefix (`prefix_same_as_start`), which cost LRANGE_100 3% of its CPU.
         let prefix_mode = direction == ScanDirection::Forward
             && has_element_prefixes(cf)
             && within_one_prefix(lower, upper);
-        options.set_prefix_same_as_start(prefix_mode);
         options.set_total_order_seek(!prefix_mode);
         options.set_iterate_lower_bound(lower);
         options.set_iterate_upper_bound(upper);
