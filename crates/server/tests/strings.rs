@@ -417,3 +417,69 @@ fn large_values_round_trip() {
         binary
     );
 }
+
+#[test]
+fn lcs_answers_as_redis_does() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["MSET", "key1", "ohmytext", "key2", "mynewtext"]);
+    assert_eq!(run::<String>(&mut con, &["LCS", "key1", "key2"]), "mytext");
+    assert_eq!(run::<i64>(&mut con, &["LCS", "key1", "key2", "LEN"]), 6);
+    assert_eq!(run::<String>(&mut con, &["LCS", "key1", "nokey"]), "");
+
+    // Runs are listed from the end of the strings, with the total length after them.
+    let mut raw = server.raw();
+    raw.command(&["LCS", "key1", "key2", "IDX"]);
+    raw.expect(
+        b"*4\r\n$7\r\nmatches\r\n*2\r\n*2\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n\
+          *2\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n$3\r\nlen\r\n:6\r\n",
+    );
+    raw.command(&["HELLO", "3"]);
+    raw.command(&["PING"]);
+    raw.skip_through(b"+PONG\r\n");
+    raw.command(&[
+        "LCS",
+        "key1",
+        "key2",
+        "IDX",
+        "MINMATCHLEN",
+        "4",
+        "WITHMATCHLEN",
+    ]);
+    raw.expect(
+        b"%2\r\n$7\r\nmatches\r\n*1\r\n*3\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n:4\r\n\
+          $3\r\nlen\r\n:6\r\n",
+    );
+
+    // A string stored in fragments compares like any other.
+    let long = format!("{}hello{}", "x".repeat(3000), "x".repeat(3000));
+    run::<()>(&mut con, &["SET", "long", &long]);
+    run::<()>(&mut con, &["SET", "short", "hello"]);
+    assert_eq!(run::<String>(&mut con, &["LCS", "long", "short"]), "hello");
+
+    run::<()>(&mut con, &["HSET", "hash", "f", "v"]);
+    assert_eq!(
+        fails(&mut con, &["LCS", "key1", "hash"]),
+        "ERR The specified keys must contain string values"
+    );
+    assert_eq!(
+        fails(&mut con, &["LCS", "key1", "key2", "LEN", "IDX"]),
+        "ERR If you want both the length and indexes, please just use IDX."
+    );
+    assert_eq!(
+        fails(&mut con, &["LCS", "key1", "key2", "MINMATCHLEN"]),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        fails(&mut con, &["LCS", "key1", "key2", "MINMATCHLEN", "x"]),
+        "ERR value is not an integer or out of range"
+    );
+    run::<()>(&mut con, &["CONFIG", "SET", "proto-max-bulk-len", "1mb"]);
+    let wide = "a".repeat(600);
+    run::<()>(&mut con, &["MSET", "w1", &wide, "w2", &wide]);
+    assert_eq!(
+        fails(&mut con, &["LCS", "w1", "w2"]),
+        "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len"
+    );
+    assert_eq!(run::<String>(&mut con, &["PING"]), "PONG");
+}

@@ -7,6 +7,7 @@ use shale_storage::metadata::KeyKind;
 use super::args::{int, is};
 use super::Context;
 use crate::error::Error;
+use crate::types::lcs::{lcs as longest_common_subsequence, LcsRun};
 use crate::types::now_ms;
 use crate::types::string::{ExpiryChange, SetCondition, SetOptions};
 
@@ -250,6 +251,67 @@ pub fn strlen(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 pub fn getrange(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let (start, end) = (int(&args[2])?, int(&args[3])?);
     Ok(Reply::Bulk(ctx.db().getrange(&args[1], start, end)?))
+}
+
+/// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]
+///
+/// As in Redis, both keys are looked up before the options are read, and a key of another type
+/// gets LCS's own error rather than WRONGTYPE.
+pub fn lcs(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let Some((a, b)) = ctx.db().lcs_operands(&args[1], &args[2])? else {
+        return Err(Error::msg("The specified keys must contain string values"));
+    };
+    let (mut want_len, mut want_idx, mut with_match_len, mut min_match_len) =
+        (false, false, false, 0u32);
+    let mut i = 3;
+    while i < args.len() {
+        match &args[i] {
+            a if is(a, "len") => want_len = true,
+            a if is(a, "idx") => want_idx = true,
+            a if is(a, "withmatchlen") => with_match_len = true,
+            a if is(a, "minmatchlen") && i + 1 < args.len() => {
+                // Negative lengths count as 0; no run is longer than u32::MAX.
+                min_match_len = int(&args[i + 1])?.clamp(0, u32::MAX as i64) as u32;
+                i += 1;
+            }
+            _ => return Err(Error::Syntax),
+        }
+        i += 1;
+    }
+    if want_len && want_idx {
+        return Err(Error::msg(
+            "If you want both the length and indexes, please just use IDX.",
+        ));
+    }
+    let table_limit = ctx.services.max_string_len();
+    let found = longest_common_subsequence(&a, &b, table_limit, !want_len)?;
+    let Some((subsequence, runs)) = found.walk else {
+        return Ok(Reply::Integer(found.len.into()));
+    };
+    if !want_idx {
+        return Ok(Reply::bulk(subsequence));
+    }
+    let range = |(start, end): (u32, u32)| {
+        Reply::Array(vec![
+            Reply::Integer(start.into()),
+            Reply::Integer(end.into()),
+        ])
+    };
+    let matches = runs
+        .iter()
+        .filter(|run| run.matched() >= min_match_len)
+        .map(|run: &LcsRun| {
+            let mut entry = vec![range(run.a), range(run.b)];
+            if with_match_len {
+                entry.push(Reply::Integer(run.matched().into()));
+            }
+            Reply::Array(entry)
+        })
+        .collect();
+    Ok(Reply::Map(vec![
+        (Reply::bulk("matches"), Reply::Array(matches)),
+        (Reply::bulk("len"), Reply::Integer(found.len.into())),
+    ]))
 }
 
 pub fn setrange(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {

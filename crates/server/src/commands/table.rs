@@ -174,6 +174,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("strlen", 2, RF, KEY1, "string", "Returns the length of a string value.", string::strlen),
     spec!("getrange", 4, R, KEY1, "string", "Returns a substring of the string stored at a key.", string::getrange),
     spec!("substr", 4, R, KEY1, "string", "Returns a substring of the string stored at a key.", string::getrange),
+    spec!("lcs", -3, R, KEY12, "string", "Finds the longest common substring.", string::lcs),
     spec!("setrange", 4, W, KEY1, "string", "Overwrites part of a string value from an offset.", string::setrange),
     // generic
     spec!("del", -2, D, ALL_KEYS, "generic", "Deletes one or more keys.", keys::del),

@@ -13,6 +13,7 @@ pub mod expiry;
 mod fragments;
 pub mod hash;
 mod keys;
+pub mod lcs;
 pub mod list;
 mod locks;
 pub mod numbers;

@@ -193,6 +193,17 @@ impl RawClient {
         );
     }
 
+    /// Reads and drops replies up to and including `marker`, such as HELLO's map before the
+    /// reply of a PING sent after it.
+    pub fn skip_through(&mut self, marker: &[u8]) {
+        let mut seen = Vec::new();
+        let mut byte = [0u8; 1];
+        while !seen.ends_with(marker) {
+            self.stream.read_exact(&mut byte).expect("read reply");
+            seen.push(byte[0]);
+        }
+    }
+
     /// Whether the server closed the connection (reads to EOF).
     pub fn is_closed(&mut self) -> bool {
         let mut rest = Vec::new();
