@@ -214,9 +214,26 @@ fn info_sections() {
     assert!(info.contains("block_cache_capacity:"));
     assert!(info.contains("mem_allocator:jemalloc-5.3.0\r\n"), "{info}");
     assert!(!info.contains("# Commandstats"));
+    // As in Redis: a command refused before it runs is a rejected call, one that runs and
+    // answers with an error a failed call, and a command with only refusals is still listed.
+    fails(&mut con, &["GET"]);
+    fails(&mut con, &["LPUSH", "nokey"]);
+    run::<()>(&mut con, &["HSET", "hash", "f", "v"]);
+    fails(&mut con, &["GET", "hash"]);
     let stats: String = run(&mut con, &["INFO", "commandstats"]);
-    assert!(stats.contains("cmdstat_get:calls=2,"), "{stats}");
+    let get = stats
+        .lines()
+        .find(|line| line.starts_with("cmdstat_get:"))
+        .unwrap_or_default();
+    assert!(get.starts_with("cmdstat_get:calls=3,"), "{stats}");
+    assert!(get.ends_with(",rejected_calls=1,failed_calls=1"), "{stats}");
     assert!(stats.contains("cmdstat_set:calls=1,"), "{stats}");
+    assert!(
+        stats.contains(
+            "cmdstat_lpush:calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0\r\n"
+        ),
+        "{stats}"
+    );
     let all: String = run(&mut con, &["INFO", "all"]);
     assert!(all.contains("# Commandstats"));
 }

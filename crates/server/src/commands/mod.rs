@@ -101,6 +101,27 @@ pub type Handler = fn(&mut Context<'_>, &[Bytes]) -> Result<Reply, Error>;
 pub struct Outcome {
     pub reply: Reply,
     pub spec: Option<&'static CommandSpec>,
+    /// Refused before it ran (arity, authentication, subscribed context): Redis books such a
+    /// command as a rejected call, not as a call that failed.
+    pub rejected: bool,
+}
+
+impl Outcome {
+    fn ran(reply: Reply, spec: Option<&'static CommandSpec>) -> Outcome {
+        Outcome {
+            reply,
+            spec,
+            rejected: false,
+        }
+    }
+
+    fn rejected(err: Error, spec: &'static CommandSpec) -> Outcome {
+        Outcome {
+            reply: err.to_reply(),
+            spec: Some(spec),
+            rejected: true,
+        }
+    }
 }
 
 /// Runs one request after the table's checks; inside MULTI, queues it instead.
@@ -115,24 +136,14 @@ pub fn execute(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
 
 fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     let Some(spec) = lookup(&args[0]) else {
-        return Outcome {
-            reply: unknown_command(args).to_reply(),
-            spec: None,
-        };
+        return Outcome::ran(unknown_command(args).to_reply(), None);
     };
     let argc = args.len() as i32;
     if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
-        let err = Error::WrongArity(spec.name.to_string());
-        return Outcome {
-            reply: err.to_reply(),
-            spec: Some(spec),
-        };
+        return Outcome::rejected(Error::WrongArity(spec.name.to_string()), spec);
     }
     if !ctx.client.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
-        return Outcome {
-            reply: Error::NoAuth.to_reply(),
-            spec: Some(spec),
-        };
+        return Outcome::rejected(Error::NoAuth, spec);
     }
     if !ctx.client.resp3 && !ctx.client.subscriptions.is_empty() && !allowed_while_subscribed(spec)
     {
@@ -140,18 +151,12 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
             "Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
             spec.name
         ));
-        return Outcome {
-            reply: err.to_reply(),
-            spec: Some(spec),
-        };
+        return Outcome::rejected(err, spec);
     }
     if let Some(multi) = &mut ctx.client.multi {
         if !runs_in_multi(spec) {
             multi.commands.push(args.to_vec());
-            return Outcome {
-                reply: Reply::status("QUEUED"),
-                spec: None,
-            };
+            return Outcome::ran(Reply::status("QUEUED"), None);
         }
     }
     let reply = (spec.handler)(ctx, args).unwrap_or_else(|err| err.to_reply());
@@ -159,10 +164,7 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     if !written.is_empty() {
         notify::command_events(ctx, spec, args, &written);
     }
-    Outcome {
-        reply,
-        spec: Some(spec),
-    }
+    Outcome::ran(reply, Some(spec))
 }
 
 /// The commands that run at once inside MULTI instead of being queued.

@@ -66,13 +66,15 @@ pub fn exec(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     for args in &queued.commands {
         let started = Instant::now();
         let outcome = execute(&mut inner, args);
-        if let Some(spec) = outcome.spec {
-            let elapsed = started.elapsed().as_micros() as u64;
-            let failed = outcome.reply.is_error();
-            inner
-                .services
-                .stats
-                .record_calls(spec, 1, elapsed, failed as u64);
+        let stats = &inner.services.stats;
+        match outcome.spec {
+            Some(spec) if outcome.rejected => stats.record_rejected(spec),
+            Some(spec) => {
+                let elapsed = started.elapsed().as_micros() as u64;
+                let failed = outcome.reply.is_error();
+                stats.record_calls(spec, 1, elapsed, failed as u64);
+            }
+            None => {}
         }
         replies.push(outcome.reply);
     }

@@ -597,6 +597,10 @@ impl Connection {
         let Some(spec) = outcome.spec else {
             return false;
         };
+        if outcome.rejected {
+            self.services.stats.record_rejected(spec);
+            return false;
+        }
         match &mut self.tally {
             Some(tally) if std::ptr::eq(tally.spec, spec) => {
                 tally.calls += 1;

@@ -237,17 +237,20 @@ fn commandstats(services: &Services, out: &mut String) {
     for (spec, stats) in commands {
         let name = spec.name;
         let calls = stats.calls.load(Ordering::Relaxed);
-        if calls == 0 {
+        let rejected = stats.rejected.load(Ordering::Relaxed);
+        let failed = stats.failed.load(Ordering::Relaxed);
+        if calls == 0 && rejected == 0 && failed == 0 {
             continue;
         }
         let usec = stats.usec.load(Ordering::Relaxed);
-        // Commands refused before they run (arity, unknown subcommand) count as failed calls,
-        // so Redis's rejected_calls stays 0.
+        let per_call = if calls == 0 {
+            0.0
+        } else {
+            usec as f64 / calls as f64
+        };
         let _ = write!(
             out,
-            "cmdstat_{name}:calls={calls},usec={usec},usec_per_call={:.2},rejected_calls=0,failed_calls={}\r\n",
-            usec as f64 / calls as f64,
-            stats.failed.load(Ordering::Relaxed),
+            "cmdstat_{name}:calls={calls},usec={usec},usec_per_call={per_call:.2},rejected_calls={rejected},failed_calls={failed}\r\n",
         );
     }
 }

@@ -14,6 +14,7 @@ pub struct CommandStats {
     pub calls: AtomicU64,
     pub usec: AtomicU64,
     pub failed: AtomicU64,
+    pub rejected: AtomicU64,
 }
 
 pub struct ServerStats {
@@ -63,6 +64,13 @@ impl ServerStats {
         }
     }
 
+    /// Records a command refused before it ran: neither a call nor a failed one.
+    pub fn record_rejected(&self, spec: &CommandSpec) {
+        if let Some(stats) = position(spec).and_then(|at| self.commands.get(at)) {
+            stats.rejected.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Takes a throughput sample; called by the cron a few times a second.
     pub fn sample(&self, now_ms: u64) {
         let mut samples = self.samples.lock();
@@ -94,7 +102,7 @@ impl ServerStats {
             counter.store(0, Ordering::Relaxed);
         }
         for stats in &self.commands {
-            for counter in [&stats.calls, &stats.usec, &stats.failed] {
+            for counter in [&stats.calls, &stats.usec, &stats.failed, &stats.rejected] {
                 counter.store(0, Ordering::Relaxed);
             }
         }
