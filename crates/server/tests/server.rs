@@ -439,3 +439,43 @@ fn metadata_cache_can_be_turned_off() {
     assert_eq!(info_field(&mut con, "memory", "meta_cache_capacity"), 0);
     assert_eq!(info_field(&mut con, "rocksdb", "meta_cache_hits"), 0);
 }
+
+#[test]
+fn error_replies_are_counted_once_under_their_code() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["SET", "s", "v"]);
+    fails(&mut con, &["LPUSH", "s", "x"]);
+    fails(&mut con, &["SET", "s", "v", "NX", "XX"]);
+    // Inside EXEC and inside scripts, each error a command gives counts once, whether the
+    // script returns it, raises it or swallows it.
+    let mut exec = redis::pipe();
+    exec.atomic().cmd("LPUSH").arg("s").arg("x");
+    let _: redis::RedisResult<Value> = exec.query(&mut con);
+    for script in [
+        "return redis.call('LPUSH', 's', 'x')",
+        "return redis.pcall('LPUSH', 's', 'x')",
+        "redis.pcall('LPUSH', 's', 'x') return 1",
+        "return redis.error_reply('MYCODE made up')",
+    ] {
+        let _: redis::RedisResult<Value> = redis::cmd("EVAL").arg(script).arg(0).query(&mut con);
+    }
+    let info: String = run(&mut con, &["INFO"]);
+    let errors: Vec<&str> = info
+        .lines()
+        .filter(|line| line.starts_with("errorstat_"))
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            "errorstat_ERR:count=1",
+            "errorstat_MYCODE:count=1",
+            "errorstat_WRONGTYPE:count=5"
+        ],
+        "{info}"
+    );
+    assert_eq!(info_field(&mut con, "stats", "total_error_replies"), 7);
+    run::<()>(&mut con, &["CONFIG", "RESETSTAT"]);
+    let errorstats: String = run(&mut con, &["INFO", "errorstats"]);
+    assert_eq!(errorstats.trim_end(), "# Errorstats");
+}

@@ -48,6 +48,9 @@ pub struct Context<'a> {
     pub written: WrittenKeys,
     /// Keyspace events of a transaction's commands, published once it commits.
     pub events: Vec<notify::Event>,
+    /// Set by a command whose error reply is one a command it ran has already counted (a
+    /// script returning what `redis.call` raised), so INFO counts each error once.
+    pub error_counted: bool,
 }
 
 impl<'a> Context<'a> {
@@ -67,6 +70,7 @@ impl<'a> Context<'a> {
             block: None,
             written: Default::default(),
             events: Vec::new(),
+            error_counted: false,
         }
     }
 
@@ -104,22 +108,32 @@ pub struct Outcome {
     /// Refused before it ran (arity, authentication, subscribed context): Redis books such a
     /// command as a rejected call, not as a call that failed.
     pub rejected: bool,
+    /// An error reply that was counted when the command it came from answered.
+    pub error_counted: bool,
 }
 
 impl Outcome {
-    fn ran(reply: Reply, spec: Option<&'static CommandSpec>) -> Outcome {
+    pub fn ran(reply: Reply, spec: Option<&'static CommandSpec>) -> Outcome {
         Outcome {
             reply,
             spec,
             rejected: false,
+            error_counted: false,
         }
     }
 
     fn rejected(err: Error, spec: &'static CommandSpec) -> Outcome {
         Outcome {
-            reply: err.to_reply(),
-            spec: Some(spec),
             rejected: true,
+            ..Outcome::ran(err.to_reply(), Some(spec))
+        }
+    }
+
+    /// Counts the reply in INFO's error figures if it is an error not counted yet.
+    pub fn count_error(&self, stats: &crate::server::ServerStats) {
+        match &self.reply {
+            Reply::Error(line) if !self.error_counted => stats.record_errors(line, 1),
+            _ => {}
         }
     }
 }
@@ -164,7 +178,10 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     if !written.is_empty() {
         notify::command_events(ctx, spec, args, &written);
     }
-    Outcome::ran(reply, Some(spec))
+    Outcome {
+        error_counted: std::mem::take(&mut ctx.error_counted),
+        ..Outcome::ran(reply, Some(spec))
+    }
 }
 
 /// The commands that run at once inside MULTI instead of being queued.

@@ -10,7 +10,7 @@ use shale_protocol::Reply;
 
 use super::args::{int, is, text};
 use super::notify::Event;
-use super::{execute, help_reply, lookup, publish_committed, Context, Flags};
+use super::{execute, help_reply, lookup, publish_committed, Context, Flags, Outcome};
 use crate::error::Error;
 use crate::scripting::{sha1_hex, Invocation};
 use crate::types::{off_worker, Transaction};
@@ -117,28 +117,21 @@ fn run_script(
     let running = services.scripts.started(killable);
     let (caller_db, caller_resp3) = (ctx.client.db, ctx.client.resp3);
     let mut inner = Context::new(services, &mut *ctx.client, Some(txn), None);
+    // Every error a command gives the script counts in INFO once, when it happens, whether
+    // the script returns it, raises it or swallows it with pcall.
     let mut call = |args: &[Bytes], resp3: bool| -> Reply {
-        let Some(spec) = lookup(&args[0]) else {
-            return Reply::Error("ERR Unknown Redis command called from script".into());
+        let outcome = match script_refusal(args, read_only) {
+            Some(refusal) => Outcome::ran(refusal, None),
+            None => {
+                inner.client.resp3 = resp3;
+                execute(&mut inner, args)
+            }
         };
-        let argc = args.len() as i32;
-        if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
-            return Reply::Error(
-                "ERR Wrong number of args calling Redis command from script".into(),
-            );
-        }
-        if spec.flags.contains(Flags::NOSCRIPT) {
-            return Reply::Error("ERR This Redis command is not allowed from script".into());
-        }
-        if read_only && spec.flags.contains(Flags::WRITE) {
-            return Reply::Error(
-                "ERR Write commands are not allowed from read-only scripts.".into(),
-            );
-        }
-        inner.client.resp3 = resp3;
-        execute(&mut inner, args).reply
+        outcome.count_error(&services.stats);
+        outcome.reply
     };
-    let reply = vm.run(invocation, &running, &mut call);
+    let (reply, error_counted) = vm.run(invocation, &running, &mut call);
+    ctx.error_counted = error_counted;
     let events = std::mem::take(&mut inner.events);
     let killed = running.is_killed();
     services.scripts.finished(&running);
@@ -147,6 +140,27 @@ fn run_script(
     ctx.client.db = caller_db;
     ctx.client.resp3 = caller_resp3;
     Ok((reply, events, killed))
+}
+
+/// The error for a command a script may not run here, before it runs.
+fn script_refusal(args: &[Bytes], read_only: bool) -> Option<Reply> {
+    let Some(spec) = lookup(&args[0]) else {
+        return Some(Reply::Error(
+            "ERR Unknown Redis command called from script".into(),
+        ));
+    };
+    let argc = args.len() as i32;
+    let refusal =
+        if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
+            "ERR Wrong number of args calling Redis command from script"
+        } else if spec.flags.contains(Flags::NOSCRIPT) {
+            "ERR This Redis command is not allowed from script"
+        } else if read_only && spec.flags.contains(Flags::WRITE) {
+            "ERR Write commands are not allowed from read-only scripts."
+        } else {
+            return None;
+        };
+    Some(Reply::Error(refusal.into()))
 }
 
 /// SCRIPT LOAD | EXISTS | FLUSH | KILL | HELP

@@ -67,6 +67,7 @@ pub fn exec(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
         let started = Instant::now();
         let outcome = execute(&mut inner, args);
         let stats = &inner.services.stats;
+        outcome.count_error(stats);
         match outcome.spec {
             Some(spec) if outcome.rejected => stats.record_rejected(spec),
             Some(spec) => {

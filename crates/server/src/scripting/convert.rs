@@ -17,7 +17,11 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
     };
     match reply {
         Reply::Status(text) => tagged("ok", string(text.as_bytes())?),
-        Reply::Error(line) => Ok(Value::Table(error_table(lua, &line)?)),
+        Reply::Error(line) => {
+            let table = error_table(lua, &line)?;
+            table.raw_set(COUNTED, true)?;
+            Ok(Value::Table(table))
+        }
         Reply::Integer(n) => Ok(Value::Number(n as f64)),
         Reply::Bulk(data) => string(&data),
         Reply::Null | Reply::NullArray if resp3 => Ok(Value::Nil),
@@ -65,6 +69,16 @@ fn array(lua: &Lua, items: Vec<Reply>, resp3: bool) -> mlua::Result<Value> {
         table.raw_set(i + 1, reply_to_lua(lua, item, resp3)?)?;
     }
     Ok(Value::Table(table))
+}
+
+/// Marks an error table that came from a command's reply: INFO counted that error when the
+/// command answered, so EVAL's reply does not count it again. Redis names the field the same.
+const COUNTED: &str = "ignore_err_stats_update";
+
+/// Whether a script's result is an error table that INFO has counted already.
+pub fn counted_error(value: &Value) -> bool {
+    matches!(value, Value::Table(table)
+        if table.raw_get::<Value>(COUNTED).is_ok_and(|v| v == Value::Boolean(true)))
 }
 
 /// `{err = "CODE message"}`, the Lua form of an error reply line.

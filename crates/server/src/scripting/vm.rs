@@ -8,7 +8,9 @@ use bytes::Bytes;
 use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
 use shale_protocol::Reply;
 
-use super::convert::{command_args, error_line, error_table, lua_to_reply, reply_to_lua};
+use super::convert::{
+    command_args, counted_error, error_line, error_table, lua_to_reply, reply_to_lua,
+};
 use super::{cjson, sha1_hex, RunningScript};
 use crate::server::REDIS_VERSION;
 
@@ -123,23 +125,24 @@ impl Vm {
         })
     }
 
-    /// Runs a script; `call` runs the commands it issues. Returns the reply to EVAL.
+    /// Runs a script; `call` runs the commands it issues. Returns the reply to EVAL, and
+    /// whether it is an error a command gave the script, which INFO has counted already.
     pub fn run(
         &mut self,
         invocation: &Invocation<'_>,
         running: &Arc<RunningScript>,
         call: &mut dyn FnMut(&[Bytes], bool) -> Reply,
-    ) -> Reply {
+    ) -> (Reply, bool) {
         let function = match self.function(invocation) {
             Ok(function) => function,
-            Err(reply) => return reply,
+            Err(reply) => return (reply, false),
         };
         let outcome = self.call(function, invocation, running, call);
         self.lua.remove_hook();
         if running.is_killed() {
-            return Reply::Error(KILLED.into());
+            return (Reply::Error(KILLED.into()), false);
         }
-        outcome.unwrap_or_else(|err| Reply::Error(format!("ERR {err}").into()))
+        outcome.unwrap_or_else(|err| (Reply::Error(format!("ERR {err}").into()), false))
     }
 
     fn function(&mut self, invocation: &Invocation<'_>) -> Result<Function, Reply> {
@@ -169,7 +172,7 @@ impl Vm {
         invocation: &Invocation<'_>,
         running: &Arc<RunningScript>,
         call: &mut dyn FnMut(&[Bytes], bool) -> Reply,
-    ) -> mlua::Result<Reply> {
+    ) -> mlua::Result<(Reply, bool)> {
         let lua = &self.lua;
         let watched = running.clone();
         lua.set_hook(
@@ -221,11 +224,12 @@ impl Vm {
             let keys = strings(lua, invocation.keys)?;
             let args = strings(lua, invocation.args)?;
             let (ok, value): (bool, Value) = run.call((function, keys, args))?;
-            Ok(if ok {
+            let reply = if ok {
                 lua_to_reply(&value, resp3.get())
             } else {
                 script_error(&value, invocation.sha)
-            })
+            };
+            Ok((reply, counted_error(&value)))
         });
         self.bridge.raw_set("command", Value::Nil)?;
         self.bridge.raw_set("setresp", Value::Nil)?;

@@ -358,10 +358,11 @@ impl Connection {
                 None
             }
             Err(err) => {
-                let errors = &services.stats.error_replies;
-                errors.fetch_add(batch.commands as u64, Ordering::Relaxed);
                 output.truncate(batch.replies_from);
                 let reply = err.to_reply();
+                if let Reply::Error(line) = &reply {
+                    services.stats.record_errors(line, batch.commands as u64);
+                }
                 for _ in 0..batch.commands {
                     reply.encode(output, self.client.resp3);
                 }
@@ -590,10 +591,7 @@ impl Connection {
         finished: Instant,
     ) -> bool {
         let failed = outcome.reply.is_error();
-        if failed {
-            let errors = &self.services.stats.error_replies;
-            errors.fetch_add(1, Ordering::Relaxed);
-        }
+        outcome.count_error(&self.services.stats);
         let Some(spec) = outcome.spec else {
             return false;
         };

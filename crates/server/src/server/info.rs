@@ -17,6 +17,7 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "stats",
     "replication",
     "cpu",
+    "errorstats",
     "keyspace",
     "rocksdb",
 ];
@@ -29,6 +30,7 @@ const ALL_SECTIONS: &[&str] = &[
     "replication",
     "cpu",
     "commandstats",
+    "errorstats",
     "keyspace",
     "rocksdb",
 ];
@@ -74,6 +76,11 @@ pub fn render(
             }
             "cpu" => cpu(&mut out),
             "commandstats" => commandstats(services, &mut out),
+            "errorstats" => {
+                for (code, count) in services.stats.error_codes() {
+                    let _ = write!(out, "errorstat_{code}:count={count}\r\n");
+                }
+            }
             "keyspace" => keyspace_section(keyspace, &mut out)?,
             "rocksdb" => rocksdb(services, keyspace, &mut out),
             _ => {}

@@ -1,6 +1,6 @@
 //! Server counters (INFO stats, INFO commandstats) and the slow log.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -24,6 +24,8 @@ pub struct ServerStats {
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
     pub error_replies: AtomicU64,
+    /// Error replies by their code (INFO errorstats), at most [`ERROR_CODES`] codes.
+    error_codes: Mutex<BTreeMap<String, u64>>,
     /// Writes that a busy key's current writer ran for another connection (`combine`).
     pub combined_writes: AtomicU64,
     /// Bytes held by all connections' input and output buffers.
@@ -43,6 +45,7 @@ impl Default for ServerStats {
             net_input_bytes: AtomicU64::new(0),
             net_output_bytes: AtomicU64::new(0),
             error_replies: AtomicU64::new(0),
+            error_codes: Mutex::new(BTreeMap::new()),
             combined_writes: AtomicU64::new(0),
             client_buffers: AtomicU64::new(0),
             commands: COMMANDS.iter().map(|_| CommandStats::default()).collect(),
@@ -51,7 +54,40 @@ impl Default for ServerStats {
     }
 }
 
+/// Distinct error codes INFO errorstats tracks. Scripts can make up any code
+/// (`redis.error_reply`), so the table is bounded; later codes count only in
+/// total_error_replies.
+pub const ERROR_CODES: usize = 128;
+
+/// The code INFO errorstats files an error line under, as Redis takes it: the first word, if
+/// a space ends it within 32 bytes, else `ERR`.
+fn error_code(line: &str) -> &str {
+    let head = &line.as_bytes()[..line.len().min(32)];
+    match head.iter().position(|&b| b == b' ') {
+        Some(end) => &line[..end],
+        None => "ERR",
+    }
+}
+
 impl ServerStats {
+    /// Counts `count` error replies of one line.
+    pub fn record_errors(&self, line: &str, count: u64) {
+        self.error_replies.fetch_add(count, Ordering::Relaxed);
+        let code = error_code(line);
+        let mut codes = self.error_codes.lock();
+        if let Some(seen) = codes.get_mut(code) {
+            *seen += count;
+        } else if codes.len() < ERROR_CODES {
+            codes.insert(code.to_string(), count);
+        }
+    }
+
+    /// The error codes seen, in byte order (as Redis lists them), with their counts.
+    pub fn error_codes(&self) -> Vec<(String, u64)> {
+        let codes = self.error_codes.lock();
+        codes.iter().map(|(code, n)| (code.clone(), *n)).collect()
+    }
+
     /// Records `calls` executions of one command that took `usec` µs in all.
     pub fn record_calls(&self, spec: &CommandSpec, calls: u64, usec: u64, failed: u64) {
         self.commands_processed.fetch_add(calls, Ordering::Relaxed);
@@ -106,6 +142,7 @@ impl ServerStats {
                 counter.store(0, Ordering::Relaxed);
             }
         }
+        self.error_codes.lock().clear();
         self.samples.lock().clear();
     }
 }
@@ -197,5 +234,37 @@ impl SlowLog {
 
     pub fn reset(&self) {
         self.entries.lock().clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_are_filed_under_their_first_word() {
+        assert_eq!(
+            error_code("WRONGTYPE Operation against a key holding the wrong kind of value"),
+            "WRONGTYPE"
+        );
+        assert_eq!(error_code("ERR syntax error"), "ERR");
+        assert_eq!(error_code("NOSPACE"), "ERR");
+        assert_eq!(error_code(&format!("{} late space", "X".repeat(40))), "ERR");
+    }
+
+    #[test]
+    fn error_codes_are_bounded() {
+        let stats = ServerStats::default();
+        for i in 0..ERROR_CODES + 10 {
+            stats.record_errors(&format!("CODE{i:03} made up"), 1);
+        }
+        stats.record_errors("CODE000 again", 2);
+        let codes = stats.error_codes();
+        assert_eq!(codes.len(), ERROR_CODES);
+        assert_eq!(codes[0], ("CODE000".to_string(), 3));
+        assert_eq!(
+            stats.error_replies.load(Ordering::Relaxed),
+            ERROR_CODES as u64 + 12
+        );
     }
 }
