@@ -475,6 +475,17 @@ fn error_replies_are_counted_once_under_their_code() {
         "{info}"
     );
     assert_eq!(info_field(&mut con, "stats", "total_error_replies"), 7);
+    // Commands run by EXEC and by scripts are booked as calls of their own.
+    let commands: String = run(&mut con, &["INFO", "commandstats"]);
+    let lpush = commands
+        .lines()
+        .find(|line| line.starts_with("cmdstat_lpush:"))
+        .unwrap_or_default();
+    assert!(lpush.starts_with("cmdstat_lpush:calls=5,"), "{commands}");
+    assert!(
+        lpush.ends_with(",rejected_calls=0,failed_calls=5"),
+        "{commands}"
+    );
     run::<()>(&mut con, &["CONFIG", "RESETSTAT"]);
     let errorstats: String = run(&mut con, &["INFO", "errorstats"]);
     assert_eq!(errorstats.trim_end(), "# Errorstats");

@@ -21,6 +21,8 @@ mod table;
 mod transaction;
 mod zset;
 
+use std::time::Instant;
+
 use bytes::Bytes;
 use shale_protocol::Reply;
 
@@ -113,7 +115,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    pub fn ran(reply: Reply, spec: Option<&'static CommandSpec>) -> Outcome {
+    fn ran(reply: Reply, spec: Option<&'static CommandSpec>) -> Outcome {
         Outcome {
             reply,
             spec,
@@ -144,6 +146,24 @@ pub fn execute(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     if let Some(multi) = &mut ctx.client.multi {
         // A command refused before it could be queued dooms the transaction.
         multi.refused |= outcome.reply.is_error() && !outcome.spec.is_some_and(runs_in_multi);
+    }
+    outcome
+}
+
+/// Runs a command of a transaction (EXEC) or a script, and books it in INFO as Redis does:
+/// its call and time, or its refusal, and its error.
+pub fn execute_nested(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
+    let started = Instant::now();
+    let outcome = execute(ctx, args);
+    let stats = &ctx.services.stats;
+    outcome.count_error(stats);
+    match outcome.spec {
+        Some(spec) if outcome.rejected => stats.record_rejected(spec),
+        Some(spec) => {
+            let elapsed = started.elapsed().as_micros() as u64;
+            stats.record_calls(spec, 1, elapsed, outcome.reply.is_error() as u64);
+        }
+        None => {}
     }
     outcome
 }

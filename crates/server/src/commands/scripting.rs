@@ -10,7 +10,7 @@ use shale_protocol::Reply;
 
 use super::args::{int, is, text};
 use super::notify::Event;
-use super::{execute, help_reply, lookup, publish_committed, Context, Flags, Outcome};
+use super::{execute_nested, help_reply, lookup, publish_committed, Context, Flags};
 use crate::error::Error;
 use crate::scripting::{sha1_hex, Invocation};
 use crate::types::{off_worker, Transaction};
@@ -117,18 +117,16 @@ fn run_script(
     let running = services.scripts.started(killable);
     let (caller_db, caller_resp3) = (ctx.client.db, ctx.client.resp3);
     let mut inner = Context::new(services, &mut *ctx.client, Some(txn), None);
-    // Every error a command gives the script counts in INFO once, when it happens, whether
-    // the script returns it, raises it or swallows it with pcall.
+    // Each command a script runs is booked in INFO like any other; an error it gives the
+    // script counts once, when it happens, whether the script returns it, raises it or
+    // swallows it with pcall.
     let mut call = |args: &[Bytes], resp3: bool| -> Reply {
-        let outcome = match script_refusal(args, read_only) {
-            Some(refusal) => Outcome::ran(refusal, None),
-            None => {
-                inner.client.resp3 = resp3;
-                execute(&mut inner, args)
-            }
-        };
-        outcome.count_error(&services.stats);
-        outcome.reply
+        if let Some(refusal) = script_refusal(args, read_only) {
+            services.stats.record_errors(refusal, 1);
+            return Reply::Error(refusal.into());
+        }
+        inner.client.resp3 = resp3;
+        execute_nested(&mut inner, args).reply
     };
     let (reply, error_counted) = vm.run(invocation, &running, &mut call);
     ctx.error_counted = error_counted;
@@ -142,25 +140,21 @@ fn run_script(
     Ok((reply, events, killed))
 }
 
-/// The error for a command a script may not run here, before it runs.
-fn script_refusal(args: &[Bytes], read_only: bool) -> Option<Reply> {
+/// The error line for a command a script may not run here, before it runs.
+fn script_refusal(args: &[Bytes], read_only: bool) -> Option<&'static str> {
     let Some(spec) = lookup(&args[0]) else {
-        return Some(Reply::Error(
-            "ERR Unknown Redis command called from script".into(),
-        ));
+        return Some("ERR Unknown Redis command called from script");
     };
     let argc = args.len() as i32;
-    let refusal =
-        if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
-            "ERR Wrong number of args calling Redis command from script"
-        } else if spec.flags.contains(Flags::NOSCRIPT) {
-            "ERR This Redis command is not allowed from script"
-        } else if read_only && spec.flags.contains(Flags::WRITE) {
-            "ERR Write commands are not allowed from read-only scripts."
-        } else {
-            return None;
-        };
-    Some(Reply::Error(refusal.into()))
+    if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
+        Some("ERR Wrong number of args calling Redis command from script")
+    } else if spec.flags.contains(Flags::NOSCRIPT) {
+        Some("ERR This Redis command is not allowed from script")
+    } else if read_only && spec.flags.contains(Flags::WRITE) {
+        Some("ERR Write commands are not allowed from read-only scripts.")
+    } else {
+        None
+    }
 }
 
 /// SCRIPT LOAD | EXISTS | FLUSH | KILL | HELP

@@ -3,13 +3,11 @@
 //! EXEC locks every key its commands name (and the watched keys), checks WATCH, runs the
 //! commands against a [`crate::types::Transaction`] and commits their writes as one batch.
 
-use std::time::Instant;
-
 use bytes::Bytes;
 use shale_protocol::Reply;
 
 use super::args::db_index;
-use super::{command_keys, execute, lookup, publish_committed, Context};
+use super::{command_keys, execute_nested, lookup, publish_committed, Context};
 use crate::error::Error;
 use crate::server::QueuedTransaction;
 
@@ -64,20 +62,7 @@ pub fn exec(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     let mut inner = Context::new(ctx.services, &mut *ctx.client, Some(&txn), None);
     let mut replies = Vec::with_capacity(queued.commands.len());
     for args in &queued.commands {
-        let started = Instant::now();
-        let outcome = execute(&mut inner, args);
-        let stats = &inner.services.stats;
-        outcome.count_error(stats);
-        match outcome.spec {
-            Some(spec) if outcome.rejected => stats.record_rejected(spec),
-            Some(spec) => {
-                let elapsed = started.elapsed().as_micros() as u64;
-                let failed = outcome.reply.is_error();
-                stats.record_calls(spec, 1, elapsed, failed as u64);
-            }
-            None => {}
-        }
-        replies.push(outcome.reply);
+        replies.push(execute_nested(&mut inner, args).reply);
     }
     let events = std::mem::take(&mut inner.events);
     ctx.keyspace.commit(&txn)?;
