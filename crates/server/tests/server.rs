@@ -92,11 +92,15 @@ fn client_commands() {
         run::<i64>(&mut con, &["CLIENT", "KILL", "ID", &other_id.to_string()]),
         1
     );
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    assert!(
-        redis::cmd("PING").query::<String>(&mut other).is_err(),
-        "killed client is closed"
-    );
+    // The kill reaches the other connection's task asynchronously.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while redis::cmd("PING").query::<String>(&mut other).is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "killed client is not closed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     assert_eq!(
         fails(&mut con, &["CLIENT", "KILL", "1.2.3.4:5"]),
         "ERR No such client"
