@@ -299,9 +299,12 @@ fn slowlog() {
 }
 
 #[test]
-fn wait_answers_zero_replicas() {
+fn wait_and_role_report_no_replicas() {
     let server = TestServer::start();
     let mut con = server.client();
+    let mut raw = server.raw();
+    raw.command(&["ROLE"]);
+    raw.expect(b"*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n");
     run::<()>(&mut con, &["SET", "k", "v"]);
     assert_eq!(run::<i64>(&mut con, &["WAIT", "1", "100"]), 0);
     assert_eq!(

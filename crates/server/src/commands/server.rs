@@ -350,3 +350,13 @@ pub fn wait(_ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     }
     Ok(Reply::Integer(0))
 }
+
+/// ROLE: a server without replication is a master with no replicas, at offset 0 (what
+/// INFO replication says too). Sentinel-aware clients ask this before they trust a node.
+pub fn role(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Array(vec![
+        Reply::bulk("master"),
+        Reply::Integer(0),
+        Reply::Array(Vec::new()),
+    ]))
+}
