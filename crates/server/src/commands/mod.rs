@@ -16,6 +16,7 @@ mod roaring;
 mod scripting;
 mod server;
 mod set;
+mod sort;
 mod string;
 mod table;
 mod transaction;

@@ -239,6 +239,8 @@ fn events(
         "zmpop" if after_keys(1).is_some_and(|a| is(a, "max")) => Some((ZSET, "zpopmax")),
         "bzmpop" if after_keys(2).is_some_and(|a| is(a, "max")) => Some((ZSET, "zpopmax")),
         "zmpop" | "bzmpop" => Some((ZSET, "zpopmin")),
+        "sort" if deleted => None,
+        "sort" => Some((LIST, "sortstore")),
         "zunionstore" | "zinterstore" | "zdiffstore" | "zrangestore" if deleted => None,
         "zunionstore" => Some((ZSET, "zunionstore")),
         "zinterstore" => Some((ZSET, "zinterstore")),

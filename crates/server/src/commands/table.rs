@@ -6,7 +6,7 @@ use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
 use super::{
-    bitmap, connection, hash, keys, list, pubsub, roaring, scripting, server, set, string,
+    bitmap, connection, hash, keys, list, pubsub, roaring, scripting, server, set, sort, string,
     transaction, zset, Handler,
 };
 
@@ -197,6 +197,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("move", 3, DF, KEY1, "generic", "Moves a key to another database.", keys::move_key),
     spec!("keys", 2, R, NO_KEYS, "generic", "Returns all key names that match a pattern.", keys::keys),
     spec!("scan", -2, R, NO_KEYS, "generic", "Iterates over the key names in the database.", keys::scan),
+    spec!("sort", -2, W, KEY1, "generic", "Sort the elements in a list, set or sorted set", sort::sort),
+    spec!("sort_ro", -2, R, KEY1, "generic", "Sort the elements in a list, set or sorted set. Read-only variant of SORT.", sort::sort_ro),
     spec!("randomkey", 1, R, NO_KEYS, "generic", "Returns a random key name from the database.", keys::randomkey),
     spec!("touch", -2, RF, ALL_KEYS, "generic", "Returns the number of existing keys out of those specified.", keys::touch),
     spec!("object", -2, R, (2, 2, 1), "generic", "A container for object introspection commands.", keys::object),

@@ -111,6 +111,18 @@ impl<'a> ListWrite<'a> {
 }
 
 impl<'a> Db<'a> {
+    /// Replaces whatever `dst` holds with a list of `items` (SORT ... STORE); no items delete
+    /// it. The caller holds the key's lock.
+    pub(crate) fn store_list(&self, dst: &'a [u8], items: &[Bytes]) -> Result<(), Error> {
+        self.replace_with_collection(dst, KeyKind::List, |write| {
+            for (position, item) in (MIDDLE..).zip(items) {
+                write.put(Cf::Data, &list_suffix(position), item.to_vec());
+            }
+            write.size = items.len() as u64;
+            write.extra = encode_bounds(MIDDLE, MIDDLE + items.len() as u64);
+        })
+    }
+
     fn list_of(&self, key: &[u8]) -> Result<Option<Collection>, Error> {
         self.collection(key, KeyKind::List)
     }

@@ -23,6 +23,7 @@ mod ready;
 pub mod roaring;
 mod sampling;
 pub mod set;
+pub mod sort;
 pub mod string;
 mod transaction;
 mod version;

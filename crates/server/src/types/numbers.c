@@ -123,3 +123,17 @@ int shale_range_double(const char *text, size_t len, double *out) {
     *out = value;
     return 1;
 }
+
+/* sortCommand's score: strtod up to the first NUL, refusing NaN, text after the number and a
+ * number out of strtod's range; leading spaces are skipped and an empty text is 0. */
+int shale_sort_double(const char *text, size_t len, double *out) {
+    double value;
+    size_t end;
+    int range;
+    const char *nul = memchr(text, '\0', len);
+    size_t upto = nul != NULL ? (size_t)(nul - text) : len;
+    if (!read_double(text, upto, &value, &end, &range)) return 0;
+    if (end != upto || range || isnan(value)) return 0;
+    *out = value;
+    return 1;
+}

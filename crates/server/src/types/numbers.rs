@@ -21,6 +21,7 @@ extern "C" {
     fn shale_double(text: *const c_char, len: usize, out: *mut f64) -> c_int;
     fn shale_timeout_ms(text: *const c_char, len: usize, ms: *mut c_longlong) -> c_int;
     fn shale_range_double(text: *const c_char, len: usize, out: *mut f64) -> c_int;
+    fn shale_sort_double(text: *const c_char, len: usize, out: *mut f64) -> c_int;
 }
 
 /// A double as Redis's `getDoubleFromObject` reads it (scores, weights): all of the text, no
@@ -40,6 +41,16 @@ pub fn parse_range_double(text: &[u8]) -> Option<f64> {
     let mut value = 0.0;
     // SAFETY: as in `parse_double`.
     let ok = unsafe { shale_range_double(text.as_ptr().cast(), text.len(), &mut value) };
+    (ok == 1).then_some(value)
+}
+
+/// A value SORT sorts by, as Redis's `sortCommand` reads it: `strtod` with NaN, text after the
+/// number and a number out of range refused, so leading spaces are skipped and an empty value
+/// is 0.
+pub fn parse_sort_double(text: &[u8]) -> Option<f64> {
+    let mut value = 0.0;
+    // SAFETY: as in `parse_double`.
+    let ok = unsafe { shale_sort_double(text.as_ptr().cast(), text.len(), &mut value) };
     (ok == 1).then_some(value)
 }
 

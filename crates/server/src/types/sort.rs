@@ -1,0 +1,263 @@
+//! SORT and SORT_RO: the elements of a list, set or sorted set, ordered by their own values
+//! or by the values of keys their names make (BY), with other keys' values in their place
+//! (GET), as Redis 7.0's `sortCommandGeneric` orders and windows them.
+
+use std::cmp::Ordering;
+
+use bytes::Bytes;
+use shale_storage::metadata::KeyKind;
+
+use super::numbers::parse_sort_double;
+use super::zset::{RangeBy, RangeSpec};
+use super::Db;
+use crate::error::Error;
+
+/// What SORT was asked for, read from its arguments.
+#[derive(Debug, Default)]
+pub struct SortOptions {
+    /// BY pattern; one without `*` (`nosort`) keeps the elements in their stored order.
+    pub by: Option<Bytes>,
+    /// LIMIT offset count.
+    pub limit: Option<(i64, i64)>,
+    /// GET patterns, `#` for the element itself.
+    pub gets: Vec<Bytes>,
+    pub desc: bool,
+    pub alpha: bool,
+}
+
+impl SortOptions {
+    fn keeps_stored_order(&self) -> bool {
+        self.by.as_ref().is_some_and(|by| !by.contains(&b'*'))
+    }
+}
+
+/// One element to sort and what it sorts by.
+struct Entry {
+    element: Bytes,
+    /// The numeric value it sorts by (0 when a BY key is missing).
+    score: f64,
+    /// With ALPHA and BY, the value it sorts by; `None` when the BY key is missing.
+    by_value: Option<Bytes>,
+}
+
+impl<'a> Db<'a> {
+    /// The sorted elements (or, with GET, the looked-up values, `None` where a key is missing),
+    /// in reply order.
+    pub fn sort(&self, key: &[u8], options: &SortOptions) -> Result<Vec<Option<Bytes>>, Error> {
+        self.sorted(key, options, false)
+    }
+
+    /// SORT ... STORE: replaces `dst` with the reply as a list (missing values as empty
+    /// strings); an empty result deletes it. Returns the list's length.
+    pub fn sort_store(
+        &self,
+        key: &[u8],
+        options: &SortOptions,
+        dst: &'a [u8],
+    ) -> Result<i64, Error> {
+        let _guard = self.lock(&[key, dst])?;
+        let items: Vec<Bytes> = self
+            .sorted(key, options, true)?
+            .into_iter()
+            .map(Option::unwrap_or_default)
+            .collect();
+        self.store_list(dst, &items)?;
+        Ok(items.len() as i64)
+    }
+
+    /// `storing`: a set is sorted even by a BY without `*`, as Redis does so that what it
+    /// stores does not depend on the set's internal order.
+    fn sorted(
+        &self,
+        key: &[u8],
+        options: &SortOptions,
+        storing: bool,
+    ) -> Result<Vec<Option<Bytes>>, Error> {
+        let Some(kind) = self.key_type(key)? else {
+            return Ok(Vec::new());
+        };
+        let forced_alpha;
+        let options = if storing && kind == KeyKind::Set && options.keeps_stored_order() {
+            forced_alpha = SortOptions {
+                by: None,
+                alpha: true,
+                limit: options.limit,
+                gets: options.gets.clone(),
+                desc: options.desc,
+            };
+            &forced_alpha
+        } else {
+            options
+        };
+        let stored_order = options.keeps_stored_order();
+        let mut elements = match kind {
+            KeyKind::List => self.lrange(key, 0, -1)?,
+            KeyKind::Set => self.smembers(key)?,
+            KeyKind::ZSet => {
+                let all = RangeSpec {
+                    by: RangeBy::Rank(0, -1),
+                    rev: false,
+                    limit: None,
+                };
+                self.zrange(key, &all)?
+                    .into_iter()
+                    .map(|(member, _)| member)
+                    .collect()
+            }
+            _ => return Err(Error::WrongType),
+        };
+        // Without sorting, lists and sorted sets keep their order, reversed by DESC; a set
+        // keeps its own (here the members' byte order).
+        if stored_order && options.desc && kind != KeyKind::Set {
+            elements.reverse();
+        }
+        let (start, end) = window(options.limit, elements.len());
+        let mut entries: Vec<Entry> = elements
+            .into_iter()
+            .map(|element| Entry {
+                element,
+                score: 0.0,
+                by_value: None,
+            })
+            .collect();
+        if !stored_order {
+            self.load_sort_values(&mut entries, options)?;
+            let order = |a: &Entry, b: &Entry| compare(a, b, options);
+            entries.sort_by(|a, b| {
+                let cmp = order(a, b);
+                if options.desc {
+                    cmp.reverse()
+                } else {
+                    cmp
+                }
+            });
+        }
+        let chosen = entries.get(start..end).unwrap_or_default();
+        if options.gets.is_empty() {
+            return Ok(chosen.iter().map(|e| Some(e.element.clone())).collect());
+        }
+        let mut out = Vec::with_capacity(chosen.len() * options.gets.len());
+        for entry in chosen {
+            for pattern in &options.gets {
+                out.push(self.lookup_by_pattern(pattern, &entry.element)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// What each entry sorts by: its own value, or that of the key BY names.
+    fn load_sort_values(&self, entries: &mut [Entry], options: &SortOptions) -> Result<(), Error> {
+        let mut unreadable = false;
+        for entry in entries.iter_mut() {
+            let value = match &options.by {
+                Some(pattern) => match self.lookup_by_pattern(pattern, &entry.element)? {
+                    Some(value) => value,
+                    None => continue,
+                },
+                None => entry.element.clone(),
+            };
+            if options.alpha {
+                if options.by.is_some() {
+                    entry.by_value = Some(value);
+                }
+            } else {
+                match parse_sort_double(&value) {
+                    Some(score) => entry.score = score,
+                    None => unreadable = true,
+                }
+            }
+        }
+        if unreadable {
+            return Err(Error::msg(
+                "One or more scores can't be converted into double",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The value a BY or GET pattern names for `element`: `#` is the element itself; the
+    /// first `*` becomes the element, and a `->field` after it reads that field of a hash,
+    /// otherwise the key must hold a string. A pattern without `*` names nothing.
+    fn lookup_by_pattern(&self, pattern: &[u8], element: &[u8]) -> Result<Option<Bytes>, Error> {
+        if pattern == b"#" {
+            return Ok(Some(Bytes::copy_from_slice(element)));
+        }
+        let Some(star) = pattern.iter().position(|&b| b == b'*') else {
+            return Ok(None);
+        };
+        let after = &pattern[star + 1..];
+        let (suffix, field) = match after.windows(2).position(|w| w == b"->") {
+            Some(arrow) if arrow + 2 < after.len() => (&after[..arrow], Some(&after[arrow + 2..])),
+            _ => (after, None),
+        };
+        let key = [&pattern[..star], element, suffix].concat();
+        let kind = self.key_type(&key)?;
+        match (field, kind) {
+            (Some(field), Some(KeyKind::Hash)) => self.hget(&key, field),
+            (None, Some(KeyKind::String)) => self.get(&key),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// The entries SORT replies with, `[start, end)` of `len`, as Redis clamps LIMIT.
+fn window(limit: Option<(i64, i64)>, len: usize) -> (usize, usize) {
+    let len = len as i64;
+    let (offset, count) = limit.unwrap_or((0, -1));
+    let start = offset.max(0);
+    let mut end = if count < 0 {
+        len - 1
+    } else {
+        start.saturating_add(count) - 1
+    };
+    let start = if start >= len {
+        end = len - 2;
+        len - 1
+    } else {
+        start
+    };
+    end = end.min(len - 1);
+    if end < start {
+        return (0, 0);
+    }
+    (start as usize, end as usize + 1)
+}
+
+/// Redis's `sortCompare`, before DESC: numbers, ties broken by the elements' bytes; ALPHA
+/// compares the elements' bytes, or the BY values with missing ones first.
+fn compare(a: &Entry, b: &Entry, options: &SortOptions) -> Ordering {
+    if !options.alpha {
+        return a
+            .score
+            .partial_cmp(&b.score)
+            .unwrap_or(Ordering::Equal)
+            .then_with(|| a.element.cmp(&b.element));
+    }
+    if options.by.is_none() {
+        return a.element.cmp(&b.element);
+    }
+    match (&a.by_value, &b.by_value) {
+        (Some(x), Some(y)) => x.cmp(y),
+        (None, None) => Ordering::Equal,
+        (None, Some(_)) => Ordering::Less,
+        (Some(_), None) => Ordering::Greater,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limit_windows_clamp_as_redis_does() {
+        assert_eq!(window(None, 5), (0, 5));
+        assert_eq!(window(Some((1, 2)), 5), (1, 3));
+        assert_eq!(window(Some((-3, 2)), 5), (0, 2));
+        assert_eq!(window(Some((3, -1)), 5), (3, 5));
+        assert_eq!(window(Some((3, 100)), 5), (3, 5));
+        assert_eq!(window(Some((7, 2)), 5), (0, 0));
+        assert_eq!(window(Some((0, 0)), 5), (0, 0));
+        assert_eq!(window(Some((0, i64::MAX)), 5), (0, 5));
+        assert_eq!(window(None, 0), (0, 0));
+    }
+}
