@@ -73,6 +73,9 @@ fn resp3_pushes_and_shard_channels() {
     sub.expect(b">3\r\n$8\r\nsmessage\r\n$6\r\norders\r\n$2\r\n42\r\n");
     sub.send(b"GET nothing\r\n");
     sub.expect(b"_\r\n");
+    // A script's commands run for its own client, which subscribes to nothing.
+    sub.command(&["EVAL", "return redis.call('SET', 'x', '1')", "0"]);
+    sub.expect(b"+OK\r\n");
     assert_eq!(
         run::<Vec<String>>(&mut publisher, &["PUBSUB", "SHARDCHANNELS"]),
         ["orders"]

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{fails, info_field, run, TestServer};
+use common::{fails, info_field, run, wait_for_blocked, TestServer};
 use redis::Value;
 
 #[test]
@@ -464,6 +464,10 @@ fn error_replies_are_counted_once_under_their_code() {
         "return redis.pcall('LPUSH', 's', 'x')",
         "redis.pcall('LPUSH', 's', 'x') return 1",
         "return redis.error_reply('MYCODE made up')",
+        // Refused before it runs: a rejected GET, and one error.
+        "return redis.pcall('GET')",
+        // Never reaches a command: one error, when EVAL answers.
+        "return redis.call()",
     ] {
         let _: redis::RedisResult<Value> = redis::cmd("EVAL").arg(script).arg(0).query(&mut con);
     }
@@ -475,13 +479,13 @@ fn error_replies_are_counted_once_under_their_code() {
     assert_eq!(
         errors,
         [
-            "errorstat_ERR:count=1",
+            "errorstat_ERR:count=3",
             "errorstat_MYCODE:count=1",
             "errorstat_WRONGTYPE:count=5"
         ],
         "{info}"
     );
-    assert_eq!(info_field(&mut con, "stats", "total_error_replies"), 7);
+    assert_eq!(info_field(&mut con, "stats", "total_error_replies"), 9);
     // Commands run by EXEC and by scripts are booked as calls of their own.
     let commands: String = run(&mut con, &["INFO", "commandstats"]);
     let lpush = commands
@@ -493,7 +497,41 @@ fn error_replies_are_counted_once_under_their_code() {
         lpush.ends_with(",rejected_calls=0,failed_calls=5"),
         "{commands}"
     );
+    assert!(
+        commands.contains("cmdstat_get:calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,"),
+        "{commands}"
+    );
     run::<()>(&mut con, &["CONFIG", "RESETSTAT"]);
     let errorstats: String = run(&mut con, &["INFO", "errorstats"]);
     assert_eq!(errorstats.trim_end(), "# Errorstats");
+}
+
+#[test]
+fn a_blocked_command_that_ends_in_an_error_counts_as_failed() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let mut blocked = server.client();
+    let id: i64 = run(&mut blocked, &["CLIENT", "ID"]);
+    let waiter = std::thread::spawn(move || fails(&mut blocked, &["BLPOP", "queue", "0"]));
+    wait_for_blocked(&mut con, 1);
+    run::<i64>(&mut con, &["CLIENT", "UNBLOCK", &id.to_string(), "ERROR"]);
+    assert_eq!(
+        waiter.join().unwrap(),
+        "UNBLOCKED client unblocked via CLIENT UNBLOCK"
+    );
+    let errors: String = run(&mut con, &["INFO", "errorstats"]);
+    assert!(
+        errors.contains("errorstat_UNBLOCKED:count=1\r\n"),
+        "{errors}"
+    );
+    let commands: String = run(&mut con, &["INFO", "commandstats"]);
+    let blpop = commands
+        .lines()
+        .find(|line| line.starts_with("cmdstat_blpop:"))
+        .unwrap_or_default();
+    assert!(blpop.starts_with("cmdstat_blpop:calls=1,"), "{commands}");
+    assert!(
+        blpop.ends_with(",rejected_calls=0,failed_calls=1"),
+        "{commands}"
+    );
 }

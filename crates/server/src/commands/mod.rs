@@ -173,14 +173,18 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     let Some(spec) = lookup(&args[0]) else {
         return Outcome::ran(unknown_command(args).to_reply(), None);
     };
-    let argc = args.len() as i32;
-    if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
+    if !spec.accepts(args.len()) {
         return Outcome::rejected(Error::WrongArity(spec.name.to_string()), spec);
     }
     if !ctx.client.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
         return Outcome::rejected(Error::NoAuth, spec);
     }
-    if !ctx.client.resp3 && !ctx.client.subscriptions.is_empty() && !allowed_while_subscribed(spec)
+    // Commands of a transaction or script passed this check, or run for the script's own
+    // client, which subscribes to nothing.
+    if ctx.txn.is_none()
+        && !ctx.client.resp3
+        && !ctx.client.subscriptions.is_empty()
+        && !allowed_while_subscribed(spec)
     {
         let err = Error::msg(format!(
             "Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
@@ -194,13 +198,16 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
             return Outcome::ran(Reply::status("QUEUED"), None);
         }
     }
-    let reply = (spec.handler)(ctx, args).unwrap_or_else(|err| err.to_reply());
+    let result = (spec.handler)(ctx, args);
+    // A handler that failed after it ran a script (its commit) replies with an error of its own.
+    let error_counted = std::mem::take(&mut ctx.error_counted) && result.is_ok();
+    let reply = result.unwrap_or_else(|err| err.to_reply());
     let written = ctx.written.take();
     if !written.is_empty() {
         notify::command_events(ctx, spec, args, &written);
     }
     Outcome {
-        error_counted: std::mem::take(&mut ctx.error_counted),
+        error_counted,
         ..Outcome::ran(reply, Some(spec))
     }
 }

@@ -10,7 +10,7 @@ use shale_protocol::Reply;
 
 use super::args::{int, is, text};
 use super::notify::Event;
-use super::{execute_nested, help_reply, lookup, publish_committed, Context, Flags};
+use super::{execute_nested, help_reply, lookup, publish_committed, CommandSpec, Context, Flags};
 use crate::error::Error;
 use crate::scripting::{sha1_hex, Invocation};
 use crate::types::{off_worker, Transaction};
@@ -121,8 +121,11 @@ fn run_script(
     // script counts once, when it happens, whether the script returns it, raises it or
     // swallows it with pcall.
     let mut call = |args: &[Bytes], resp3: bool| -> Reply {
-        if let Some(refusal) = script_refusal(args, read_only) {
+        if let Some((refusal, spec)) = script_refusal(args, read_only) {
             services.stats.record_errors(refusal, 1);
+            if let Some(spec) = spec {
+                services.stats.record_rejected(spec);
+            }
             return Reply::Error(refusal.into());
         }
         inner.client.resp3 = resp3;
@@ -140,21 +143,25 @@ fn run_script(
     Ok((reply, events, killed))
 }
 
-/// The error line for a command a script may not run here, before it runs.
-fn script_refusal(args: &[Bytes], read_only: bool) -> Option<&'static str> {
+/// The error line for a command a script may not run here, before it runs, and the command
+/// if it exists (its refusal counts as a rejected call).
+fn script_refusal(
+    args: &[Bytes],
+    read_only: bool,
+) -> Option<(&'static str, Option<&'static CommandSpec>)> {
     let Some(spec) = lookup(&args[0]) else {
-        return Some("ERR Unknown Redis command called from script");
+        return Some(("ERR Unknown Redis command called from script", None));
     };
-    let argc = args.len() as i32;
-    if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
-        Some("ERR Wrong number of args calling Redis command from script")
+    let refusal = if !spec.accepts(args.len()) {
+        "ERR Wrong number of args calling Redis command from script"
     } else if spec.flags.contains(Flags::NOSCRIPT) {
-        Some("ERR This Redis command is not allowed from script")
+        "ERR This Redis command is not allowed from script"
     } else if read_only && spec.flags.contains(Flags::WRITE) {
-        Some("ERR Write commands are not allowed from read-only scripts.")
+        "ERR Write commands are not allowed from read-only scripts."
     } else {
-        None
-    }
+        return None;
+    };
+    Some((refusal, Some(spec)))
 }
 
 /// SCRIPT LOAD | EXISTS | FLUSH | KILL | HELP

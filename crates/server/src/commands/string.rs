@@ -7,7 +7,7 @@ use shale_storage::metadata::KeyKind;
 use super::args::{int, is};
 use super::Context;
 use crate::error::Error;
-use crate::types::lcs::{lcs as longest_common_subsequence, LcsRun};
+use crate::types::lcs::LcsRun;
 use crate::types::now_ms;
 use crate::types::string::{ExpiryChange, SetCondition, SetOptions};
 
@@ -266,10 +266,10 @@ pub fn lcs(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let mut i = 3;
     while i < args.len() {
         match &args[i] {
-            a if is(a, "len") => want_len = true,
-            a if is(a, "idx") => want_idx = true,
-            a if is(a, "withmatchlen") => with_match_len = true,
-            a if is(a, "minmatchlen") && i + 1 < args.len() => {
+            option if is(option, "len") => want_len = true,
+            option if is(option, "idx") => want_idx = true,
+            option if is(option, "withmatchlen") => with_match_len = true,
+            option if is(option, "minmatchlen") && i + 1 < args.len() => {
                 // Negative lengths count as 0; no run is longer than u32::MAX.
                 min_match_len = int(&args[i + 1])?.clamp(0, u32::MAX as i64) as u32;
                 i += 1;
@@ -284,7 +284,7 @@ pub fn lcs(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         ));
     }
     let table_limit = ctx.services.max_string_len();
-    let found = longest_common_subsequence(&a, &b, table_limit, !want_len)?;
+    let found = ctx.db().lcs(&a, &b, table_limit, !want_len)?;
     let Some((subsequence, runs)) = found.walk else {
         return Ok(Reply::Integer(found.len.into()));
     };

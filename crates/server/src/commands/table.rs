@@ -398,6 +398,20 @@ static BY_NAME: LazyLock<FxHashMap<&'static [u8], &'static CommandSpec>> = LazyL
 });
 
 /// Finds a command by name, case-insensitively.
+impl CommandSpec {
+    /// Whether `argc` arguments (the name included) fit the arity: exactly it when positive,
+    /// at least its magnitude when negative.
+    pub fn accepts(&self, argc: usize) -> bool {
+        let argc = argc as i64;
+        let arity = i64::from(self.arity);
+        if arity >= 0 {
+            argc == arity
+        } else {
+            argc >= -arity
+        }
+    }
+}
+
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
     let mut buf = [0u8; 32];
     let lower = buf.get_mut(..name.len())?;

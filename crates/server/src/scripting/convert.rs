@@ -17,11 +17,7 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
     };
     match reply {
         Reply::Status(text) => tagged("ok", string(text.as_bytes())?),
-        Reply::Error(line) => {
-            let table = error_table(lua, &line)?;
-            table.raw_set(COUNTED, true)?;
-            Ok(Value::Table(table))
-        }
+        Reply::Error(line) => Ok(Value::Table(error_table(lua, &line)?)),
         Reply::Integer(n) => Ok(Value::Number(n as f64)),
         Reply::Bulk(data) => string(&data),
         Reply::Null | Reply::NullArray if resp3 => Ok(Value::Nil),
@@ -74,6 +70,11 @@ fn array(lua: &Lua, items: Vec<Reply>, resp3: bool) -> mlua::Result<Value> {
 /// Marks an error table that came from a command's reply: INFO counted that error when the
 /// command answered, so EVAL's reply does not count it again. Redis names the field the same.
 const COUNTED: &str = "ignore_err_stats_update";
+
+/// Marks the error table a command's reply became as counted already.
+pub fn mark_counted(error: &Table) -> mlua::Result<()> {
+    error.raw_set(COUNTED, true)
+}
 
 /// Whether a script's result is an error table that INFO has counted already.
 pub fn counted_error(value: &Value) -> bool {

@@ -9,7 +9,7 @@ use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, V
 use shale_protocol::Reply;
 
 use super::convert::{
-    command_args, counted_error, error_line, error_table, lua_to_reply, reply_to_lua,
+    command_args, counted_error, error_line, error_table, lua_to_reply, mark_counted, reply_to_lua,
 };
 use super::{cjson, sha1_hex, RunningScript};
 use crate::server::REDIS_VERSION;
@@ -189,18 +189,30 @@ impl Vm {
         let outcome = lua.scope(|scope| {
             let command = scope.create_function_mut(|lua, values: MultiValue| {
                 let values: Vec<Value> = values.into_iter().collect();
-                let reply = match command_args(&values) {
-                    None => Reply::Error(
-                        "ERR Lua redis lib command arguments must be strings or integers".into(),
+                // `call` counts the errors of the commands it runs; these two it never sees.
+                let (reply, counted) = match command_args(&values) {
+                    None => (
+                        Reply::Error(
+                            "ERR Lua redis lib command arguments must be strings or integers"
+                                .into(),
+                        ),
+                        false,
                     ),
-                    Some(args) if args.is_empty() => Reply::Error(
-                        "ERR Please specify at least one argument for this redis lib call".into(),
+                    Some(args) if args.is_empty() => (
+                        Reply::Error(
+                            "ERR Please specify at least one argument for this redis lib call"
+                                .into(),
+                        ),
+                        false,
                     ),
-                    Some(args) => call(&args, resp3.get()),
+                    Some(args) => (call(&args, resp3.get()), true),
                 };
                 let value = reply_to_lua(lua, reply, resp3.get())?;
                 if let Value::Table(error) = &value {
                     if error.raw_get::<Value>("err").is_ok_and(|e| !e.is_nil()) {
+                        if counted {
+                            mark_counted(error)?;
+                        }
                         if let Some(line) = script_line(lua) {
                             error.raw_set("source", "@user_script")?;
                             error.raw_set("line", line)?;

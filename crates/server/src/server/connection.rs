@@ -298,6 +298,14 @@ impl Connection {
                 match self.wait_blocked(request, input).await? {
                     // A served pop wrote, on this client's behalf.
                     Some(reply) => {
+                        if let Reply::Error(line) = &reply {
+                            // Booked as a call when it blocked; its error comes only now.
+                            let stats = &self.services.stats;
+                            stats.record_errors(line, 1);
+                            if let Some(spec) = lookup(&args[0]) {
+                                stats.record_failure(spec);
+                            }
+                        }
                         reply.encode(output, self.client.resp3);
                         wrote = true;
                     }

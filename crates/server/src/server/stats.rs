@@ -57,12 +57,13 @@ impl Default for ServerStats {
 /// Distinct error codes INFO errorstats tracks. Scripts can make up any code
 /// (`redis.error_reply`), so the table is bounded; later codes count only in
 /// total_error_replies.
-pub const ERROR_CODES: usize = 128;
+const ERROR_CODES: usize = 128;
 
 /// The code INFO errorstats files an error line under, as Redis takes it: the first word, if
-/// a space ends it within 32 bytes, else `ERR`.
+/// a space ends it within the first 32 bytes of the reply (whose `-` this line lacks), else
+/// `ERR`.
 fn error_code(line: &str) -> &str {
-    let head = &line.as_bytes()[..line.len().min(32)];
+    let head = &line.as_bytes()[..line.len().min(31)];
     match head.iter().position(|&b| b == b' ') {
         Some(end) => &line[..end],
         None => "ERR",
@@ -97,6 +98,13 @@ impl ServerStats {
             if failed > 0 {
                 stats.failed.fetch_add(failed, Ordering::Relaxed);
             }
+        }
+    }
+
+    /// Records the failure of a call booked before its reply was known (a blocking command).
+    pub fn record_failure(&self, spec: &CommandSpec) {
+        if let Some(stats) = position(spec).and_then(|at| self.commands.get(at)) {
+            stats.failed.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -250,6 +258,11 @@ mod tests {
         assert_eq!(error_code("ERR syntax error"), "ERR");
         assert_eq!(error_code("NOSPACE"), "ERR");
         assert_eq!(error_code(&format!("{} late space", "X".repeat(40))), "ERR");
+        assert_eq!(
+            error_code(&format!("{} fits", "X".repeat(30))),
+            "X".repeat(30)
+        );
+        assert_eq!(error_code(&format!("{} too long", "X".repeat(31))), "ERR");
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //! which runs of matched bytes IDX lists. This module follows the same table and the same walk,
 //! so its answers are Redis's byte for byte, not merely as long.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use bytes::Bytes;
 
 use super::Db;
@@ -34,29 +36,11 @@ pub struct Lcs {
     pub walk: Option<(Vec<u8>, Vec<LcsRun>)>,
 }
 
-/// The longest common subsequence of `a` and `b`. Its table takes 4 bytes per pair of
-/// positions, at most `table_limit` bytes (Redis's bound is proto-max-bulk-len); `walk` asks
-/// for the subsequence and its runs besides the length.
-pub fn lcs(a: &[u8], b: &[u8], table_limit: usize, walk: bool) -> Result<Lcs, Error> {
-    if a.len() >= u32::MAX as usize - 1 || b.len() >= u32::MAX as usize - 1 {
-        return Err(Error::msg("String too long for LCS"));
-    }
+/// The longest common subsequence of `a` and `b`. `table` holds a zeroed table of
+/// `(a.len() + 1) * (b.len() + 1)` cells; `walk` asks for the subsequence and its runs besides
+/// the length.
+fn lcs_in(a: &[u8], b: &[u8], table: &mut [u32], walk: bool) -> Lcs {
     let width = b.len() + 1;
-    let cells = (a.len() + 1)
-        .checked_mul(width)
-        .filter(|cells| {
-            cells
-                .checked_mul(4)
-                .is_some_and(|bytes| bytes <= table_limit)
-        })
-        .ok_or_else(|| {
-            Error::msg("Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len")
-        })?;
-    let mut table: Vec<u32> = Vec::new();
-    table.try_reserve_exact(cells).map_err(|_| {
-        Error::msg("Insufficient memory, failed allocating transient memory for LCS")
-    })?;
-    table.resize(cells, 0);
     let at = |i: usize, j: usize| i * width + j;
     for i in 1..=a.len() {
         for j in 1..=b.len() {
@@ -69,7 +53,7 @@ pub fn lcs(a: &[u8], b: &[u8], table_limit: usize, walk: bool) -> Result<Lcs, Er
     }
     let len = table[at(a.len(), b.len())];
     if !walk {
-        return Ok(Lcs { len, walk: None });
+        return Lcs { len, walk: None };
     }
 
     let mut subsequence = vec![0u8; len as usize];
@@ -113,13 +97,63 @@ pub fn lcs(a: &[u8], b: &[u8], table_limit: usize, walk: bool) -> Result<Lcs, Er
             runs.extend(run.take());
         }
     }
-    Ok(Lcs {
+    Lcs {
         len,
         walk: Some((subsequence, runs)),
-    })
+    }
+}
+
+/// The bytes of the table LCS needs for `a` and `b`, if they are countable.
+fn table_bytes(a: &[u8], b: &[u8]) -> Option<usize> {
+    (a.len() + 1)
+        .checked_mul(b.len() + 1)?
+        .checked_mul(std::mem::size_of::<u32>())
+}
+
+/// Table bytes reserved against the keyspace's budget until dropped.
+struct Reservation<'k> {
+    held: &'k AtomicUsize,
+    bytes: usize,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        self.held.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
 }
 
 impl Db<'_> {
+    /// LCS of `a` and `b`. Redis bounds one command's table by proto-max-bulk-len
+    /// (`table_limit`) and runs one command at a time; here commands run on every worker at
+    /// once, so the same bound holds for all tables together.
+    pub fn lcs(&self, a: &[u8], b: &[u8], table_limit: usize, walk: bool) -> Result<Lcs, Error> {
+        if a.len() >= u32::MAX as usize - 1 || b.len() >= u32::MAX as usize - 1 {
+            return Err(Error::msg("String too long for LCS"));
+        }
+        let bytes = table_bytes(a, b)
+            .filter(|&bytes| bytes <= table_limit)
+            .ok_or_else(|| {
+                Error::msg(
+                    "Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
+                )
+            })?;
+        let no_memory =
+            || Error::msg("Insufficient memory, failed allocating transient memory for LCS");
+        let held = &self.ks.lcs_tables;
+        held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |total| {
+            total
+                .checked_add(bytes)
+                .filter(|&total| total <= table_limit)
+        })
+        .map_err(|_| no_memory())?;
+        let _reservation = Reservation { held, bytes };
+        let cells = bytes / std::mem::size_of::<u32>();
+        let mut table: Vec<u32> = Vec::new();
+        table.try_reserve_exact(cells).map_err(|_| no_memory())?;
+        table.resize(cells, 0);
+        Ok(lcs_in(a, b, &mut table, walk))
+    }
+
     /// The two strings LCS compares, a missing key reading as empty; `None` if either key
     /// holds another type (LCS has its own error for that, not WRONGTYPE).
     pub fn lcs_operands(&self, a: &[u8], b: &[u8]) -> Result<Option<(Bytes, Bytes)>, Error> {
@@ -137,7 +171,9 @@ mod tests {
     use super::*;
 
     fn full(a: &str, b: &str) -> (String, Vec<LcsRun>, u32) {
-        let found = lcs(a.as_bytes(), b.as_bytes(), usize::MAX, true).unwrap();
+        let (a, b) = (a.as_bytes(), b.as_bytes());
+        let mut table = vec![0; (a.len() + 1) * (b.len() + 1)];
+        let found = lcs_in(a, b, &mut table, true);
         let (subsequence, runs) = found.walk.unwrap();
         (String::from_utf8(subsequence).unwrap(), runs, found.len)
     }
@@ -169,15 +205,14 @@ mod tests {
 
     #[test]
     fn length_alone_skips_the_walk() {
-        let found = lcs(b"ohmytext", b"mynewtext", usize::MAX, false).unwrap();
+        let mut table = vec![0; 9 * 10];
+        let found = lcs_in(b"ohmytext", b"mynewtext", &mut table, false);
         assert_eq!(found, Lcs { len: 6, walk: None });
     }
 
     #[test]
-    fn the_table_is_bounded() {
-        // 3 x 3 cells of 4 bytes.
-        assert!(lcs(b"ab", b"ab", 36, false).is_ok());
-        let refused = lcs(b"ab", b"ab", 35, false).unwrap_err();
-        assert!(refused.to_string().contains("exceeds proto-max-bulk-len"));
+    fn tables_are_sized_in_bytes() {
+        assert_eq!(table_bytes(b"ab", b"ab"), Some(36));
+        assert_eq!(table_bytes(b"", b""), Some(4));
     }
 }

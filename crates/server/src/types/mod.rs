@@ -88,6 +88,8 @@ pub struct Keyspace {
     /// Lists and sorted sets that writes filled while clients block on them.
     pub ready: ReadyKeys,
     pub stats: KeyspaceStats,
+    /// Bytes of LCS tables that running commands hold (see `lcs`).
+    lcs_tables: AtomicUsize,
 }
 
 impl Keyspace {
@@ -117,6 +119,7 @@ impl Keyspace {
             watches: Default::default(),
             ready: Default::default(),
             stats: KeyspaceStats::default(),
+            lcs_tables: AtomicUsize::new(0),
         })
     }
 
