@@ -535,3 +535,55 @@ fn a_blocked_command_that_ends_in_an_error_counts_as_failed() {
         "{commands}"
     );
 }
+
+#[test]
+fn memory_usage_reports_the_bytes_a_key_takes_in_storage() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    assert_eq!(
+        run::<Option<i64>>(&mut con, &["MEMORY", "USAGE", "nokey"]),
+        None
+    );
+    run::<()>(&mut con, &["SET", "s1", "hello"]);
+    run::<()>(&mut con, &["SET", "s2", &"x".repeat(1000)]);
+    let small: i64 = run(&mut con, &["MEMORY", "USAGE", "s1"]);
+    let larger: i64 = run(&mut con, &["MEMORY", "USAGE", "s2"]);
+    assert!(small > 5 && small < 64, "{small}");
+    assert_eq!(larger - small, 995, "only the value differs");
+
+    // Elements of one size: the sample of 5 predicts the whole list exactly.
+    let element = "e".repeat(20);
+    let mut push = redis::cmd("RPUSH");
+    push.arg("list");
+    for _ in 0..100 {
+        push.arg(&element);
+    }
+    push.query::<()>(&mut con).unwrap();
+    let sampled: i64 = run(&mut con, &["MEMORY", "USAGE", "list"]);
+    let all: i64 = run(&mut con, &["MEMORY", "USAGE", "list", "SAMPLES", "0"]);
+    assert_eq!(sampled, all);
+    assert!(all > 100 * 20, "{all}");
+    // A sorted-set member has a second record in the score index.
+    run::<()>(&mut con, &["SADD", "set", "m1", "m2"]);
+    run::<()>(&mut con, &["ZADD", "zset", "1", "m1", "2", "m2"]);
+    let set: i64 = run(&mut con, &["MEMORY", "USAGE", "set"]);
+    let zset: i64 = run(&mut con, &["MEMORY", "USAGE", "zset"]);
+    assert!(zset > set, "{zset} {set}");
+
+    assert_eq!(
+        fails(&mut con, &["MEMORY", "USAGE", "list", "SAMPLES", "-1"]),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        fails(&mut con, &["MEMORY", "USAGE", "list", "SAMPLES"]),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        fails(&mut con, &["MEMORY", "USAGE"]),
+        "ERR wrong number of arguments for 'memory|usage' command"
+    );
+    assert_eq!(
+        fails(&mut con, &["MEMORY", "DOCTOR"]),
+        "ERR unknown subcommand 'DOCTOR'. Try MEMORY HELP."
+    );
+}

@@ -351,6 +351,47 @@ pub fn wait(_ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     Ok(Reply::Integer(0))
 }
 
+/// MEMORY USAGE key [SAMPLES count] | HELP. USAGE reports the bytes of the key's records in
+/// storage (see `types/memory.rs`); DOCTOR, MALLOC-STATS, PURGE and STATS describe Redis's
+/// allocator and are not provided.
+pub fn memory(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let sub = &args[1];
+    if is(sub, "help") && args.len() == 2 {
+        return Ok(help_reply(&[
+            "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "USAGE <key> [SAMPLES <count>]",
+            "    Return the bytes that <key> and its value take in storage (keys and values of",
+            "    its records, before compression). Nested values are sampled up to <count>",
+            "    times (default: 5, 0 means sample all).",
+            "HELP",
+            "    Print this help.",
+        ]));
+    }
+    if !is(sub, "usage") {
+        return Err(Error::UnknownSubcommand {
+            sub: text(sub),
+            command: "MEMORY",
+        });
+    }
+    if args.len() < 3 {
+        return Err(Error::WrongArity("memory|usage".into()));
+    }
+    let mut samples = Some(5);
+    let mut i = 3;
+    while i < args.len() {
+        if !is(&args[i], "samples") || i + 1 >= args.len() {
+            return Err(Error::Syntax);
+        }
+        samples = match int(&args[i + 1])? {
+            0 => None,
+            n => Some(u64::try_from(n).map_err(|_| Error::Syntax)?),
+        };
+        i += 2;
+    }
+    let usage = ctx.db().memory_usage(&args[2], samples)?;
+    Ok(usage.map_or(Reply::Null, |bytes| Reply::Integer(bytes as i64)))
+}
+
 /// ROLE: a server without replication is a master with no replicas, at offset 0 (what
 /// INFO replication says too). Sentinel-aware clients ask this before they trust a node.
 pub fn role(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {

@@ -152,6 +152,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("time", 1, Flags::LOADING.with(Flags::STALE).with(Flags::FAST), NO_KEYS, "server", "Returns the server time.", server::time),
     spec!("slowlog", -2, ADMIN, NO_KEYS, "server", "A container for slow log commands.", server::slowlog),
     spec!("shutdown", -1, ADMIN, NO_KEYS, "server", "Shuts down the server.", server::shutdown),
+    spec!("memory", -2, R, (2, 2, 1), "server", "A container for memory diagnostics commands.", server::memory),
     spec!("role", 1, CONN, NO_KEYS, "server", "Returns the replication role.", server::role),
     spec!("wait", 3, Flags::NOSCRIPT, NO_KEYS, "generic", "Blocks until the writes of this connection reach a number of replicas.", server::wait),
     // strings

@@ -16,6 +16,7 @@ mod keys;
 pub mod lcs;
 pub mod list;
 mod locks;
+mod memory;
 pub mod numbers;
 mod packed;
 pub mod pattern;
