@@ -179,12 +179,7 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     if !ctx.client.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
         return Outcome::rejected(Error::NoAuth, spec);
     }
-    // Commands of a transaction or script passed this check, or run for the script's own
-    // client, which subscribes to nothing.
-    if ctx.txn.is_none()
-        && !ctx.client.resp3
-        && !ctx.client.subscriptions.is_empty()
-        && !allowed_while_subscribed(spec)
+    if !ctx.client.resp3 && !ctx.client.subscriptions.is_empty() && !allowed_while_subscribed(spec)
     {
         let err = Error::msg(format!(
             "Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",

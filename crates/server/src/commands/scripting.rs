@@ -116,6 +116,8 @@ fn run_script(
         .map_err(|e| Error::msg(format!("can't start a Lua state: {e}")))?;
     let running = services.scripts.started(killable);
     let (caller_db, caller_resp3) = (ctx.client.db, ctx.client.resp3);
+    // The script's commands run as a client of its own, which subscribes to nothing.
+    let subscriptions = std::mem::take(&mut ctx.client.subscriptions);
     let mut inner = Context::new(services, &mut *ctx.client, Some(txn), None);
     // Each command a script runs is booked in INFO like any other; an error it gives the
     // script counts once, when it happens, whether the script returns it, raises it or
@@ -140,6 +142,7 @@ fn run_script(
     // SELECT inside a script does not change the caller's database.
     ctx.client.db = caller_db;
     ctx.client.resp3 = caller_resp3;
+    ctx.client.subscriptions = subscriptions;
     Ok((reply, events, killed))
 }
 
