@@ -169,3 +169,37 @@ fn errors_follow_redis() {
         "ERR syntax error"
     );
 }
+
+#[test]
+fn transactions_and_scripts_sort_as_redis_does() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["SADD", "s", "b", "c", "a"]);
+    run::<()>(&mut con, &["RPUSH", "l", "3", "1", "2"]);
+    run::<()>(&mut con, &["MSET", "w_1", "9", "w_2", "8", "w_3", "7"]);
+    // STORE's destination is a key the transaction declares.
+    let stored: Vec<i64> = redis::pipe()
+        .atomic()
+        .cmd("SORT")
+        .arg("l")
+        .arg("STORE")
+        .arg("dst")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(stored, [3]);
+    assert_eq!(
+        sorted(&mut con, &["LRANGE", "dst", "0", "-1"]),
+        ["1", "2", "3"]
+    );
+    // In a script a set is sorted even by BY nosort, so the result does not depend on it.
+    let script = "return redis.call('SORT', KEYS[1], 'BY', 'nosort', 'DESC')";
+    assert_eq!(
+        sorted(&mut con, &["EVAL", script, "1", "s"]),
+        ["c", "b", "a"]
+    );
+    // A BY without `*` turns sorting off even if another BY follows.
+    assert_eq!(
+        sorted(&mut con, &["SORT", "l", "BY", "nosort", "BY", "w_*"]),
+        ["3", "1", "2"]
+    );
+}

@@ -54,6 +54,8 @@ pub struct Context<'a> {
     /// Set by a command whose error reply is one a command it ran has already counted (a
     /// script returning what `redis.call` raised), so INFO counts each error once.
     pub error_counted: bool,
+    /// The command runs for a script (`redis.call`).
+    pub in_script: bool,
 }
 
 impl<'a> Context<'a> {
@@ -74,6 +76,7 @@ impl<'a> Context<'a> {
             written: Default::default(),
             events: Vec::new(),
             error_counted: false,
+            in_script: false,
         }
     }
 

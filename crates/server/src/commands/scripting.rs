@@ -119,6 +119,7 @@ fn run_script(
     // The script's commands run as a client of its own, which subscribes to nothing.
     let subscriptions = std::mem::take(&mut ctx.client.subscriptions);
     let mut inner = Context::new(services, &mut *ctx.client, Some(txn), None);
+    inner.in_script = true;
     // Each command a script runs is booked in INFO like any other; an error it gives the
     // script counts once, when it happens, whether the script returns it, raises it or
     // swallows it with pcall.

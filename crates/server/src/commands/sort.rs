@@ -21,6 +21,27 @@ pub fn sort_ro(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 
 /// As in Redis, every option is read before the key is looked up.
 fn run(ctx: &mut Context<'_>, args: &[Bytes], may_store: bool) -> Result<Reply, Error> {
+    let (mut options, store) = parse(args, may_store)?;
+    // As in Redis, a set that must come out the same everywhere (stored, or in a script) is
+    // sorted even when BY asks for no sorting.
+    options.deterministic = store.is_some() || ctx.in_script;
+    let db = ctx.db();
+    match store {
+        Some(dst) => Ok(Reply::Integer(db.sort_store(&args[1], &options, dst)?)),
+        None => Ok(Reply::Array(
+            db.sort(&args[1], &options)?
+                .into_iter()
+                .map(Reply::bulk_or_null)
+                .collect(),
+        )),
+    }
+}
+
+/// The options of SORT (`may_store`) or SORT_RO, and STORE's destination.
+pub(super) fn parse(
+    args: &[Bytes],
+    may_store: bool,
+) -> Result<(SortOptions, Option<&Bytes>), Error> {
     let mut options = SortOptions::default();
     let mut store = None;
     let mut i = 2;
@@ -39,7 +60,10 @@ fn run(ctx: &mut Context<'_>, args: &[Bytes], may_store: bool) -> Result<Reply, 
                 i += 1;
             }
             a if is(a, "by") && left >= 1 => {
-                options.by = Some(args[i + 1].clone());
+                let pattern = &args[i + 1];
+                // A BY without `*` turns sorting off for good, whatever BY follows.
+                options.keep_order |= !pattern.contains(&b'*');
+                options.by = Some(pattern.clone());
                 i += 1;
             }
             a if is(a, "get") && left >= 1 => {
@@ -50,14 +74,5 @@ fn run(ctx: &mut Context<'_>, args: &[Bytes], may_store: bool) -> Result<Reply, 
         }
         i += 1;
     }
-    let db = ctx.db();
-    match store {
-        Some(dst) => Ok(Reply::Integer(db.sort_store(&args[1], &options, dst)?)),
-        None => Ok(Reply::Array(
-            db.sort(&args[1], &options)?
-                .into_iter()
-                .map(Reply::bulk_or_null)
-                .collect(),
-        )),
-    }
+    Ok((options, store))
 }

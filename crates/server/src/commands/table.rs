@@ -198,8 +198,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("move", 3, DF, KEY1, "generic", "Moves a key to another database.", keys::move_key),
     spec!("keys", 2, R, NO_KEYS, "generic", "Returns all key names that match a pattern.", keys::keys),
     spec!("scan", -2, R, NO_KEYS, "generic", "Iterates over the key names in the database.", keys::scan),
-    spec!("sort", -2, W, KEY1, "generic", "Sort the elements in a list, set or sorted set", sort::sort),
-    spec!("sort_ro", -2, R, KEY1, "generic", "Sort the elements in a list, set or sorted set. Read-only variant of SORT.", sort::sort_ro),
+    spec!("sort", -2, W, KEY1, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", sort::sort),
+    spec!("sort_ro", -2, R, KEY1, "generic", "Returns the sorted elements of a list, a set, or a sorted set.", sort::sort_ro),
     spec!("randomkey", 1, R, NO_KEYS, "generic", "Returns a random key name from the database.", keys::randomkey),
     spec!("touch", -2, RF, ALL_KEYS, "generic", "Returns the number of existing keys out of those specified.", keys::touch),
     spec!("object", -2, R, (2, 2, 1), "generic", "A container for object introspection commands.", keys::object),
@@ -364,6 +364,14 @@ pub fn command_keys<'a>(spec: &CommandSpec, args: &'a [Bytes]) -> Vec<&'a [u8]> 
         "blmpop" | "bzmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall"
         | "fcall_ro" => counted(2, &[]),
         "tr.bitopcard" => args.iter().skip(2).map(|a| a.as_ref()).collect(),
+        "sort" => {
+            let store = sort::parse(args, true).ok().and_then(|(_, store)| store);
+            args.get(1)
+                .into_iter()
+                .chain(store)
+                .map(|a| a.as_ref())
+                .collect()
+        }
         _ if spec.first_key <= 0 => Vec::new(),
         _ => {
             let first = spec.first_key as usize;
@@ -398,7 +406,6 @@ static BY_NAME: LazyLock<FxHashMap<&'static [u8], &'static CommandSpec>> = LazyL
         .collect()
 });
 
-/// Finds a command by name, case-insensitively.
 impl CommandSpec {
     /// Whether `argc` arguments (the name included) fit the arity: exactly it when positive,
     /// at least its magnitude when negative.
@@ -413,6 +420,7 @@ impl CommandSpec {
     }
 }
 
+/// Finds a command by name, case-insensitively.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
     let mut buf = [0u8; 32];
     let lower = buf.get_mut(..name.len())?;

@@ -106,20 +106,26 @@ int shale_double(const char *text, size_t len, double *out) {
     return 1;
 }
 
+/* strtod over `text` up to its first NUL, as C code reads a Redis string: 1 if that part is
+ * all one number. An empty text reads as 0. */
+static int read_to_nul(const char *text, size_t len, double *value, int *range) {
+    size_t end;
+    const char *nul = len == 0 ? NULL : memchr(text, '\0', len);
+    size_t upto = nul != NULL ? (size_t)(nul - text) : len;
+    if (upto == 0) {
+        *value = 0;
+        *range = 0;
+        return 1;
+    }
+    return read_double(text, upto, value, &end, range) && end == upto;
+}
+
 /* zslParseRange's bound: strtod up to the first NUL, refusing only NaN and text after the
  * number, so leading spaces are skipped and an empty bound (which strtod reads as 0) is 0. */
 int shale_range_double(const char *text, size_t len, double *out) {
     double value;
-    size_t end;
     int range;
-    if (len == 0) {
-        *out = 0;
-        return 1;
-    }
-    const char *nul = memchr(text, '\0', len);
-    size_t upto = nul != NULL ? (size_t)(nul - text) : len;
-    if (!read_double(text, upto, &value, &end, &range)) return 0;
-    if (end != upto || isnan(value)) return 0;
+    if (!read_to_nul(text, len, &value, &range) || isnan(value)) return 0;
     *out = value;
     return 1;
 }
@@ -128,12 +134,8 @@ int shale_range_double(const char *text, size_t len, double *out) {
  * number out of strtod's range; leading spaces are skipped and an empty text is 0. */
 int shale_sort_double(const char *text, size_t len, double *out) {
     double value;
-    size_t end;
     int range;
-    const char *nul = memchr(text, '\0', len);
-    size_t upto = nul != NULL ? (size_t)(nul - text) : len;
-    if (!read_double(text, upto, &value, &end, &range)) return 0;
-    if (end != upto || range || isnan(value)) return 0;
+    if (!read_to_nul(text, len, &value, &range) || range || isnan(value)) return 0;
     *out = value;
     return 1;
 }

@@ -13,22 +13,21 @@ use super::Db;
 use crate::error::Error;
 
 /// What SORT was asked for, read from its arguments.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct SortOptions {
-    /// BY pattern; one without `*` (`nosort`) keeps the elements in their stored order.
+    /// The last BY pattern.
     pub by: Option<Bytes>,
+    /// A BY without `*` (`nosort`) came: the elements keep their stored order.
+    pub keep_order: bool,
     /// LIMIT offset count.
     pub limit: Option<(i64, i64)>,
     /// GET patterns, `#` for the element itself.
     pub gets: Vec<Bytes>,
     pub desc: bool,
     pub alpha: bool,
-}
-
-impl SortOptions {
-    fn keeps_stored_order(&self) -> bool {
-        self.by.as_ref().is_some_and(|by| !by.contains(&b'*'))
-    }
+    /// The result must not depend on a set's internal order (STORE, scripts): a set is
+    /// sorted ALPHA even when BY asks for no sorting.
+    pub deterministic: bool,
 }
 
 /// One element to sort and what it sorts by.
@@ -44,7 +43,19 @@ impl<'a> Db<'a> {
     /// The sorted elements (or, with GET, the looked-up values, `None` where a key is missing),
     /// in reply order.
     pub fn sort(&self, key: &[u8], options: &SortOptions) -> Result<Vec<Option<Bytes>>, Error> {
-        self.sorted(key, options, false)
+        let Some(kind) = self.key_type(key)? else {
+            return Ok(Vec::new());
+        };
+        if kind == KeyKind::Set && options.keep_order && options.deterministic {
+            let sorted = SortOptions {
+                by: None,
+                keep_order: false,
+                alpha: true,
+                ..options.clone()
+            };
+            return self.sorted(key, kind, &sorted);
+        }
+        self.sorted(key, kind, options)
     }
 
     /// SORT ... STORE: replaces `dst` with the reply as a list (missing values as empty
@@ -57,7 +68,7 @@ impl<'a> Db<'a> {
     ) -> Result<i64, Error> {
         let _guard = self.lock(&[key, dst])?;
         let items: Vec<Bytes> = self
-            .sorted(key, options, true)?
+            .sort(key, options)?
             .into_iter()
             .map(Option::unwrap_or_default)
             .collect();
@@ -65,31 +76,13 @@ impl<'a> Db<'a> {
         Ok(items.len() as i64)
     }
 
-    /// `storing`: a set is sorted even by a BY without `*`, as Redis does so that what it
-    /// stores does not depend on the set's internal order.
     fn sorted(
         &self,
         key: &[u8],
+        kind: KeyKind,
         options: &SortOptions,
-        storing: bool,
     ) -> Result<Vec<Option<Bytes>>, Error> {
-        let Some(kind) = self.key_type(key)? else {
-            return Ok(Vec::new());
-        };
-        let forced_alpha;
-        let options = if storing && kind == KeyKind::Set && options.keeps_stored_order() {
-            forced_alpha = SortOptions {
-                by: None,
-                alpha: true,
-                limit: options.limit,
-                gets: options.gets.clone(),
-                desc: options.desc,
-            };
-            &forced_alpha
-        } else {
-            options
-        };
-        let stored_order = options.keeps_stored_order();
+        let stored_order = options.keep_order;
         let mut elements = match kind {
             KeyKind::List => self.lrange(key, 0, -1)?,
             KeyKind::Set => self.smembers(key)?,
