@@ -6,7 +6,7 @@ mod common;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use common::{fails, info_field, run, TestServer};
+use common::{fails, info_field, run, wait_until, TestServer};
 use redis::Value;
 use shale_storage::Cf;
 
@@ -160,14 +160,9 @@ fn expired_hash_vanishes_and_its_elements_leave_the_disk() {
     );
     assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 1);
     // Give the expiry cycle time to reap it, then look at the data family directly.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while info_field(&mut con, "stats", "expired_keys") < 1 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "expiry cycle did not run"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until("expiry cycle did not run", || {
+        info_field(&mut con, "stats", "expired_keys") >= 1
+    });
     drop(con);
     server.stop();
     assert_eq!(

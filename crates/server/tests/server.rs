@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{fails, info_field, run, wait_for_blocked, TestServer};
+use common::{command_stats, fails, info_field, run, wait_for_blocked, wait_until, TestServer};
 use redis::Value;
 
 #[test]
@@ -93,14 +93,9 @@ fn client_commands() {
         1
     );
     // The kill reaches the other connection's task asynchronously.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while redis::cmd("PING").query::<String>(&mut other).is_ok() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "killed client is not closed"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_until("killed client is not closed", || {
+        redis::cmd("PING").query::<String>(&mut other).is_err()
+    });
     assert_eq!(
         fails(&mut con, &["CLIENT", "KILL", "1.2.3.4:5"]),
         "ERR No such client"
@@ -225,10 +220,7 @@ fn info_sections() {
     run::<()>(&mut con, &["HSET", "hash", "f", "v"]);
     fails(&mut con, &["GET", "hash"]);
     let stats: String = run(&mut con, &["INFO", "commandstats"]);
-    let get = stats
-        .lines()
-        .find(|line| line.starts_with("cmdstat_get:"))
-        .unwrap_or_default();
+    let get = command_stats(&stats, "get");
     assert!(get.starts_with("cmdstat_get:calls=3,"), "{stats}");
     assert!(get.ends_with(",rejected_calls=1,failed_calls=1"), "{stats}");
     assert!(stats.contains("cmdstat_set:calls=1,"), "{stats}");
@@ -488,10 +480,7 @@ fn error_replies_are_counted_once_under_their_code() {
     assert_eq!(info_field(&mut con, "stats", "total_error_replies"), 9);
     // Commands run by EXEC and by scripts are booked as calls of their own.
     let commands: String = run(&mut con, &["INFO", "commandstats"]);
-    let lpush = commands
-        .lines()
-        .find(|line| line.starts_with("cmdstat_lpush:"))
-        .unwrap_or_default();
+    let lpush = command_stats(&commands, "lpush");
     assert!(lpush.starts_with("cmdstat_lpush:calls=5,"), "{commands}");
     assert!(
         lpush.ends_with(",rejected_calls=0,failed_calls=5"),
@@ -525,10 +514,7 @@ fn a_blocked_command_that_ends_in_an_error_counts_as_failed() {
         "{errors}"
     );
     let commands: String = run(&mut con, &["INFO", "commandstats"]);
-    let blpop = commands
-        .lines()
-        .find(|line| line.starts_with("cmdstat_blpop:"))
-        .unwrap_or_default();
+    let blpop = command_stats(&commands, "blpop");
     assert!(blpop.starts_with("cmdstat_blpop:calls=1,"), "{commands}");
     assert!(
         blpop.ends_with(",rejected_calls=0,failed_calls=1"),

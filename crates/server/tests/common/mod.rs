@@ -274,6 +274,24 @@ pub fn run<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&str])
 }
 
 /// Waits until INFO reports `n` blocked clients (a blocking command reached its wait).
+/// Polls `done` until it holds, failing the test after 10 s: for what the server does in
+/// the background (the expiry cycle, a kill reaching its connection).
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The `cmdstat_<name>:` line of INFO commandstats, or "" if there is none.
+pub fn command_stats<'a>(info: &'a str, name: &str) -> &'a str {
+    let prefix = format!("cmdstat_{name}:");
+    info.lines()
+        .find(|line| line.starts_with(&prefix))
+        .unwrap_or_default()
+}
+
 pub fn wait_for_blocked(con: &mut redis::Connection, n: usize) {
     for _ in 0..500 {
         let info: String = run(con, &["INFO", "clients"]);
