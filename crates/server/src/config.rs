@@ -276,6 +276,26 @@ pub const PARAMS: &[Param] = &[
         "" => Ok(()),
         _ => Err("Shale has no snapshots; every write is in the WAL".into()),
     }),
+    // Data lives on disk and is never evicted: Redis's "no limit" and "noeviction" describe
+    // Shale, and clients (Sidekiq, job queues) check them before they trust the server.
+    param!(
+        "maxmemory",
+        true,
+        |_c| "0".into(),
+        |_c, v| match parse_memory(v)? {
+            0 => Ok(()),
+            _ => Err("Shale evicts nothing; memory is bounded by the rocksdb.* sizes".into()),
+        }
+    ),
+    param!(
+        "maxmemory-policy",
+        true,
+        |_c| "noeviction".into(),
+        |_c, v| match v {
+            "noeviction" => Ok(()),
+            _ => Err("Shale evicts nothing; memory is bounded by the rocksdb.* sizes".into()),
+        }
+    ),
     param!(
         "rocksdb.block-cache-size",
         false,

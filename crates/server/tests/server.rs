@@ -142,6 +142,22 @@ fn config_get_set_rewrite() {
         run::<Vec<String>>(&mut con, &["CONFIG", "GET", "hash-max-listpack-entries"])[1],
         "1024"
     );
+    // Nothing is evicted: the values that say so are shown and only they are accepted.
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["CONFIG", "GET", "maxmemory*"]),
+        ["maxmemory", "0", "maxmemory-policy", "noeviction"]
+    );
+    run::<()>(
+        &mut con,
+        &["CONFIG", "SET", "maxmemory-policy", "noeviction"],
+    );
+    assert!(fails(&mut con, &["CONFIG", "SET", "maxmemory", "1gb"])
+        .starts_with("ERR CONFIG SET failed (possibly related to argument 'maxmemory')"));
+    let memory: String = run(&mut con, &["INFO", "memory"]);
+    assert!(
+        memory.contains("maxmemory_policy:noeviction\r\n"),
+        "{memory}"
+    );
     assert_eq!(
         fails(&mut con, &["CONFIG", "SET", "port", "1"]),
         "ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config"

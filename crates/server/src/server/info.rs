@@ -175,6 +175,8 @@ fn memory(services: &Services, keyspace: &Keyspace, out: &mut String) {
     line(out, "used_memory_rss", rss);
     line(out, "used_memory_rss_human", human(rss));
     line(out, "maxmemory", 0);
+    line(out, "maxmemory_human", "0B");
+    line(out, "maxmemory_policy", "noeviction");
     line(out, "mem_allocator", crate::MEM_ALLOCATOR);
     line(out, "block_cache_used", engine.block_cache_usage);
     line(out, "block_cache_capacity", engine.block_cache_capacity);
