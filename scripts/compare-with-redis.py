@@ -3,51 +3,40 @@
 
 Usage: scripts/compare-with-redis.py REDIS_PORT SHALE_PORT COMMAND_FILE...
 
-Each line of a command file is one command, split on spaces (no quoting). Both servers are
-flushed first. Exits 1 if any reply differs.
+Each line of a command file is one command, split on spaces; "..." or '...' groups words
+that contain spaces (or nothing: "" is an empty argument), and backslashes are literal. Both
+servers are flushed first. Exits 1 if any reply differs.
 """
 
-import socket
+import os
+import shlex
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-def encode(parts):
-    return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
+from wire import Server  # noqa: E402
 
 
-def read_reply(f):
-    line = f.readline()
-    kind, rest = line[:1], line[1:-2]
-    if kind in b"+-:":
-        return (kind + rest).decode()
-    if kind == b"$":
-        n = int(rest)
-        return None if n < 0 else f.read(n + 2)[:-2]
-    if kind == b"*":
-        n = int(rest)
-        return None if n < 0 else [read_reply(f) for _ in range(n)]
-    return line
+def split(line):
+    lexer = shlex.shlex(line, posix=True)
+    lexer.whitespace_split = True
+    lexer.escape = ""
+    lexer.commenters = ""
+    return list(lexer)
 
 
 def main():
     redis_port, shale_port, files = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
-    servers = []
-    for port in (redis_port, shale_port):
-        s = socket.create_connection(("127.0.0.1", port))
-        servers.append((s, s.makefile("rb")))
-    for s, f in servers:
-        s.sendall(encode([b"FLUSHALL"]))
-        read_reply(f)
+    servers = [Server(redis_port), Server(shale_port)]
+    for server in servers:
+        server.call([b"FLUSHALL"])
     checked = differ = 0
     for path in files:
         for line in open(path):
-            parts = [p.encode() for p in line.split()]
+            parts = [p.encode() for p in split(line)]
             if not parts:
                 continue
-            replies = []
-            for s, f in servers:
-                s.sendall(encode(parts))
-                replies.append(read_reply(f))
+            replies = [server.call(parts) for server in servers]
             checked += 1
             if replies[0] != replies[1]:
                 differ += 1
