@@ -5,7 +5,7 @@ use shale_protocol::Reply;
 use shale_storage::metadata::KeyKind;
 
 use super::args::{db_index, int, is, scan_args, text};
-use super::Context;
+use super::{help_reply, Context};
 use crate::error::Error;
 use crate::types::{now_ms, ExpireCondition};
 
@@ -216,19 +216,14 @@ pub fn randomkey(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error>
 pub fn object(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let sub = &args[1];
     if is(sub, "help") && args.len() == 2 {
-        return Ok(Reply::Array(
-            [
-                "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "ENCODING <key>",
-                "    Return the kind of internal representation used in order to store the value",
-                "    associated with a <key>.",
-                "HELP",
-                "    Print this help.",
-            ]
-            .into_iter()
-            .map(|l| Reply::Status(l.into()))
-            .collect(),
-        ));
+        return Ok(help_reply(&[
+            "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "ENCODING <key>",
+            "    Return the kind of internal representation used in order to store the value",
+            "    associated with a <key>.",
+            "HELP",
+            "    Print this help.",
+        ]));
     }
     if !is(sub, "encoding") {
         return Err(Error::UnknownSubcommand {

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use shale_protocol::Reply;
 
 use super::args::{is, text};
-use super::Context;
+use super::{help_reply, Context};
 use crate::error::Error;
 use crate::server::pubsub::Kind;
 
@@ -142,20 +142,15 @@ pub fn pubsub(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     } else if is(sub, "numpat") && args.len() == 2 {
         Ok(Reply::Integer(registry.pattern_count()))
     } else if is(sub, "help") {
-        Ok(Reply::Array(
-            [
-                "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "CHANNELS [<pattern>]",
-                "NUMPAT",
-                "NUMSUB [<channel> ...]",
-                "SHARDCHANNELS [<pattern>]",
-                "SHARDNUMSUB [<shardchannel> ...]",
-                "HELP",
-            ]
-            .into_iter()
-            .map(|l| Reply::Status(l.into()))
-            .collect(),
-        ))
+        Ok(help_reply(&[
+            "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "CHANNELS [<pattern>]",
+            "NUMPAT",
+            "NUMSUB [<channel> ...]",
+            "SHARDCHANNELS [<pattern>]",
+            "SHARDNUMSUB [<shardchannel> ...]",
+            "HELP",
+        ]))
     } else {
         Err(Error::UnknownSubcommand {
             sub: text(sub),

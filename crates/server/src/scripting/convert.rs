@@ -67,8 +67,8 @@ fn array(lua: &Lua, items: Vec<Reply>, resp3: bool) -> mlua::Result<Value> {
     Ok(Value::Table(table))
 }
 
-/// Marks an error table that came from a command's reply: INFO counted that error when the
-/// command answered, so EVAL's reply does not count it again. Redis names the field the same.
+/// The field of an error table that came from a command's reply: INFO counted that error
+/// when the command answered, so EVAL's reply does not count it again. Redis names it so too.
 const COUNTED: &str = "ignore_err_stats_update";
 
 /// Marks the error table a command's reply became as counted already.

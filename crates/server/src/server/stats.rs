@@ -89,10 +89,15 @@ impl ServerStats {
         codes.iter().map(|(code, n)| (code.clone(), *n)).collect()
     }
 
+    /// The statistics of one command of the table.
+    fn of(&self, spec: &CommandSpec) -> Option<&CommandStats> {
+        position(spec).and_then(|at| self.commands.get(at))
+    }
+
     /// Records `calls` executions of one command that took `usec` µs in all.
     pub fn record_calls(&self, spec: &CommandSpec, calls: u64, usec: u64, failed: u64) {
         self.commands_processed.fetch_add(calls, Ordering::Relaxed);
-        if let Some(stats) = position(spec).and_then(|at| self.commands.get(at)) {
+        if let Some(stats) = self.of(spec) {
             stats.calls.fetch_add(calls, Ordering::Relaxed);
             stats.usec.fetch_add(usec, Ordering::Relaxed);
             if failed > 0 {
@@ -103,14 +108,14 @@ impl ServerStats {
 
     /// Records the failure of a call booked before its reply was known (a blocking command).
     pub fn record_failure(&self, spec: &CommandSpec) {
-        if let Some(stats) = position(spec).and_then(|at| self.commands.get(at)) {
+        if let Some(stats) = self.of(spec) {
             stats.failed.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// Records a command refused before it ran: neither a call nor a failed one.
     pub fn record_rejected(&self, spec: &CommandSpec) {
-        if let Some(stats) = position(spec).and_then(|at| self.commands.get(at)) {
+        if let Some(stats) = self.of(spec) {
             stats.rejected.fetch_add(1, Ordering::Relaxed);
         }
     }

@@ -82,7 +82,6 @@ impl<'a> Db<'a> {
         kind: KeyKind,
         options: &SortOptions,
     ) -> Result<Vec<Option<Bytes>>, Error> {
-        let stored_order = options.keep_order;
         let mut elements = match kind {
             KeyKind::List => self.lrange(key, 0, -1)?,
             KeyKind::Set => self.smembers(key)?,
@@ -101,7 +100,7 @@ impl<'a> Db<'a> {
         };
         // Without sorting, lists and sorted sets keep their order, reversed by DESC; a set
         // keeps its own (here the members' byte order).
-        if stored_order && options.desc && kind != KeyKind::Set {
+        if options.keep_order && options.desc && kind != KeyKind::Set {
             elements.reverse();
         }
         let (start, end) = window(options.limit, elements.len());
@@ -113,17 +112,9 @@ impl<'a> Db<'a> {
                 by_value: None,
             })
             .collect();
-        if !stored_order {
+        if !options.keep_order {
             self.load_sort_values(&mut entries, options)?;
-            let order = |a: &Entry, b: &Entry| compare(a, b, options);
-            entries.sort_by(|a, b| {
-                let cmp = order(a, b);
-                if options.desc {
-                    cmp.reverse()
-                } else {
-                    cmp
-                }
-            });
+            entries.sort_by(|a, b| compare(a, b, options));
         }
         let chosen = entries.get(start..end).unwrap_or_default();
         if options.gets.is_empty() {
@@ -216,9 +207,18 @@ fn window(limit: Option<(i64, i64)>, len: usize) -> (usize, usize) {
     (start as usize, end as usize + 1)
 }
 
-/// Redis's `sortCompare`, before DESC: numbers, ties broken by the elements' bytes; ALPHA
-/// compares the elements' bytes, or the BY values with missing ones first.
+/// Redis's `sortCompare`: numbers, ties broken by the elements' bytes; ALPHA compares the
+/// elements' bytes, or the BY values with missing ones first; DESC reverses the whole.
 fn compare(a: &Entry, b: &Entry, options: &SortOptions) -> Ordering {
+    let ascending = ascending(a, b, options);
+    if options.desc {
+        ascending.reverse()
+    } else {
+        ascending
+    }
+}
+
+fn ascending(a: &Entry, b: &Entry, options: &SortOptions) -> Ordering {
     if !options.alpha {
         return a
             .score
