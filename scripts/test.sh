@@ -22,10 +22,22 @@ if ! "$SHALE_VENV/bin/python" -c 'import redis' 2>/dev/null; then
 fi
 export SHALE_PYTHON="$SHALE_VENV/bin/python"
 
+# Redis, for the differential checks: redis-tools ships the server (as redis-check-rdb) and,
+# unlike the redis-server package, starts no service on port 6379.
+if ! command -v redis-server >/dev/null && ! command -v redis-check-rdb >/dev/null; then
+    echo "installing redis-tools (Redis, for the checks against it)" >&2
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
+    $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq redis-tools >/dev/null
+fi
+
 cargo fmt --all --check
 cargo clippy --release --all-targets -- -D warnings
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --release --workspace 2>&1 | tee "$log"
-# One closing line for the whole suite.
+# The same commands against Redis: every reply and every key's state must match.
+python3 scripts/check-against-redis.py "$CARGO_TARGET_DIR/release/shale-server"
+# One closing line for the Rust tests.
 awk '/^test result:/ { passed += $4; failed += $6 } END { printf "%d passed, %d failed\n", passed, failed }' "$log"
