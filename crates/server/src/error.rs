@@ -15,7 +15,7 @@ pub enum Error {
     #[error("unknown command")]
     UnknownCommand { name: String, args: String },
     #[error("unknown subcommand")]
-    UnknownSubcommand { sub: String, command: &'static str },
+    UnknownSubcommand { sub: String, command: String },
     #[error("wrong type")]
     WrongType,
     #[error("value is not an integer or out of range")]
@@ -98,7 +98,7 @@ mod tests {
         assert_eq!(
             line(Error::UnknownSubcommand {
                 sub: "x".into(),
-                command: "CONFIG"
+                command: "CONFIG".into()
             }),
             "ERR unknown subcommand 'x'. Try CONFIG HELP."
         );

@@ -277,6 +277,101 @@ fn command_introspection() {
 }
 
 #[test]
+fn subcommands_are_commands_of_their_own() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["CONFIG", "GET", "maxmemory"]);
+    run::<()>(&mut con, &["Config", "get", "port"]);
+    assert_eq!(
+        fails(&mut con, &["CONFIG", "GET"]),
+        "ERR wrong number of arguments for 'config|get' command"
+    );
+    assert_eq!(
+        fails(&mut con, &["config", "nosuch"]),
+        "ERR unknown subcommand 'nosuch'. Try CONFIG HELP."
+    );
+    run::<()>(&mut con, &["CLIENT", "ID"]);
+    // As in Redis: calls, refusals and errors are booked under `container|sub`, and an
+    // unknown subcommand only as an error.
+    let stats: String = run(&mut con, &["INFO", "commandstats"]);
+    assert!(
+        command_stats(&stats, "config|get").starts_with("cmdstat_config|get:calls=2,"),
+        "{stats}"
+    );
+    assert!(
+        command_stats(&stats, "config|get").ends_with(",rejected_calls=1,failed_calls=0"),
+        "{stats}"
+    );
+    assert!(command_stats(&stats, "client|id").starts_with("cmdstat_client|id:calls=1,"));
+    assert_eq!(command_stats(&stats, "config"), "", "{stats}");
+    let errors: String = run(&mut con, &["INFO", "errorstats"]);
+    assert!(errors.contains("errorstat_ERR:count=2"), "{errors}");
+    run::<String>(&mut con, &["CLIENT", "LIST"]);
+    let list: String = run(&mut con, &["CLIENT", "LIST"]);
+    assert!(list.contains("cmd=client|list "), "{list}");
+
+    let names: Vec<String> = run(&mut con, &["COMMAND", "LIST"]);
+    assert!(names.contains(&"config|get".to_string()) && names.contains(&"config".to_string()));
+    let count: usize = run(&mut con, &["COMMAND", "COUNT"]);
+    assert!(names.len() > count, "COUNT leaves subcommands out");
+    let info: Vec<Value> = run(&mut con, &["COMMAND", "INFO", "memory", "memory|usage"]);
+    let Value::Array(container) = &info[0] else {
+        panic!("{info:?}")
+    };
+    let Value::Array(subcommands) = &container[9] else {
+        panic!("{container:?}")
+    };
+    assert!(format!("{subcommands:?}").contains("memory|usage"));
+    let Value::Array(usage) = &info[1] else {
+        panic!("{info:?}")
+    };
+    assert_eq!(
+        usage[1..6],
+        [
+            Value::Int(-3),
+            usage[2].clone(),
+            Value::Int(2),
+            Value::Int(2),
+            Value::Int(1)
+        ]
+    );
+    let docs: Value = run(&mut con, &["COMMAND", "DOCS", "config"]);
+    assert!(format!("{docs:?}").contains("config|set"), "{docs:?}");
+}
+
+#[test]
+fn command_getkeys() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let keys: Vec<String> = run(
+        &mut con,
+        &["COMMAND", "GETKEYS", "MSET", "a", "1", "b", "2"],
+    );
+    assert_eq!(keys, ["a", "b"]);
+    let keys: Vec<String> = run(&mut con, &["COMMAND", "GETKEYS", "memory", "usage", "k"]);
+    assert_eq!(keys, ["k"]);
+    let keys: Vec<String> = run(
+        &mut con,
+        &[
+            "COMMAND", "GETKEYS", "EVAL", "return 1", "2", "x", "y", "arg",
+        ],
+    );
+    assert_eq!(keys, ["x", "y"]);
+    assert_eq!(
+        fails(&mut con, &["COMMAND", "GETKEYS", "nosuch", "a"]),
+        "ERR Invalid command specified"
+    );
+    assert_eq!(
+        fails(&mut con, &["COMMAND", "GETKEYS", "get", "a", "b"]),
+        "ERR Invalid number of arguments specified for command"
+    );
+    assert_eq!(
+        fails(&mut con, &["COMMAND", "GETKEYS", "echo", "a"]),
+        "ERR The command has no key arguments"
+    );
+}
+
+#[test]
 fn slowlog() {
     let server = TestServer::start_with(&["--slowlog-log-slower-than", "0"]);
     let mut con = server.client();

@@ -150,67 +150,56 @@ fn validate_name(name: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
-/// CLIENT ID | SETNAME | GETNAME | LIST | INFO | KILL | SETINFO | HELP
-pub fn client(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let sub = &args[1];
-    let arity = |n: usize, name: &str| {
-        if args.len() == n {
-            Ok(())
-        } else {
-            Err(Error::WrongArity(format!("client|{name}")))
-        }
-    };
-    if is(sub, "id") {
-        arity(2, "id")?;
-        Ok(Reply::Integer(ctx.client.handle.id as i64))
-    } else if is(sub, "setname") {
-        arity(3, "setname")?;
-        validate_name(&args[2])?;
-        ctx.client.handle.info.lock().name = Some(args[2].clone()).filter(|n| !n.is_empty());
-        Ok(Reply::OK)
-    } else if is(sub, "getname") {
-        arity(2, "getname")?;
-        Ok(Reply::bulk_or_null(
-            ctx.client.handle.info.lock().name.clone(),
-        ))
-    } else if is(sub, "info") {
-        arity(2, "info")?;
-        Ok(Reply::Verbatim(Bytes::from(
-            ctx.client.handle.describe() + "\n",
-        )))
-    } else if is(sub, "list") {
-        client_list(ctx, args)
-    } else if is(sub, "kill") {
-        client_kill(ctx, args)
-    } else if is(sub, "setinfo") {
-        arity(4, "setinfo")?;
-        validate_name(&args[3])?;
-        let mut info = ctx.client.handle.info.lock();
-        if is(&args[2], "lib-name") {
-            info.lib_name = Some(args[3].clone());
-        } else if is(&args[2], "lib-ver") {
-            info.lib_ver = Some(args[3].clone());
-        } else {
-            return Err(Error::msg(format!(
-                "Unrecognized option '{}'",
-                text(&args[2])
-            )));
-        }
-        Ok(Reply::OK)
-    } else if is(sub, "unblock") {
-        client_unblock(ctx, args)
-    } else if is(sub, "help") {
-        Ok(help_reply(&["CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "ID", "GETNAME", "SETNAME <name>", "SETINFO <LIB-NAME|LIB-VER> <value>", "INFO", "LIST [TYPE normal] [ID <id> ...]", "KILL <ip:port> | KILL [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [USER <name>] [SKIPME yes|no]", "UNBLOCK <clientid> [TIMEOUT|ERROR]", "HELP"]))
+/// CLIENT ID
+pub fn client_id(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.client.handle.id as i64))
+}
+
+/// CLIENT SETNAME name
+pub fn client_setname(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    validate_name(&args[2])?;
+    ctx.client.handle.info.lock().name = Some(args[2].clone()).filter(|n| !n.is_empty());
+    Ok(Reply::OK)
+}
+
+/// CLIENT GETNAME
+pub fn client_getname(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::bulk_or_null(
+        ctx.client.handle.info.lock().name.clone(),
+    ))
+}
+
+/// CLIENT INFO
+pub fn client_info(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Verbatim(Bytes::from(
+        ctx.client.handle.describe() + "\n",
+    )))
+}
+
+/// CLIENT SETINFO LIB-NAME|LIB-VER value
+pub fn client_setinfo(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    validate_name(&args[3])?;
+    let mut info = ctx.client.handle.info.lock();
+    if is(&args[2], "lib-name") {
+        info.lib_name = Some(args[3].clone());
+    } else if is(&args[2], "lib-ver") {
+        info.lib_ver = Some(args[3].clone());
     } else {
-        Err(Error::UnknownSubcommand {
-            sub: text(sub),
-            command: "CLIENT",
-        })
+        return Err(Error::msg(format!(
+            "Unrecognized option '{}'",
+            text(&args[2])
+        )));
     }
+    Ok(Reply::OK)
+}
+
+/// CLIENT HELP
+pub fn client_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(help_reply(&["CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "ID", "GETNAME", "SETNAME <name>", "SETINFO <LIB-NAME|LIB-VER> <value>", "INFO", "LIST [TYPE normal] [ID <id> ...]", "KILL <ip:port> | KILL [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [USER <name>] [SKIPME yes|no]", "UNBLOCK <clientid> [TIMEOUT|ERROR]", "HELP"]))
 }
 
 /// CLIENT UNBLOCK id [TIMEOUT|ERROR]
-fn client_unblock(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+pub fn client_unblock(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     if !(3..=4).contains(&args.len()) {
         return Err(Error::WrongArity("client|unblock".into()));
     }
@@ -230,7 +219,7 @@ fn client_unblock(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error>
 }
 
 /// CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id ...]
-fn client_list(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+pub fn client_list(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let mut ids: Option<Vec<u64>> = None;
     let mut only_normal = true;
     let mut i = 2;
@@ -276,7 +265,7 @@ fn client_list(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 }
 
 /// CLIENT KILL ip:port, or CLIENT KILL with filters (ID, ADDR, LADDR, USER, SKIPME).
-fn client_kill(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+pub fn client_kill(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     if args.len() == 3 {
         let addr = text(&args[2]);
         let target = ctx

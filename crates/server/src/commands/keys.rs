@@ -212,27 +212,19 @@ pub fn randomkey(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error>
     Ok(Reply::bulk_or_null(ctx.db().random_key()?))
 }
 
-/// OBJECT ENCODING key | OBJECT HELP
-pub fn object(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let sub = &args[1];
-    if is(sub, "help") && args.len() == 2 {
-        return Ok(help_reply(&[
-            "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "ENCODING <key>",
-            "    Return the kind of internal representation used in order to store the value",
-            "    associated with a <key>.",
-            "HELP",
-            "    Print this help.",
-        ]));
-    }
-    if !is(sub, "encoding") {
-        return Err(Error::UnknownSubcommand {
-            sub: text(sub),
-            command: "OBJECT",
-        });
-    }
-    if args.len() != 3 {
-        return Err(Error::WrongArity("object|encoding".into()));
-    }
+/// OBJECT ENCODING key
+pub fn object_encoding(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     Ok(Reply::bulk_or_null(ctx.db().encoding(&args[2])?))
+}
+
+/// OBJECT HELP
+pub fn object_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(help_reply(&[
+        "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "ENCODING <key>",
+        "    Return the kind of internal representation used in order to store the value",
+        "    associated with a <key>.",
+        "HELP",
+        "    Print this help.",
+    ]))
 }

@@ -33,7 +33,9 @@ use crate::server::{ClientState, Services};
 use crate::types::{Db, HeldStripes, Keyspace, Transaction, WrittenKeys};
 
 pub use notify::{expired_event, format_classes, parse_classes, publish_committed, Event};
-pub use table::{command_keys, lookup, position, CommandSpec, Flags, COMMANDS};
+pub use table::{
+    command_keys, lookup, position, resolve, CommandSpec, Flags, Unresolved, ALL_COMMANDS, COMMANDS,
+};
 
 /// What a command may reach: the keyspace, its own connection and the server's services.
 pub struct Context<'a> {
@@ -173,8 +175,9 @@ pub fn execute_nested(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
 }
 
 fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
-    let Some(spec) = lookup(&args[0]) else {
-        return Outcome::ran(unknown_command(args).to_reply(), None);
+    let spec = match resolve(args) {
+        Ok(spec) => spec,
+        Err(unresolved) => return Outcome::ran(unknown(unresolved, args).to_reply(), None),
     };
     if !spec.accepts(args.len()) {
         return Outcome::rejected(Error::WrongArity(spec.name.to_string()), spec);
@@ -260,7 +263,16 @@ fn allowed_while_subscribed(spec: &CommandSpec) -> bool {
     subscription || matches!(spec.name, "ping" | "quit" | "reset")
 }
 
-fn unknown_command(args: &[Bytes]) -> Error {
+/// The error for a command or subcommand that does not exist; like Redis, it is booked under
+/// no command.
+fn unknown(unresolved: Unresolved, args: &[Bytes]) -> Error {
+    if let Unresolved::Subcommand(container) = unresolved {
+        let sub = &args[1];
+        return Error::UnknownSubcommand {
+            sub: String::from_utf8_lossy(&sub[..sub.len().min(128)]).into_owned(),
+            command: container.name.to_ascii_uppercase(),
+        };
+    }
     let name = String::from_utf8_lossy(&args[0]).into_owned();
     let preview: String = args[1..]
         .iter()

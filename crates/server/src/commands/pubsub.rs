@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use shale_protocol::Reply;
 
-use super::args::{is, text};
+use super::args::text;
 use super::{help_reply, Context};
 use crate::error::Error;
 use crate::server::pubsub::Kind;
@@ -103,58 +103,71 @@ pub fn spublish(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     )))
 }
 
-/// PUBSUB CHANNELS [pattern] | NUMSUB [channel ...] | NUMPAT | SHARDCHANNELS [pattern] |
-/// SHARDNUMSUB [channel ...] | HELP
-pub fn pubsub(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let sub = &args[1];
-    let registry = &ctx.services.pubsub;
-    let channels = |kind| -> Result<Reply, Error> {
-        if args.len() > 3 {
-            return Err(Error::WrongArity(format!(
-                "pubsub|{}",
-                text(sub).to_ascii_lowercase()
-            )));
-        }
-        let names = registry.channels(kind, args.get(2).map(|p| p.as_ref()));
-        Ok(Reply::Array(names.into_iter().map(Reply::Bulk).collect()))
-    };
-    let counts = |kind| {
-        Reply::Map(
-            args[2..]
-                .iter()
-                .map(|name| {
-                    (
-                        Reply::Bulk(name.clone()),
-                        Reply::Integer(registry.subscriber_count(kind, name)),
-                    )
-                })
-                .collect(),
-        )
-    };
-    if is(sub, "channels") {
-        channels(Kind::Channel)
-    } else if is(sub, "shardchannels") {
-        channels(Kind::Shard)
-    } else if is(sub, "numsub") {
-        Ok(counts(Kind::Channel))
-    } else if is(sub, "shardnumsub") {
-        Ok(counts(Kind::Shard))
-    } else if is(sub, "numpat") && args.len() == 2 {
-        Ok(Reply::Integer(registry.pattern_count()))
-    } else if is(sub, "help") {
-        Ok(help_reply(&[
-            "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "CHANNELS [<pattern>]",
-            "NUMPAT",
-            "NUMSUB [<channel> ...]",
-            "SHARDCHANNELS [<pattern>]",
-            "SHARDNUMSUB [<shardchannel> ...]",
-            "HELP",
-        ]))
-    } else {
-        Err(Error::UnknownSubcommand {
-            sub: text(sub),
-            command: "PUBSUB",
-        })
+/// PUBSUB CHANNELS [pattern]
+pub fn pubsub_channels(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    channels(ctx, args, Kind::Channel)
+}
+
+/// PUBSUB SHARDCHANNELS [pattern]
+pub fn pubsub_shardchannels(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    channels(ctx, args, Kind::Shard)
+}
+
+/// PUBSUB NUMSUB [channel ...]
+pub fn pubsub_numsub(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(subscriber_counts(ctx, args, Kind::Channel))
+}
+
+/// PUBSUB SHARDNUMSUB [channel ...]
+pub fn pubsub_shardnumsub(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(subscriber_counts(ctx, args, Kind::Shard))
+}
+
+/// PUBSUB NUMPAT
+pub fn pubsub_numpat(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.services.pubsub.pattern_count()))
+}
+
+/// PUBSUB HELP
+pub fn pubsub_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(help_reply(&[
+        "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "CHANNELS [<pattern>]",
+        "NUMPAT",
+        "NUMSUB [<channel> ...]",
+        "SHARDCHANNELS [<pattern>]",
+        "SHARDNUMSUB [<shardchannel> ...]",
+        "HELP",
+    ]))
+}
+
+/// The active channels of `kind`, all or those matching the pattern in `args[2]`.
+fn channels(ctx: &Context<'_>, args: &[Bytes], kind: Kind) -> Result<Reply, Error> {
+    if args.len() > 3 {
+        return Err(Error::WrongArity(format!(
+            "pubsub|{}",
+            text(&args[1]).to_ascii_lowercase()
+        )));
     }
+    let names = ctx
+        .services
+        .pubsub
+        .channels(kind, args.get(2).map(|p| p.as_ref()));
+    Ok(Reply::Array(names.into_iter().map(Reply::Bulk).collect()))
+}
+
+/// Each channel of `args[2..]` with its number of subscribers.
+fn subscriber_counts(ctx: &Context<'_>, args: &[Bytes], kind: Kind) -> Reply {
+    let registry = &ctx.services.pubsub;
+    Reply::Map(
+        args[2..]
+            .iter()
+            .map(|name| {
+                (
+                    Reply::Bulk(name.clone()),
+                    Reply::Integer(registry.subscriber_count(kind, name)),
+                )
+            })
+            .collect(),
+    )
 }

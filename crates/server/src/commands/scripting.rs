@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use shale_protocol::Reply;
 
-use super::args::{int, is, text};
+use super::args::{int, is};
 use super::notify::Event;
-use super::{execute_nested, help_reply, lookup, publish_committed, CommandSpec, Context, Flags};
+use super::{execute_nested, help_reply, publish_committed, resolve, CommandSpec, Context, Flags};
 use crate::error::Error;
 use crate::scripting::{sha1_hex, Invocation};
 use crate::types::{off_worker, Transaction};
@@ -153,7 +153,7 @@ fn script_refusal(
     args: &[Bytes],
     read_only: bool,
 ) -> Option<(&'static str, Option<&'static CommandSpec>)> {
-    let Some(spec) = lookup(&args[0]) else {
+    let Ok(spec) = resolve(args) else {
         return Some(("ERR Unknown Redis command called from script", None));
     };
     let refusal = if !spec.accepts(args.len()) {
@@ -168,56 +168,55 @@ fn script_refusal(
     Some((refusal, Some(spec)))
 }
 
-/// SCRIPT LOAD | EXISTS | FLUSH | KILL | HELP
-pub fn script(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let sub = &args[1];
+/// SCRIPT LOAD script
+pub fn script_load(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::bulk(ctx.services.scripts.load(args[2].clone())))
+}
+
+/// SCRIPT EXISTS sha1 [sha1 ...]
+pub fn script_exists(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let scripts = &ctx.services.scripts;
-    if is(sub, "load") && args.len() == 3 {
-        Ok(Reply::bulk(scripts.load(args[2].clone())))
-    } else if is(sub, "exists") && args.len() >= 3 {
-        Ok(Reply::Array(
-            args[2..]
-                .iter()
-                .map(|sha| Reply::Integer(scripts.exists(sha) as i64))
-                .collect(),
-        ))
-    } else if is(sub, "flush") && args.len() <= 3 {
-        match args.get(2) {
-            None => {}
-            Some(mode) if is(mode, "sync") || is(mode, "async") => {}
-            Some(_) => return Err(Error::msg("SCRIPT FLUSH only support SYNC|ASYNC option")),
-        }
-        scripts.flush();
-        Ok(Reply::OK)
-    } else if is(sub, "kill") && args.len() == 2 {
-        let limit = Duration::from_millis(ctx.services.config.read().lua_time_limit);
-        if scripts.kill(limit) == 0 {
-            return Err(Error::Prefixed(
-                "NOTBUSY No scripts in execution right now.".into(),
-            ));
-        }
-        Ok(Reply::OK)
-    } else if is(sub, "help") && args.len() == 2 {
-        Ok(help_reply(&[
-            "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "EXISTS <sha1> [<sha1> ...]",
-            "FLUSH [ASYNC|SYNC]",
-            "KILL",
-            "LOAD <script>",
-            "HELP",
-        ]))
-    } else if ["load", "exists", "flush", "kill", "help"]
-        .iter()
-        .any(|name| is(sub, name))
-    {
-        Err(Error::WrongArity(format!(
-            "script|{}",
-            text(sub).to_ascii_lowercase()
-        )))
-    } else {
-        Err(Error::UnknownSubcommand {
-            sub: text(sub),
-            command: "SCRIPT",
-        })
+    Ok(Reply::Array(
+        args[2..]
+            .iter()
+            .map(|sha| Reply::Integer(scripts.exists(sha) as i64))
+            .collect(),
+    ))
+}
+
+/// SCRIPT FLUSH [ASYNC|SYNC]
+pub fn script_flush(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    if args.len() > 3 {
+        return Err(Error::WrongArity("script|flush".into()));
     }
+    match args.get(2) {
+        None => {}
+        Some(mode) if is(mode, "sync") || is(mode, "async") => {}
+        Some(_) => return Err(Error::msg("SCRIPT FLUSH only support SYNC|ASYNC option")),
+    }
+    ctx.services.scripts.flush();
+    Ok(Reply::OK)
+}
+
+/// SCRIPT KILL
+pub fn script_kill(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    let limit = Duration::from_millis(ctx.services.config.read().lua_time_limit);
+    if ctx.services.scripts.kill(limit) == 0 {
+        return Err(Error::Prefixed(
+            "NOTBUSY No scripts in execution right now.".into(),
+        ));
+    }
+    Ok(Reply::OK)
+}
+
+/// SCRIPT HELP
+pub fn script_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(help_reply(&[
+        "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "EXISTS <sha1> [<sha1> ...]",
+        "FLUSH [ASYNC|SYNC]",
+        "KILL",
+        "LOAD <script>",
+        "HELP",
+    ]))
 }

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use shale_protocol::Reply;
 
 use super::args::{int, is, text};
-use super::table::{lookup, CommandSpec, Flags, COMMANDS};
+use super::table::{command_keys, lookup, resolve, CommandSpec, Flags, ALL_COMMANDS, COMMANDS};
 use super::{help_reply, Context};
 use crate::config::Config;
 use crate::error::Error;
@@ -43,8 +43,9 @@ fn acl_categories(spec: &CommandSpec) -> Vec<Reply> {
     cats.into_iter().map(|c| Reply::Status(c.into())).collect()
 }
 
-/// The COMMAND INFO entry of one command, in Redis 7's ten-field form.
-fn command_info(spec: &CommandSpec) -> Reply {
+/// The COMMAND INFO entry of one command, in Redis 7's ten-field form; a container's last
+/// field holds the entries of its subcommands.
+fn info_entry(spec: &CommandSpec) -> Reply {
     Reply::Array(vec![
         Reply::bulk(spec.name),
         Reply::Integer(spec.arity as i64),
@@ -55,80 +56,132 @@ fn command_info(spec: &CommandSpec) -> Reply {
         Reply::Set(acl_categories(spec)),
         Reply::Array(vec![]),
         Reply::Array(vec![]),
-        Reply::Array(vec![]),
+        Reply::Array(spec.subcommands.iter().map(info_entry).collect()),
     ])
 }
 
-fn command_docs(spec: &CommandSpec) -> Reply {
-    Reply::Map(vec![
+fn docs_entry(spec: &CommandSpec) -> Reply {
+    let mut fields = vec![
         (Reply::bulk("summary"), Reply::bulk(spec.summary)),
         (Reply::bulk("group"), Reply::bulk(spec.group)),
-    ])
+    ];
+    if !spec.subcommands.is_empty() {
+        let subcommands = spec
+            .subcommands
+            .iter()
+            .map(|sub| (Reply::bulk(sub.name), docs_entry(sub)))
+            .collect();
+        fields.push((Reply::bulk("subcommands"), Reply::Map(subcommands)));
+    }
+    Reply::Map(fields)
 }
 
-/// COMMAND [COUNT | INFO name... | DOCS name... | LIST [FILTERBY ...] | HELP]
-pub fn command(_ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let Some(sub) = args.get(1) else {
-        return Ok(Reply::Array(COMMANDS.iter().map(command_info).collect()));
-    };
-    let named = || args[2..].iter().filter_map(|name| lookup(name));
-    if is(sub, "count") && args.len() == 2 {
-        Ok(Reply::Integer(COMMANDS.len() as i64))
-    } else if is(sub, "info") {
-        if args.len() == 2 {
-            return Ok(Reply::Array(COMMANDS.iter().map(command_info).collect()));
-        }
-        Ok(Reply::Array(
-            args[2..]
-                .iter()
-                .map(|n| lookup(n).map_or(Reply::NullArray, command_info))
-                .collect(),
-        ))
-    } else if is(sub, "docs") {
-        let specs: Vec<&CommandSpec> = if args.len() == 2 {
-            COMMANDS.iter().collect()
-        } else {
-            named().collect()
-        };
-        Ok(Reply::Map(
-            specs
-                .into_iter()
-                .map(|s| (Reply::bulk(s.name), command_docs(s)))
-                .collect(),
-        ))
-    } else if is(sub, "list") {
-        let names = COMMANDS.iter().filter(|spec| match args.get(3) {
-            Some(value) if args.len() == 5 && is(&args[2], "filterby") && is(value, "pattern") => {
-                glob_match(&args[4], spec.name.as_bytes(), true)
-            }
-            Some(value) if args.len() == 5 && is(&args[2], "filterby") && is(value, "aclcat") => {
-                let wanted = format!("@{}", text(&args[4]).to_ascii_lowercase());
-                acl_categories(spec).contains(&Reply::Status(wanted.into()))
-            }
-            Some(value) if args.len() == 5 && is(&args[2], "filterby") && is(value, "module") => {
-                false
-            }
-            _ => true,
-        });
-        if args.len() != 2 && args.len() != 5 {
-            return Err(Error::Syntax);
-        }
-        Ok(Reply::Array(names.map(|s| Reply::bulk(s.name)).collect()))
-    } else if is(sub, "help") {
-        Ok(help_reply(&[
-            "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "(no subcommand)",
-            "COUNT",
-            "INFO [<command-name> ...]",
-            "DOCS [<command-name> ...]",
-            "LIST [FILTERBY (MODULE <module-name>|ACLCAT <category>|PATTERN <pattern>)]",
-            "HELP",
-        ]))
+/// COMMAND: every command's COMMAND INFO entry.
+pub fn command(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Array(COMMANDS.iter().map(info_entry).collect()))
+}
+
+/// COMMAND COUNT: the commands, not counting subcommands.
+pub fn command_count(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(COMMANDS.len() as i64))
+}
+
+/// COMMAND INFO [name ...]
+pub fn command_info(_ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    if args.len() == 2 {
+        return Ok(Reply::Array(COMMANDS.iter().map(info_entry).collect()));
+    }
+    Ok(Reply::Array(
+        args[2..]
+            .iter()
+            .map(|name| named(name).map_or(Reply::NullArray, info_entry))
+            .collect(),
+    ))
+}
+
+/// COMMAND DOCS [name ...]
+pub fn command_docs(_ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let specs: Vec<&CommandSpec> = if args.len() == 2 {
+        COMMANDS.iter().collect()
     } else {
-        Err(Error::UnknownSubcommand {
-            sub: text(sub),
-            command: "COMMAND",
-        })
+        args[2..].iter().filter_map(|name| named(name)).collect()
+    };
+    Ok(Reply::Map(
+        specs
+            .into_iter()
+            .map(|spec| (Reply::bulk(spec.name), docs_entry(spec)))
+            .collect(),
+    ))
+}
+
+/// COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]: the names of
+/// every command and subcommand.
+pub fn command_list(_ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    if args.len() != 2 && args.len() != 5 {
+        return Err(Error::Syntax);
+    }
+    let filter = |spec: &CommandSpec| match args.get(3) {
+        Some(value) if is(&args[2], "filterby") && is(value, "pattern") => {
+            glob_match(&args[4], spec.name.as_bytes(), true)
+        }
+        Some(value) if is(&args[2], "filterby") && is(value, "aclcat") => {
+            let wanted = format!("@{}", text(&args[4]).to_ascii_lowercase());
+            acl_categories(spec).contains(&Reply::Status(wanted.into()))
+        }
+        Some(value) if is(&args[2], "filterby") && is(value, "module") => false,
+        _ => true,
+    };
+    Ok(Reply::Array(
+        ALL_COMMANDS
+            .iter()
+            .filter(|spec| filter(spec))
+            .map(|spec| Reply::bulk(spec.name))
+            .collect(),
+    ))
+}
+
+/// COMMAND GETKEYS command [arg ...]: the keys the command would name.
+pub fn command_getkeys(_ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let command = &args[2..];
+    let spec = resolve(command).map_err(|_| Error::msg("Invalid command specified"))?;
+    if !spec.accepts(command.len()) {
+        return Err(Error::msg(
+            "Invalid number of arguments specified for command",
+        ));
+    }
+    let keys = command_keys(spec, command);
+    if keys.is_empty() {
+        return Err(Error::msg("The command has no key arguments"));
+    }
+    Ok(Reply::Array(
+        keys.into_iter()
+            .map(|key| Reply::Bulk(Bytes::copy_from_slice(key)))
+            .collect(),
+    ))
+}
+
+/// COMMAND HELP
+pub fn command_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(help_reply(&[
+        "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "(no subcommand)",
+        "COUNT",
+        "INFO [<command-name> ...]",
+        "DOCS [<command-name> ...]",
+        "LIST [FILTERBY (MODULE <module-name>|ACLCAT <category>|PATTERN <pattern>)]",
+        "GETKEYS <full-command>",
+        "HELP",
+    ]))
+}
+
+/// A command or subcommand by its name as COMMAND INFO and DOCS take it (`config|get`).
+fn named(name: &[u8]) -> Option<&'static CommandSpec> {
+    match name.iter().position(|&b| b == b'|') {
+        Some(bar) => lookup(&name[..bar])?
+            .subcommands
+            .iter()
+            .find(|sub| sub.name.as_bytes().eq_ignore_ascii_case(name)),
+        None => lookup(name),
     }
 }
 
@@ -142,63 +195,64 @@ pub fn info(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     Ok(Reply::Verbatim(Bytes::from(report)))
 }
 
-/// CONFIG GET pattern... | SET name value... | RESETSTAT | REWRITE | HELP
-pub fn config(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let sub = &args[1];
-    if is(sub, "get") {
-        if args.len() < 3 {
-            return Err(Error::WrongArity("config|get".into()));
-        }
-        let entries = ctx.services.config.read().entries();
-        let mut pairs = Vec::new();
-        for (name, value) in entries {
-            if args[2..]
+/// CONFIG GET pattern [pattern ...]
+pub fn config_get(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let entries = ctx.services.config.read().entries();
+    let pairs = entries
+        .into_iter()
+        .filter(|(name, _)| {
+            args[2..]
                 .iter()
                 .any(|p| glob_match(p, name.as_bytes(), true))
-            {
-                pairs.push((Reply::bulk(name), Reply::bulk(value)));
-            }
-        }
-        Ok(Reply::Map(pairs))
-    } else if is(sub, "set") {
-        if args.len() < 4 || !args.len().is_multiple_of(2) {
-            return Err(Error::WrongArity("config|set".into()));
-        }
-        config_set(ctx, &args[2..])
-    } else if is(sub, "resetstat") && args.len() == 2 {
-        ctx.services.stats.reset();
-        Ok(Reply::OK)
-    } else if is(sub, "rewrite") && args.len() == 2 {
-        let path = ctx
-            .services
-            .config_file
-            .as_ref()
-            .ok_or_else(|| Error::msg("The server is running without a config file"))?;
-        ctx.services
-            .config
-            .read()
-            .rewrite(path)
-            .map_err(|e| Error::msg(format!("Rewriting config file: {e}")))?;
-        Ok(Reply::OK)
-    } else if is(sub, "help") {
-        Ok(help_reply(&[
-            "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "GET <pattern>",
-            "SET <directive> <value>",
-            "RESETSTAT",
-            "REWRITE",
-            "HELP",
-        ]))
-    } else {
-        Err(Error::UnknownSubcommand {
-            sub: text(sub),
-            command: "CONFIG",
         })
+        .map(|(name, value)| (Reply::bulk(name), Reply::bulk(value)))
+        .collect();
+    Ok(Reply::Map(pairs))
+}
+
+/// CONFIG SET name value [name value ...]
+pub fn config_set(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    if !args.len().is_multiple_of(2) {
+        return Err(Error::WrongArity("config|set".into()));
     }
+    set_all(ctx, &args[2..])
+}
+
+/// CONFIG RESETSTAT
+pub fn config_resetstat(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    ctx.services.stats.reset();
+    Ok(Reply::OK)
+}
+
+/// CONFIG REWRITE
+pub fn config_rewrite(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    let path = ctx
+        .services
+        .config_file
+        .as_ref()
+        .ok_or_else(|| Error::msg("The server is running without a config file"))?;
+    ctx.services
+        .config
+        .read()
+        .rewrite(path)
+        .map_err(|e| Error::msg(format!("Rewriting config file: {e}")))?;
+    Ok(Reply::OK)
+}
+
+/// CONFIG HELP
+pub fn config_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(help_reply(&[
+        "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "GET <pattern>",
+        "SET <directive> <value>",
+        "RESETSTAT",
+        "REWRITE",
+        "HELP",
+    ]))
 }
 
 /// Applies all pairs or none: every value is validated on a copy first.
-fn config_set(ctx: &mut Context<'_>, pairs: &[Bytes]) -> Result<Reply, Error> {
+fn set_all(ctx: &mut Context<'_>, pairs: &[Bytes]) -> Result<Reply, Error> {
     let mut updated = ctx.services.config.read().clone();
     for pair in pairs.chunks_exact(2) {
         let name = text(&pair[0]).to_ascii_lowercase();
@@ -261,65 +315,63 @@ pub fn time(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     ]))
 }
 
-/// SLOWLOG GET [count] | LEN | RESET | HELP
-pub fn slowlog(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let sub = &args[1];
-    let log = &ctx.services.slowlog;
-    if is(sub, "get") && args.len() <= 3 {
-        let count = match args.get(2) {
-            None => 10,
-            Some(n) => {
-                let n = int(n)?;
-                if n < -1 {
-                    return Err(Error::msg("count should be greater than or equal to -1"));
-                }
-                if n == -1 {
-                    usize::MAX
-                } else {
-                    n as usize
-                }
-            }
-        };
-        let entries = log.latest(count);
-        Ok(Reply::Array(
-            entries
-                .into_iter()
-                .map(|e| {
-                    Reply::Array(vec![
-                        Reply::Integer(e.id as i64),
-                        Reply::Integer(e.timestamp as i64),
-                        Reply::Integer(e.duration_us as i64),
-                        Reply::Array(e.args.into_iter().map(Reply::Bulk).collect()),
-                        Reply::bulk(e.client_addr),
-                        Reply::bulk(e.client_name),
-                    ])
-                })
-                .collect(),
-        ))
-    } else if is(sub, "len") && args.len() == 2 {
-        Ok(Reply::Integer(log.count() as i64))
-    } else if is(sub, "reset") && args.len() == 2 {
-        log.reset();
-        Ok(Reply::OK)
-    } else if is(sub, "help") {
-        Ok(help_reply(&[
-            "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "GET [<count>]",
-            "LEN",
-            "RESET",
-            "HELP",
-        ]))
-    } else if is(sub, "get") || is(sub, "len") || is(sub, "reset") {
-        Err(Error::WrongArity(format!(
-            "slowlog|{}",
-            text(sub).to_ascii_lowercase()
-        )))
-    } else {
-        Err(Error::UnknownSubcommand {
-            sub: text(sub),
-            command: "SLOWLOG",
-        })
+/// SLOWLOG GET [count]
+pub fn slowlog_get(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    if args.len() > 3 {
+        return Err(Error::WrongArity("slowlog|get".into()));
     }
+    let count = match args.get(2) {
+        None => 10,
+        Some(n) => {
+            let n = int(n)?;
+            if n < -1 {
+                return Err(Error::msg("count should be greater than or equal to -1"));
+            }
+            if n == -1 {
+                usize::MAX
+            } else {
+                n as usize
+            }
+        }
+    };
+    let entries = ctx.services.slowlog.latest(count);
+    Ok(Reply::Array(
+        entries
+            .into_iter()
+            .map(|e| {
+                Reply::Array(vec![
+                    Reply::Integer(e.id as i64),
+                    Reply::Integer(e.timestamp as i64),
+                    Reply::Integer(e.duration_us as i64),
+                    Reply::Array(e.args.into_iter().map(Reply::Bulk).collect()),
+                    Reply::bulk(e.client_addr),
+                    Reply::bulk(e.client_name),
+                ])
+            })
+            .collect(),
+    ))
+}
+
+/// SLOWLOG LEN
+pub fn slowlog_len(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.services.slowlog.count() as i64))
+}
+
+/// SLOWLOG RESET
+pub fn slowlog_reset(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    ctx.services.slowlog.reset();
+    Ok(Reply::OK)
+}
+
+/// SLOWLOG HELP
+pub fn slowlog_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(help_reply(&[
+        "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "GET [<count>]",
+        "LEN",
+        "RESET",
+        "HELP",
+    ]))
 }
 
 /// SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]. Every acknowledged write is already in the
@@ -351,31 +403,10 @@ pub fn wait(_ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     Ok(Reply::Integer(0))
 }
 
-/// MEMORY USAGE key [SAMPLES count] | HELP. USAGE reports the bytes of the key's records in
-/// storage (see `types/memory.rs`); DOCTOR, MALLOC-STATS, PURGE and STATS describe Redis's
-/// allocator and are not provided.
-pub fn memory(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let sub = &args[1];
-    if is(sub, "help") && args.len() == 2 {
-        return Ok(help_reply(&[
-            "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "USAGE <key> [SAMPLES <count>]",
-            "    Return the bytes that <key> and its value take in storage (keys and values of",
-            "    its records, before compression). Nested values are sampled up to <count>",
-            "    times (default: 5, 0 means sample all).",
-            "HELP",
-            "    Print this help.",
-        ]));
-    }
-    if !is(sub, "usage") {
-        return Err(Error::UnknownSubcommand {
-            sub: text(sub),
-            command: "MEMORY",
-        });
-    }
-    if args.len() < 3 {
-        return Err(Error::WrongArity("memory|usage".into()));
-    }
+/// MEMORY USAGE key [SAMPLES count]: the bytes of the key's records in storage (see
+/// `types/memory.rs`). DOCTOR, MALLOC-STATS, PURGE and STATS describe Redis's allocator and
+/// are not provided.
+pub fn memory_usage(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let mut samples = Some(5);
     let mut i = 3;
     while i < args.len() {
@@ -390,6 +421,19 @@ pub fn memory(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     }
     let usage = ctx.db().memory_usage(&args[2], samples)?;
     Ok(usage.map_or(Reply::Null, |bytes| Reply::Integer(bytes as i64)))
+}
+
+/// MEMORY HELP
+pub fn memory_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(help_reply(&[
+        "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "USAGE <key> [SAMPLES <count>]",
+        "    Return the bytes that <key> and its value take in storage (keys and values of",
+        "    its records, before compression). Nested values are sampled up to <count>",
+        "    times (default: 5, 0 means sample all).",
+        "HELP",
+        "    Print this help.",
+    ]))
 }
 
 /// ROLE: a server without replication is a master with no replicas, at offset 0 (what

@@ -62,7 +62,9 @@ impl Flags {
 }
 
 /// One command: name, arity (negative: at least that many), flags, key positions (first,
-/// last, step; last -1 means "to the end") and its group for COMMAND DOCS.
+/// last, step; last -1 means "to the end") and its group for COMMAND DOCS. A container
+/// (CONFIG, CLIENT, ...) lists its subcommands, each a command of its own named
+/// `container|sub`, as Redis 7 names them in errors, INFO commandstats and COMMAND.
 pub struct CommandSpec {
     pub name: &'static str,
     pub arity: i32,
@@ -73,6 +75,7 @@ pub struct CommandSpec {
     pub group: &'static str,
     pub summary: &'static str,
     pub handler: Handler,
+    pub subcommands: &'static [CommandSpec],
 }
 
 const W: Flags = Flags::WRITE.with(Flags::DENYOOM);
@@ -109,6 +112,18 @@ macro_rules! spec {
             group: $group,
             summary: $summary,
             handler: $handler,
+            subcommands: &[],
+        }
+    };
+}
+
+/// A container: without a subcommand its handler runs (COMMAND lists every command; the
+/// others' arity of -2 refuses them first).
+macro_rules! container {
+    ($name:literal, $arity:expr, $flags:expr, $group:literal, $summary:literal, $handler:path, $subcommands:expr) => {
+        CommandSpec {
+            subcommands: $subcommands,
+            ..spec!($name, $arity, $flags, NO_KEYS, $group, $summary, $handler)
         }
     };
 }
@@ -129,7 +144,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("select", 2, SCRIPTABLE, NO_KEYS, "connection", "Changes the selected database.", connection::select),
     spec!("quit", -1, CONN.with(Flags::NO_AUTH), NO_KEYS, "connection", "Closes the connection.", connection::quit),
     spec!("reset", 1, CONN.with(Flags::NO_AUTH), NO_KEYS, "connection", "Resets the connection.", connection::reset),
-    spec!("client", -2, Flags::ADMIN .with(Flags::NOSCRIPT) .with(Flags::LOADING) .with(Flags::STALE), NO_KEYS, "connection", "A container for client connection commands.", connection::client),
+    container!("client", -2, Flags::NONE, "connection", "A container for client connection commands.", connection::client_help, CLIENT),
     // transactions
     spec!("multi", 1, CONN, NO_KEYS, "transactions", "Starts a transaction.", transaction::multi),
     spec!("exec", 1, Flags::NOSCRIPT.with(Flags::LOADING).with(Flags::STALE).with(Flags::RUNS_COMMANDS), NO_KEYS, "transactions", "Executes all commands in a transaction.", transaction::exec),
@@ -141,18 +156,18 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("evalsha", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::RUNS_COMMANDS), NO_KEYS, "scripting", "Executes a server-side Lua script by SHA1 digest.", scripting::evalsha),
     spec!("eval_ro", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::READONLY).with(Flags::RUNS_COMMANDS), NO_KEYS, "scripting", "Executes a read-only server-side Lua script.", scripting::eval_ro),
     spec!("evalsha_ro", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::READONLY).with(Flags::RUNS_COMMANDS), NO_KEYS, "scripting", "Executes a read-only server-side Lua script by SHA1 digest.", scripting::evalsha_ro),
-    spec!("script", -2, Flags::NOSCRIPT, NO_KEYS, "scripting", "A container for Lua scripts management commands.", scripting::script),
+    container!("script", -2, Flags::NONE, "scripting", "A container for Lua scripts management commands.", scripting::script_help, SCRIPT),
     // server
-    spec!("command", -1, Flags::LOADING.with(Flags::STALE), NO_KEYS, "server", "Returns detailed information about commands.", server::command),
+    container!("command", -1, Flags::LOADING.with(Flags::STALE), "server", "Returns detailed information about commands.", server::command, COMMAND),
     spec!("info", -1, Flags::LOADING.with(Flags::STALE), NO_KEYS, "server", "Returns information and statistics about the server.", server::info),
-    spec!("config", -2, ADMIN, NO_KEYS, "server", "A container for server configuration commands.", server::config),
+    container!("config", -2, Flags::NONE, "server", "A container for server configuration commands.", server::config_help, CONFIG),
     spec!("dbsize", 1, RF, NO_KEYS, "server", "Returns the number of keys in the database.", server::dbsize),
     spec!("flushdb", -1, D, NO_KEYS, "server", "Removes all keys from the current database.", server::flushdb),
     spec!("flushall", -1, D, NO_KEYS, "server", "Removes all keys from all databases.", server::flushall),
     spec!("time", 1, Flags::LOADING.with(Flags::STALE).with(Flags::FAST), NO_KEYS, "server", "Returns the server time.", server::time),
-    spec!("slowlog", -2, ADMIN, NO_KEYS, "server", "A container for slow log commands.", server::slowlog),
+    container!("slowlog", -2, Flags::NONE, "server", "A container for slow log commands.", server::slowlog_help, SLOWLOG),
     spec!("shutdown", -1, ADMIN, NO_KEYS, "server", "Shuts down the server.", server::shutdown),
-    spec!("memory", -2, R, (2, 2, 1), "server", "A container for memory diagnostics commands.", server::memory),
+    container!("memory", -2, Flags::NONE, "server", "A container for memory diagnostics commands.", server::memory_help, MEMORY),
     spec!("role", 1, CONN, NO_KEYS, "server", "Returns the replication role.", server::role),
     spec!("wait", 3, Flags::NOSCRIPT, NO_KEYS, "generic", "Blocks until the writes of this connection reach a number of replicas.", server::wait),
     // strings
@@ -202,7 +217,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("sort_ro", -2, R, KEY1, "generic", "Returns the sorted elements of a list, a set, or a sorted set.", sort::sort_ro),
     spec!("randomkey", 1, R, NO_KEYS, "generic", "Returns a random key name from the database.", keys::randomkey),
     spec!("touch", -2, RF, ALL_KEYS, "generic", "Returns the number of existing keys out of those specified.", keys::touch),
-    spec!("object", -2, R, (2, 2, 1), "generic", "A container for object introspection commands.", keys::object),
+    container!("object", -2, Flags::NONE, "generic", "A container for object introspection commands.", keys::object_help, OBJECT),
     // hashes
     spec!("hset", -4, WF, KEY1, "hash", "Creates or modifies the value of a field in a hash.", hash::hset),
     spec!("hsetnx", 4, WF, KEY1, "hash", "Sets the value of a field in a hash only when the field doesn't exist.", hash::hsetnx),
@@ -340,8 +355,89 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("sunsubscribe", -1, PUBSUB, NO_KEYS, "pubsub", "Stops listening to messages posted to shard channels.", pubsub::sunsubscribe),
     spec!("publish", 3, Flags::PUBSUB.with(Flags::LOADING).with(Flags::STALE).with(Flags::FAST), NO_KEYS, "pubsub", "Posts a message to a channel.", pubsub::publish),
     spec!("spublish", 3, Flags::PUBSUB.with(Flags::LOADING).with(Flags::STALE).with(Flags::FAST), NO_KEYS, "pubsub", "Post a message to a shard channel.", pubsub::spublish),
-    spec!("pubsub", -2, Flags::PUBSUB.with(Flags::LOADING).with(Flags::STALE), NO_KEYS, "pubsub", "A container for Pub/Sub commands.", pubsub::pubsub),
+    container!("pubsub", -2, Flags::NONE, "pubsub", "A container for Pub/Sub commands.", pubsub::pubsub_help, PUBSUB_SUBCOMMANDS),
 ];
+
+/// Flags of the subcommands that only read or change the connection or the server.
+const SUB: Flags = Flags::NOSCRIPT.with(Flags::LOADING).with(Flags::STALE);
+const SUB_ADMIN: Flags = SUB.with(Flags::ADMIN);
+const SLOWLOG_FLAGS: Flags = Flags::ADMIN.with(Flags::LOADING).with(Flags::STALE);
+/// HELP, which Redis lets scripts run too.
+const HELP: Flags = Flags::LOADING.with(Flags::STALE);
+const KEY2: (i32, i32, i32) = (2, 2, 1);
+
+#[rustfmt::skip]
+static CLIENT: &[CommandSpec] = &[
+    spec!("client|id", 2, SUB, NO_KEYS, "connection", "Returns the unique client ID of the connection.", connection::client_id),
+    spec!("client|setname", 3, SUB, NO_KEYS, "connection", "Sets the connection name.", connection::client_setname),
+    spec!("client|getname", 2, SUB, NO_KEYS, "connection", "Returns the name of the connection.", connection::client_getname),
+    spec!("client|setinfo", 4, SUB, NO_KEYS, "connection", "Sets information specific to the client or connection.", connection::client_setinfo),
+    spec!("client|info", 2, SUB, NO_KEYS, "connection", "Returns information about the connection.", connection::client_info),
+    spec!("client|list", -2, SUB_ADMIN, NO_KEYS, "connection", "Lists open connections.", connection::client_list),
+    spec!("client|kill", -3, SUB_ADMIN, NO_KEYS, "connection", "Terminates open connections.", connection::client_kill),
+    spec!("client|unblock", -3, SUB_ADMIN, NO_KEYS, "connection", "Unblocks a client blocked by a blocking command from a different connection.", connection::client_unblock),
+    spec!("client|help", 2, HELP, NO_KEYS, "connection", "Returns helpful text about the different subcommands.", connection::client_help),
+];
+
+#[rustfmt::skip]
+static SCRIPT: &[CommandSpec] = &[
+    spec!("script|load", 3, Flags::NOSCRIPT.with(Flags::STALE), NO_KEYS, "scripting", "Loads a server-side Lua script to the script cache.", scripting::script_load),
+    spec!("script|exists", -3, Flags::NOSCRIPT, NO_KEYS, "scripting", "Determines whether server-side Lua scripts exist in the script cache.", scripting::script_exists),
+    spec!("script|flush", -2, Flags::NOSCRIPT, NO_KEYS, "scripting", "Removes all server-side Lua scripts from the script cache.", scripting::script_flush),
+    spec!("script|kill", 2, Flags::NOSCRIPT, NO_KEYS, "scripting", "Terminates a server-side Lua script during execution.", scripting::script_kill),
+    spec!("script|help", 2, HELP, NO_KEYS, "scripting", "Returns helpful text about the different subcommands.", scripting::script_help),
+];
+
+#[rustfmt::skip]
+static COMMAND: &[CommandSpec] = &[
+    spec!("command|count", 2, HELP, NO_KEYS, "server", "Returns a count of commands.", server::command_count),
+    spec!("command|info", -2, HELP, NO_KEYS, "server", "Returns information about one, multiple or all commands.", server::command_info),
+    spec!("command|docs", -2, HELP, NO_KEYS, "server", "Returns documentary information about one, multiple or all commands.", server::command_docs),
+    spec!("command|list", -2, HELP, NO_KEYS, "server", "Returns a list of command names.", server::command_list),
+    spec!("command|getkeys", -4, HELP, NO_KEYS, "server", "Extracts the key names from an arbitrary command.", server::command_getkeys),
+    spec!("command|help", 2, HELP, NO_KEYS, "server", "Returns helpful text about the different subcommands.", server::command_help),
+];
+
+#[rustfmt::skip]
+static CONFIG: &[CommandSpec] = &[
+    spec!("config|get", -3, SUB_ADMIN, NO_KEYS, "server", "Returns the effective values of configuration parameters.", server::config_get),
+    spec!("config|set", -4, SUB_ADMIN, NO_KEYS, "server", "Sets configuration parameters in-flight.", server::config_set),
+    spec!("config|resetstat", 2, SUB_ADMIN, NO_KEYS, "server", "Resets the server's statistics.", server::config_resetstat),
+    spec!("config|rewrite", 2, SUB_ADMIN, NO_KEYS, "server", "Persists the effective configuration to file.", server::config_rewrite),
+    spec!("config|help", 2, HELP, NO_KEYS, "server", "Returns helpful text about the different subcommands.", server::config_help),
+];
+
+#[rustfmt::skip]
+static SLOWLOG: &[CommandSpec] = &[
+    spec!("slowlog|get", -2, SLOWLOG_FLAGS, NO_KEYS, "server", "Returns the slow log's entries.", server::slowlog_get),
+    spec!("slowlog|len", 2, SLOWLOG_FLAGS, NO_KEYS, "server", "Returns the number of entries in the slow log.", server::slowlog_len),
+    spec!("slowlog|reset", 2, SLOWLOG_FLAGS, NO_KEYS, "server", "Clears all entries from the slow log.", server::slowlog_reset),
+    spec!("slowlog|help", 2, HELP, NO_KEYS, "server", "Returns helpful text about the different subcommands.", server::slowlog_help),
+];
+
+#[rustfmt::skip]
+static MEMORY: &[CommandSpec] = &[
+    spec!("memory|usage", -3, R, KEY2, "server", "Estimates the memory usage of a key.", server::memory_usage),
+    spec!("memory|help", 2, HELP, NO_KEYS, "server", "Returns helpful text about the different subcommands.", server::memory_help),
+];
+
+#[rustfmt::skip]
+static OBJECT: &[CommandSpec] = &[
+    spec!("object|encoding", 3, R, KEY2, "generic", "Returns the internal encoding of a Redis object.", keys::object_encoding),
+    spec!("object|help", 2, HELP, NO_KEYS, "generic", "Returns helpful text about the different subcommands.", keys::object_help),
+];
+
+#[rustfmt::skip]
+static PUBSUB_SUBCOMMANDS: &[CommandSpec] = &[
+    spec!("pubsub|channels", -2, PUBSUB_INFO, NO_KEYS, "pubsub", "Returns the active channels.", pubsub::pubsub_channels),
+    spec!("pubsub|numsub", -2, PUBSUB_INFO, NO_KEYS, "pubsub", "Returns a count of subscribers to channels.", pubsub::pubsub_numsub),
+    spec!("pubsub|numpat", 2, PUBSUB_INFO, NO_KEYS, "pubsub", "Returns a count of unique pattern subscriptions.", pubsub::pubsub_numpat),
+    spec!("pubsub|shardchannels", -2, PUBSUB_INFO, NO_KEYS, "pubsub", "Returns the active shard channels.", pubsub::pubsub_shardchannels),
+    spec!("pubsub|shardnumsub", -2, PUBSUB_INFO, NO_KEYS, "pubsub", "Returns the count of subscribers of shard channels.", pubsub::pubsub_shardnumsub),
+    spec!("pubsub|help", 2, HELP, NO_KEYS, "pubsub", "Returns helpful text about the different subcommands.", pubsub::pubsub_help),
+];
+/// PUBSUB's introspection subcommands.
+const PUBSUB_INFO: Flags = Flags::PUBSUB.with(Flags::LOADING).with(Flags::STALE);
 
 /// The keys a command names, from the table's key positions or, for commands that count
 /// their keys in an argument, from that count.
@@ -430,24 +526,67 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
     BY_NAME.get(&*lower).copied()
 }
 
-/// Where `spec` sits in [`COMMANDS`]. Per-command statistics are kept in that order, so that
-/// recording a call costs no lookup by name.
+/// Why [`resolve`] found no command to run.
+pub enum Unresolved {
+    Command,
+    /// A container was named with a subcommand it does not have.
+    Subcommand(&'static CommandSpec),
+}
+
+/// The command that runs `args`: for a container given a subcommand, the subcommand's entry.
+pub fn resolve(args: &[Bytes]) -> Result<&'static CommandSpec, Unresolved> {
+    let spec = args
+        .first()
+        .and_then(|name| lookup(name))
+        .ok_or(Unresolved::Command)?;
+    match args.get(1) {
+        Some(sub) if !spec.subcommands.is_empty() => spec
+            .subcommands
+            .iter()
+            .find(|s| s.name.as_bytes()[spec.name.len() + 1..].eq_ignore_ascii_case(sub))
+            .ok_or(Unresolved::Subcommand(spec)),
+        _ => Ok(spec),
+    }
+}
+
+/// Every command and subcommand: [`COMMANDS`] in order, then each container's subcommands.
+/// Per-command statistics are kept in this order.
+pub static ALL_COMMANDS: LazyLock<Vec<&'static CommandSpec>> = LazyLock::new(|| {
+    COMMANDS
+        .iter()
+        .chain(COMMANDS.iter().flat_map(|spec| spec.subcommands))
+        .collect()
+});
+
+/// Where `spec` sits in [`ALL_COMMANDS`]. Commands are found by their address in
+/// [`COMMANDS`], so that recording a call costs no lookup by name; subcommands, which are
+/// rarely run, by a search.
 pub fn position(spec: &CommandSpec) -> Option<usize> {
     let table = COMMANDS.as_ptr_range();
     let at: *const CommandSpec = spec;
-    table
-        .contains(&at)
-        .then(|| (at as usize - table.start as usize) / std::mem::size_of::<CommandSpec>())
+    if table.contains(&at) {
+        return Some((at as usize - table.start as usize) / std::mem::size_of::<CommandSpec>());
+    }
+    ALL_COMMANDS[COMMANDS.len()..]
+        .iter()
+        .position(|sub| std::ptr::eq(*sub, spec))
+        .map(|i| COMMANDS.len() + i)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn args(line: &str) -> Vec<Bytes> {
+        line.split(' ')
+            .map(|a| Bytes::from(a.to_string()))
+            .collect()
+    }
+
     #[test]
     fn table_is_consistent() {
         assert_eq!(BY_NAME.len(), COMMANDS.len(), "command names are unique");
-        for spec in COMMANDS {
+        for spec in ALL_COMMANDS.iter() {
             assert!(spec.arity != 0, "{}: arity 0", spec.name);
             assert_eq!(
                 spec.name,
@@ -473,11 +612,6 @@ mod tests {
 
     #[test]
     fn keys_come_from_positions_or_counts() {
-        let args = |line: &str| -> Vec<Bytes> {
-            line.split(' ')
-                .map(|a| Bytes::from(a.to_string()))
-                .collect()
-        };
         let keys = |line: &str| -> Vec<String> {
             let args = args(line);
             let spec = lookup(&args[0]).unwrap();
@@ -494,6 +628,42 @@ mod tests {
         assert_eq!(keys("lmpop 2 a b left"), ["a", "b"]);
         assert_eq!(keys("lmpop 9 a"), ["a"]);
         assert!(keys("ping").is_empty());
+    }
+
+    #[test]
+    fn subcommands_resolve_by_their_second_argument() {
+        let name = |line: &str| resolve(&args(line)).ok().map(|spec| spec.name);
+        assert_eq!(name("CONFIG Get maxmemory"), Some("config|get"));
+        assert_eq!(name("config"), Some("config"));
+        assert_eq!(name("command"), Some("command"));
+        assert_eq!(name("get config"), Some("get"));
+        assert!(
+            matches!(resolve(&args("config nosuch")), Err(Unresolved::Subcommand(s)) if s.name == "config")
+        );
+        assert!(matches!(
+            resolve(&args("nosuch get")),
+            Err(Unresolved::Command)
+        ));
+        for container in COMMANDS.iter().filter(|spec| !spec.subcommands.is_empty()) {
+            for sub in container.subcommands {
+                assert!(
+                    sub.name.starts_with(&format!("{}|", container.name)),
+                    "{}",
+                    sub.name
+                );
+                assert!(
+                    sub.arity.abs() >= 2,
+                    "{}: arity counts the container",
+                    sub.name
+                );
+                assert!(sub.subcommands.is_empty(), "{}: one level", sub.name);
+            }
+        }
+        let positions: Vec<usize> = ALL_COMMANDS
+            .iter()
+            .filter_map(|spec| position(spec))
+            .collect();
+        assert_eq!(positions, (0..ALL_COMMANDS.len()).collect::<Vec<_>>());
     }
 
     #[test]

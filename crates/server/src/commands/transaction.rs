@@ -7,7 +7,7 @@ use bytes::Bytes;
 use shale_protocol::Reply;
 
 use super::args::db_index;
-use super::{command_keys, execute_nested, lookup, publish_committed, Context};
+use super::{command_keys, execute_nested, publish_committed, resolve, Context};
 use crate::error::Error;
 use crate::server::QueuedTransaction;
 
@@ -83,7 +83,7 @@ fn declared_keys<'a>(ctx: &'a Context<'_>, commands: &'a [Vec<Bytes>]) -> Vec<(u
     let mut keys = ctx.keyspace.watched_keys(&ctx.client.watching);
     let mut db = ctx.client.db as u8;
     for args in commands {
-        let Some(spec) = lookup(&args[0]) else {
+        let Ok(spec) = resolve(args) else {
             continue;
         };
         if spec.name == "select" {

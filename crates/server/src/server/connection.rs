@@ -25,7 +25,7 @@ use tokio::sync::mpsc;
 use super::blocking::BlockRequest;
 use super::{pubsub, ClientState, Closing, Services};
 use crate::commands::{
-    command_keys, execute, lookup, publish_committed, CommandSpec, Context, Event, Flags, Outcome,
+    command_keys, execute, publish_committed, resolve, CommandSpec, Context, Event, Flags, Outcome,
 };
 use crate::config::FsyncPolicy;
 use crate::error::Error;
@@ -302,7 +302,7 @@ impl Connection {
                             // Booked as a call when it blocked; its error comes only now.
                             let stats = &self.services.stats;
                             stats.record_errors(line, 1);
-                            if let Some(spec) = lookup(&args[0]) {
+                            if let Ok(spec) = resolve(&args) {
                                 stats.record_failure(spec);
                             }
                         }
@@ -526,7 +526,7 @@ impl Connection {
         if client.multi.is_some() || !client.authenticated || !client.subscriptions.is_empty() {
             return None;
         }
-        let spec = lookup(&args[0])?;
+        let spec = resolve(args).ok()?;
         if !spec.flags.contains(Flags::WRITE) || spec.flags.contains(Flags::RUNS_COMMANDS) {
             return None;
         }

@@ -4,7 +4,7 @@ use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
 use super::{Services, REDIS_VERSION};
-use crate::commands::COMMANDS;
+use crate::commands::ALL_COMMANDS;
 use crate::config::FsyncPolicy;
 use crate::error::Error;
 use crate::types::Keyspace;
@@ -241,7 +241,7 @@ fn cpu(out: &mut String) {
 }
 
 fn commandstats(services: &Services, out: &mut String) {
-    let mut commands: Vec<_> = COMMANDS.iter().zip(&services.stats.commands).collect();
+    let mut commands: Vec<_> = ALL_COMMANDS.iter().zip(&services.stats.commands).collect();
     commands.sort_by_key(|(spec, _)| spec.name);
     for (spec, stats) in commands {
         let name = spec.name;

@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use crate::commands::{position, CommandSpec, COMMANDS};
+use crate::commands::{position, CommandSpec, ALL_COMMANDS};
 
 #[derive(Default)]
 pub struct CommandStats {
@@ -30,7 +30,7 @@ pub struct ServerStats {
     pub combined_writes: AtomicU64,
     /// Bytes held by all connections' input and output buffers.
     pub client_buffers: AtomicU64,
-    /// One per entry of [`COMMANDS`], in its order.
+    /// One per entry of [`ALL_COMMANDS`], in its order.
     pub commands: Vec<CommandStats>,
     /// Recent (time ms, commands processed) samples for instantaneous_ops_per_sec.
     samples: Mutex<VecDeque<(u64, u64)>>,
@@ -48,7 +48,10 @@ impl Default for ServerStats {
             error_codes: Mutex::new(BTreeMap::new()),
             combined_writes: AtomicU64::new(0),
             client_buffers: AtomicU64::new(0),
-            commands: COMMANDS.iter().map(|_| CommandStats::default()).collect(),
+            commands: ALL_COMMANDS
+                .iter()
+                .map(|_| CommandStats::default())
+                .collect(),
             samples: Mutex::new(VecDeque::new()),
         }
     }
