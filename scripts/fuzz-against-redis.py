@@ -12,9 +12,11 @@ same seed sends the same commands. Exits 1 if anything differed.
 
 Not compared, because Redis itself leaves them open: the order of unordered replies (hash and
 set members, SORT BY nosort of a set: compared as sorted lists) and random picks (not sent).
-Not sent: LPOS RANK -2^63 and ZRANK WITHSCORE, where Shale answers as Redis 7.2 does, and
-expiries short enough to fall between the two servers' reads. TTL replies may differ by one
-second.
+Not sent: LPOS RANK -2^63 and ZRANK WITHSCORE, where Shale answers as Redis 7.2 does,
+expiries short enough to fall between the two servers' reads, and scripts that end in
+`return redis.call(...)`: when that call fails, Redis's error names the script line and Shale's
+does not (Shale's redis.call is a Lua function, so the tail call leaves no frame of the script).
+TTL replies may differ by one second. MULTI's queued commands are compared at EXEC.
 """
 
 import argparse
@@ -97,6 +99,22 @@ def templates(rng):
         lambda: ["EXPIRE", k(), one(["100", "-1", "0", "9223372036854775807"])],
         lambda: ["PERSIST", k()], lambda: ["TTL", k()],
         lambda: ["SORT", k()] + one([[], ["ALPHA"], ["DESC"], ["LIMIT", "1", "2"], ["STORE", k()]]),
+        # transactions: the state is compared after EXEC or DISCARD
+        lambda: ["MULTI"], lambda: ["EXEC"], lambda: ["DISCARD"], lambda: ["WATCH", k()],
+        lambda: ["UNWATCH"],
+        # scripts (none returns an unordered reply, none tail-calls redis.call: see above)
+        lambda: ["EVAL", "local r = redis.call('INCRBY', KEYS[1], ARGV[1]) return r", "1", k(),
+                 n()],
+        lambda: ["EVAL", "return redis.pcall('LPUSH', KEYS[1], ARGV[1])", "1", k(), v()],
+        lambda: ["EVAL", "return {redis.call('TYPE', KEYS[1]), redis.call('EXISTS', KEYS[1])}",
+                 "1", k()],
+        lambda: ["EVAL", "local r = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES') return r",
+                 "1", k()],
+        lambda: ["EVAL", "local v = redis.call('GET', KEYS[1]) if v then "
+                 "v = redis.call('SET', KEYS[2], v) end return v", "2", k(), k()],
+        lambda: ["EVAL", "return tonumber(ARGV[1])", "0", v()],
+        lambda: ["EVAL", "local r = redis.call('HINCRBY', KEYS[1], ARGV[1], 1) return r", "1",
+                 k(), v()],
     ]
 
 
@@ -127,6 +145,13 @@ def comparable(args, reply):
     return reply
 
 
+def comparable_exec(queued, reply):
+    """EXEC's reply with each queued command's reply made comparable."""
+    if not isinstance(reply, list) or len(reply) != len(queued):
+        return reply
+    return [comparable(args, r) for args, r in zip(queued, reply)]
+
+
 def agree(args, redis_reply, shale_reply):
     """Equal replies; TTLs in seconds may also be one apart, as the two servers read the clock
     a moment apart and a second may turn in between."""
@@ -151,22 +176,40 @@ def main():
     commands = templates(rng)
     recent, divergences = [], 0
 
+    # The commands queued since MULTI, or None outside a transaction.
+    queued = None
+
     def restart():
+        nonlocal queued
         recent.clear()
+        queued = None
         for server in (redis, shale):
+            server.call([b"DISCARD"])
             server.call([b"FLUSHALL"])
 
     restart()
     for _ in range(options.commands):
         args = rng.choice(commands)()
         parts = [a.encode() for a in args]
-        replies = [comparable(args, server.call(parts)) for server in (redis, shale)]
+        replies = [server.call(parts) for server in (redis, shale)]
+        if args[0] == "EXEC" and queued is not None:
+            replies = [comparable_exec(queued, r) for r in replies]
+        else:
+            replies = [comparable(args, r) for r in replies]
         recent.append(" ".join(repr(a) for a in args))
         del recent[:-8]
         if not agree(args, *replies):
             divergences += 1
             print(f"REPLY after {recent}\n  redis: {replies[0]!r}\n  shale: {replies[1]!r}")
             restart()
+            continue
+        if args[0] == "MULTI" and queued is None:
+            queued = []
+        elif args[0] in ("EXEC", "DISCARD"):
+            queued = None
+        elif queued is not None:
+            queued.append(args)
+        if queued is not None:
             continue
         before = state(redis), state(shale)
         if before[0] != before[1]:

@@ -82,6 +82,32 @@ fn keys_args_calls_and_reply_conversions() {
 }
 
 #[test]
+fn numbers_become_integers_as_redis_casts_them() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let eval = |con: &mut redis::Connection, script: &str| -> Vec<i64> {
+        run(con, &["EVAL", &format!("return {{{script}}}"), "0"])
+    };
+    assert_eq!(eval(&mut con, "-3.7, 2.9, 0"), [-3, 2, 0]);
+    // Beyond i64 (2^63-1 is 2^63 as a double), and NaN, Redis on x86-64 answers i64::MIN.
+    assert_eq!(
+        eval(&mut con, "9223372036854775807, 1e30, -1e30, 0/0"),
+        [i64::MIN; 4]
+    );
+    let incr: i64 = run(
+        &mut con,
+        &[
+            "EVAL",
+            "return redis.call('INCRBY', KEYS[1], ARGV[1])",
+            "1",
+            "n",
+            "9223372036854775807",
+        ],
+    );
+    assert_eq!(incr, i64::MIN);
+}
+
+#[test]
 fn errors_name_the_script_line() {
     let server = TestServer::start();
     let mut con = server.client();

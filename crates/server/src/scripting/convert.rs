@@ -97,6 +97,18 @@ pub fn lua_to_reply(value: &Value, resp3: bool) -> Reply {
 /// Nesting beyond this is cut off, so a self-referencing table cannot recurse forever.
 const MAX_DEPTH: usize = 128;
 
+/// A Lua number as Redis's `(long long)` cast turns it into an integer reply on x86-64:
+/// truncated toward zero, and the CPU's "integer indefinite", i64::MIN, when it is NaN or
+/// out of range (2^63, which is what INCRBY's reply 2^63-1 becomes as a double, included).
+fn as_long_long(n: f64) -> i64 {
+    const TWO_TO_63: f64 = 9_223_372_036_854_775_808.0;
+    if n.is_nan() || !(-TWO_TO_63..TWO_TO_63).contains(&n) {
+        i64::MIN
+    } else {
+        n as i64
+    }
+}
+
 fn lua_to_reply_at(value: &Value, resp3: bool, depth: usize) -> Reply {
     if depth > MAX_DEPTH {
         return Reply::Error("ERR reached lua stack limit".into());
@@ -107,7 +119,7 @@ fn lua_to_reply_at(value: &Value, resp3: bool, depth: usize) -> Reply {
         Value::Boolean(false) if !resp3 => Reply::Null,
         Value::Boolean(b) => Reply::Bool(*b),
         Value::Integer(n) => Reply::Integer(*n),
-        Value::Number(n) => Reply::Integer(*n as i64),
+        Value::Number(n) => Reply::Integer(as_long_long(*n)),
         Value::Table(table) => table_to_reply(table, resp3, depth),
         _ => Reply::Null,
     }
