@@ -34,7 +34,7 @@ VALUES = ["1", "2", "-1", "0", "10", "a", "b", "c", "", "3.5", "abc", "x y", "10
 COUNTS = ["-3", "-2", "-1", "0", "1", "2", "3", "5", "100", "9223372036854775807",
           "-9223372036854775808"]
 # Replies whose order Redis does not define.
-UNORDERED = {"HKEYS", "HVALS", "HGETALL", "SMEMBERS", "SINTER", "SUNION", "SDIFF"}
+UNORDERED = {"HKEYS", "HVALS", "HGETALL", "SMEMBERS", "SINTER", "SUNION", "SDIFF", "KEYS"}
 
 
 def templates(rng):
@@ -99,6 +99,35 @@ def templates(rng):
         lambda: ["EXPIRE", k(), one(["100", "-1", "0", "9223372036854775807"])],
         lambda: ["PERSIST", k()], lambda: ["TTL", k()],
         lambda: ["SORT", k()] + one([[], ["ALPHA"], ["DESC"], ["LIMIT", "1", "2"], ["STORE", k()]]),
+        # more of each type
+        lambda: ["SETEX", k(), one(["100", "0", "-1", "a"]), v()],
+        lambda: ["GETEX", k(), *one([[], ["PERSIST"], ["EX", "100"], ["PX", "0"]])],
+        lambda: ["INCRBYFLOAT", k(), one(["1e308", "-1e308", "0.1", "inf", "1e-5"])],
+        lambda: ["SUBSTR", k(), n(), n()], lambda: ["TOUCH", k(), k()], lambda: ["DBSIZE"],
+        lambda: ["KEYS", one(["*", "{t}[12]", "*3", "?t?4"])],
+        lambda: ["BITFIELD", k(), "OVERFLOW", one(["SAT", "FAIL", "WRAP"]), "INCRBY",
+                 one(["u2", "i3", "i64"]), one(["0", "#1", "5"]), n()],
+        lambda: ["BITFIELD", k(), "SET", one(["u8", "i5"]), str(rng.randint(0, 16)), n(),
+                 "GET", "u4", "0"],
+        lambda: ["RPOPLPUSH", k(), k()], lambda: ["LLEN", k()], lambda: ["LPUSHX", k(), v()],
+        lambda: ["LPOS", k(), v(), "COUNT", one(["0", "1", "2"]), "MAXLEN", one(["0", "2"])],
+        lambda: ["BLPOP", k(), k(), "0.01"], lambda: ["BRPOP", k(), "0.01"],
+        lambda: ["BLMOVE", k(), k(), one(["LEFT", "RIGHT"]), "RIGHT", "0.01"],
+        lambda: ["BZPOPMIN", k(), "0.01"], lambda: ["BZMPOP", "0.01", "1", k(), "MAX", "COUNT", "2"],
+        lambda: ["SCARD", k()], lambda: ["SINTERSTORE", k(), k(), k()], lambda: ["SDIFF", k(), k()],
+        lambda: ["SUNION", k(), k()], lambda: ["HLEN", k()], lambda: ["HVALS", k()],
+        lambda: ["HEXISTS", k(), v()], lambda: ["ZCARD", k()], lambda: ["ZREVRANK", k(), v()],
+        lambda: ["ZRANGE", k(), n(), n(), *one([[], ["REV"], ["WITHSCORES"]])],
+        lambda: ["ZRANGE", k(), v(), v(), "BYSCORE", "LIMIT", n(), n()],
+        lambda: ["ZRANGEBYLEX", k(), v(), v(), "LIMIT", n(), n()],
+        lambda: ["ZREVRANGEBYSCORE", k(), v(), v(), "WITHSCORES"],
+        lambda: ["ZINTERSTORE", k(), "2", k(), k(), "AGGREGATE", one(["SUM", "MIN", "MAX"])],
+        lambda: ["ZUNION", "2", k(), k(), "WITHSCORES"], lambda: ["ZDIFF", "2", k(), k()],
+        lambda: ["ZADD", k(), *one([["XX", "CH"], ["NX", "INCR"], ["GT", "CH"], ["LT"]]), v(), v()],
+        lambda: ["ZPOPMAX", k(), n()], lambda: ["ZREMRANGEBYRANK", k(), n(), n()],
+        lambda: ["PEXPIRE", k(), one(["100000", "-5"]), *one([[], ["NX"], ["XX"], ["GT"], ["LT"]])],
+        lambda: ["SETRANGE", k(), one(["0", "-1", "536870912"]), v()],
+        lambda: ["BITCOUNT", k()], lambda: ["BITPOS", k(), one(["0", "1"]), n(), n(), "BIT"],
         # transactions: the state is compared after EXEC or DISCARD
         lambda: ["MULTI"], lambda: ["EXEC"], lambda: ["DISCARD"], lambda: ["WATCH", k()],
         lambda: ["UNWATCH"],
@@ -200,6 +229,11 @@ def main():
         del recent[:-8]
         if not agree(args, *replies):
             divergences += 1
+            if args[0] == "EXEC" and all(isinstance(r, list) for r in replies):
+                # Only the queued commands whose replies differ.
+                differ = [i for i, r in enumerate(replies[0]) if r != replies[1][i]]
+                print(f"EXEC differs at {[(i, queued[i]) for i in differ[:3]]}")
+                replies = [[rs[i] for i in differ[:3]] for rs in replies]
             print(f"REPLY after {recent}\n  redis: {replies[0]!r}\n  shale: {replies[1]!r}")
             restart()
             continue
@@ -207,7 +241,7 @@ def main():
             queued = []
         elif args[0] in ("EXEC", "DISCARD"):
             queued = None
-        elif queued is not None:
+        elif queued is not None and replies[0] == "+QUEUED":
             queued.append(args)
         if queued is not None:
             continue

@@ -233,6 +233,15 @@ fn bitfield() {
         run::<Vec<i64>>(&mut con, &["BITFIELD", "nobf", "GET", "u8", "0"]),
         [0]
     );
+    // A write that OVERFLOW FAIL refuses still grows the string first, as in Redis.
+    assert_eq!(
+        run::<Vec<Option<i64>>>(
+            &mut con,
+            &["BITFIELD", "grown", "OVERFLOW", "FAIL", "INCRBY", "u2", "#5", "-1"]
+        ),
+        [None]
+    );
+    assert_eq!(run::<Vec<u8>>(&mut con, &["GET", "grown"]), [0, 0]);
     assert_eq!(
         run::<i64>(&mut con, &["EXISTS", "nobf"]),
         0,

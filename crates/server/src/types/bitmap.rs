@@ -300,11 +300,22 @@ impl<'a> Db<'a> {
     /// BITFIELD and BITFIELD_RO: one reply per GET, SET or INCRBY (`None` where FAIL
     /// refused an overflow).
     pub fn bitfield(&self, key: &'a [u8], ops: &[FieldOp]) -> Result<Vec<Option<i64>>, Error> {
-        let writes = ops
-            .iter()
-            .any(|op| matches!(op, FieldOp::Set(..) | FieldOp::IncrBy(..)));
         let _guard = self.lock(&[key])?;
         let mut string = self.open_string(key)?;
+        // As in Redis, SET and INCRBY first grow the string, zero-padded, to the farthest byte
+        // any of them reaches, even if OVERFLOW FAIL then leaves every field as it was.
+        let farthest_write = ops
+            .iter()
+            .filter_map(|op| match *op {
+                FieldOp::Set(ty, offset, _) | FieldOp::IncrBy(ty, offset, _) => {
+                    Some((offset + ty.bits as u64 - 1) / 8)
+                }
+                _ => None,
+            })
+            .max();
+        if let Some(last) = farthest_write.filter(|&last| last >= string.len()) {
+            string.write(last, &[0])?;
+        }
         let mut overflow = Overflow::Wrap;
         let mut replies = Vec::new();
         for op in ops {
@@ -354,7 +365,7 @@ impl<'a> Db<'a> {
                 }
             }
         }
-        if writes {
+        if farthest_write.is_some() {
             string.commit()?;
         }
         Ok(replies)
