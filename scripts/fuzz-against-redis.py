@@ -128,6 +128,20 @@ def templates(rng):
         lambda: ["PEXPIRE", k(), one(["100000", "-5"]), *one([[], ["NX"], ["XX"], ["GT"], ["LT"]])],
         lambda: ["SETRANGE", k(), one(["0", "-1", "536870912"]), v()],
         lambda: ["BITCOUNT", k()], lambda: ["BITPOS", k(), one(["0", "1"]), n(), n(), "BIT"],
+        # strings past 4 KB live in fragments; collections past 128 elements are deleted by
+        # range
+        lambda: ["SETRANGE", k(), str(rng.randint(4000, 9000)), v()],
+        lambda: ["SETBIT", k(), str(rng.randint(30000, 70000)), one(["0", "1"])],
+        lambda: ["GETRANGE", k(), str(rng.randint(0, 9000)), str(rng.randint(-9000, 9000))],
+        lambda: ["BITCOUNT", k(), str(rng.randint(-9000, 9000)), n()],
+        lambda: ["BITPOS", k(), one(["0", "1"]), str(rng.randint(0, 9000))],
+        lambda: ["RPUSH", k(), *[str(i) for i in range(rng.randint(100, 200))]],
+        lambda: ["SADD", k(), *[str(i) for i in range(rng.randint(100, 200))]],
+        lambda: ["HSET", k(), *[str(i) for i in range(2 * rng.randint(100, 200))]],
+        lambda: ["ZADD", k(), *[str(i // 2) for i in range(2 * rng.randint(100, 200))]],
+        # two databases
+        lambda: ["SELECT", one(["0", "1"])], lambda: ["MOVE", k(), one(["0", "1"])],
+        lambda: ["COPY", k(), k(), "DB", one(["0", "1"])] + one([[], ["REPLACE"]]),
         # transactions: the state is compared after EXEC or DISCARD
         lambda: ["MULTI"], lambda: ["EXEC"], lambda: ["DISCARD"], lambda: ["WATCH", k()],
         lambda: ["UNWATCH"],
@@ -215,6 +229,7 @@ def main():
         for server in (redis, shale):
             server.call([b"DISCARD"])
             server.call([b"FLUSHALL"])
+            server.call([b"SELECT", b"0"])
 
     restart()
     for _ in range(options.commands):
