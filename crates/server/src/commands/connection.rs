@@ -7,7 +7,7 @@ use super::args::{db_index, int, is, text};
 use super::{help_reply, Context};
 use crate::error::Error;
 use crate::server::blocking::Unblock;
-use crate::server::{Closing, REDIS_VERSION};
+use crate::server::{ClientHandle, Closing, REDIS_VERSION};
 
 pub fn ping(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     if !ctx.client.resp3 && !ctx.client.subscriptions.is_empty() && args.len() <= 2 {
@@ -135,6 +135,7 @@ pub fn reset(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     ctx.client.db = 0;
     ctx.client.resp3 = false;
     ctx.client.authenticated = ctx.services.config.read().requirepass.is_none();
+    ctx.client.share_state();
     let mut info = ctx.client.handle.info.lock();
     info.name = None;
     info.resp = 2;
@@ -172,7 +173,7 @@ pub fn client_getname(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, E
 /// CLIENT INFO
 pub fn client_info(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     Ok(Reply::Verbatim(Bytes::from(
-        ctx.client.handle.describe() + "\n",
+        ctx.client.handle.describe(Some("client|info"), false) + "\n",
     )))
 }
 
@@ -218,25 +219,46 @@ pub fn client_unblock(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Er
     Ok(Reply::Integer(unblocked as i64))
 }
 
+/// Which clients CLIENT LIST TYPE asks for.
+#[derive(Clone, Copy, PartialEq)]
+enum ClientType {
+    /// Not subscribed to anything.
+    Normal,
+    PubSub,
+    /// Masters and replicas, which Shale does not have yet.
+    Replication,
+}
+
+impl ClientType {
+    fn parse(name: &Bytes) -> Result<ClientType, Error> {
+        if is(name, "normal") {
+            Ok(ClientType::Normal)
+        } else if is(name, "pubsub") {
+            Ok(ClientType::PubSub)
+        } else if is(name, "master") || is(name, "replica") || is(name, "slave") {
+            Ok(ClientType::Replication)
+        } else {
+            Err(Error::msg(format!("Unknown client type '{}'", text(name))))
+        }
+    }
+
+    fn of(client: &ClientHandle) -> ClientType {
+        if client.info.lock().subscribed.iter().any(|&n| n > 0) {
+            ClientType::PubSub
+        } else {
+            ClientType::Normal
+        }
+    }
+}
+
 /// CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id ...]
 pub fn client_list(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let mut ids: Option<Vec<u64>> = None;
-    let mut only_normal = true;
+    let mut wanted = None;
     let mut i = 2;
     while i < args.len() {
         if is(&args[i], "type") && i + 1 < args.len() {
-            let kind = &args[i + 1];
-            only_normal = if is(kind, "normal") {
-                true
-            } else if is(kind, "master")
-                || is(kind, "replica")
-                || is(kind, "slave")
-                || is(kind, "pubsub")
-            {
-                false
-            } else {
-                return Err(Error::msg(format!("Unknown client type '{}'", text(kind))));
-            };
+            wanted = Some(ClientType::parse(&args[i + 1])?);
             i += 2;
         } else if is(&args[i], "id") && i + 1 < args.len() {
             let mut list = Vec::new();
@@ -253,18 +275,23 @@ pub fn client_list(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error
             return Err(Error::Syntax);
         }
     }
+    let me = ctx.client.handle.id;
     let mut text = String::new();
     for client in ctx.services.clients.all() {
-        if !only_normal || ids.as_ref().is_some_and(|ids| !ids.contains(&client.id)) {
+        if ids.as_ref().is_some_and(|ids| !ids.contains(&client.id)) {
             continue;
         }
-        text.push_str(&client.describe());
+        if wanted.is_some_and(|wanted| wanted != ClientType::of(&client)) {
+            continue;
+        }
+        let running = (client.id == me).then_some("client|list");
+        text.push_str(&client.describe(running, ctx.services.blocking.is_blocked(client.id)));
         text.push('\n');
     }
     Ok(Reply::Verbatim(Bytes::from(text)))
 }
 
-/// CLIENT KILL ip:port, or CLIENT KILL with filters (ID, ADDR, LADDR, USER, SKIPME).
+/// CLIENT KILL ip:port, or CLIENT KILL with filters (ID, TYPE, ADDR, LADDR, USER, SKIPME).
 pub fn client_kill(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     if args.len() == 3 {
         let addr = text(&args[2]);
@@ -285,7 +312,8 @@ pub fn client_kill(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error
     if args.len() < 4 || !args.len().is_multiple_of(2) {
         return Err(Error::Syntax);
     }
-    let (mut id, mut addr, mut laddr, mut user, mut skip_me) = (None, None, None, None, true);
+    let (mut id, mut addr, mut laddr, mut user, mut kind) = (None, None, None, None, None);
+    let mut skip_me = true;
     for pair in args[2..].chunks_exact(2) {
         let (name, value) = (&pair[0], &pair[1]);
         if is(name, "id") {
@@ -311,9 +339,7 @@ pub fn client_kill(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error
                 return Err(Error::Syntax);
             };
         } else if is(name, "type") {
-            if !is(value, "normal") {
-                return Ok(Reply::Integer(0));
-            }
+            kind = Some(ClientType::parse(value)?);
         } else {
             return Err(Error::Syntax);
         }
@@ -326,6 +352,7 @@ pub fn client_kill(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error
                 .as_ref()
                 .is_none_or(|a| client.local_addr.to_string() == *a)
             && user.as_ref().is_none_or(|u| u == "default")
+            && kind.is_none_or(|kind| kind == ClientType::of(&client))
             && !(skip_me && client.id == ctx.client.handle.id);
         if matches {
             kill(ctx, &client);

@@ -31,6 +31,7 @@ fn subscribe(ctx: &mut Context<'_>, args: &[Bytes], kind: Kind) -> Result<Reply,
             ctx.client.subscriptions.count(kind),
         ));
     }
+    ctx.client.share_state();
     Ok(Reply::Sequence(replies))
 }
 
@@ -60,6 +61,7 @@ fn unsubscribe(ctx: &mut Context<'_>, args: &[Bytes], kind: Kind) -> Result<Repl
             ctx.client.subscriptions.count(kind),
         ));
     }
+    ctx.client.share_state();
     Ok(Reply::Sequence(replies))
 }
 

@@ -16,6 +16,7 @@ pub fn multi(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
         return Err(Error::msg("MULTI calls can not be nested"));
     }
     ctx.client.multi = Some(QueuedTransaction::default());
+    ctx.client.share_state();
     Ok(Reply::OK)
 }
 
@@ -23,6 +24,7 @@ pub fn discard(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     if ctx.client.multi.take().is_none() {
         return Err(Error::msg("DISCARD without MULTI"));
     }
+    ctx.client.share_state();
     ctx.keyspace.unwatch(&mut ctx.client.watching);
     Ok(Reply::OK)
 }
@@ -46,6 +48,7 @@ pub fn exec(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     let Some(queued) = ctx.client.multi.take() else {
         return Err(Error::msg("EXEC without MULTI"));
     };
+    ctx.client.share_state();
     if queued.refused {
         ctx.keyspace.unwatch(&mut ctx.client.watching);
         return Err(Error::Prefixed(

@@ -142,6 +142,10 @@ impl Blocking {
         self.by_client.lock().len()
     }
 
+    pub fn is_blocked(&self, client_id: u64) -> bool {
+        self.by_client.lock().contains_key(&client_id)
+    }
+
     /// CLIENT UNBLOCK: whether the client was blocked.
     pub fn unblock(&self, client_id: u64, how: Unblock) -> bool {
         let Some(waiter) = self.by_client.lock().get(&client_id).cloned() else {

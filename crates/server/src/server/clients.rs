@@ -32,6 +32,10 @@ pub struct ClientInfo {
     pub db: usize,
     pub resp: u8,
     pub last_command: &'static str,
+    /// Channels, patterns and shard channels subscribed to.
+    pub subscribed: [usize; 3],
+    /// Commands queued since MULTI; `None` outside a transaction.
+    pub queued: Option<usize>,
 }
 
 impl ClientHandle {
@@ -64,24 +68,44 @@ impl ClientHandle {
         }
     }
 
-    /// One line of CLIENT LIST, in Redis's field order.
-    pub fn describe(&self) -> String {
+    /// One line of CLIENT LIST, in Redis's field order. `running` is the command the client
+    /// runs now, if it is the one asking (Redis shows it, not the one before).
+    pub fn describe(&self, running: Option<&'static str>, blocked: bool) -> String {
         let info = self.info.lock().clone();
+        let mut flags = String::new();
+        if info.subscribed.iter().any(|&n| n > 0) {
+            flags.push('P');
+        }
+        if info.queued.is_some() {
+            flags.push('x');
+        }
+        if blocked {
+            flags.push('b');
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
+        let command = running.unwrap_or(info.last_command);
         let text = |b: &Option<Bytes>| {
             b.as_ref()
                 .map(|v| String::from_utf8_lossy(v).into_owned())
                 .unwrap_or_default()
         };
         format!(
-            "id={} addr={} laddr={} name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 cmd={} user=default resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} cmd={} user=default resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.local_addr,
             text(&info.name),
             self.created.elapsed().as_secs(),
             self.idle_secs(),
+            flags,
             info.db,
-            if info.last_command.is_empty() { "NULL" } else { info.last_command },
+            info.subscribed[0],
+            info.subscribed[1],
+            info.subscribed[2],
+            info.queued.map_or(-1, |n| n as i64),
+            if command.is_empty() { "NULL" } else { command },
             info.resp,
             text(&info.lib_name),
             text(&info.lib_ver),

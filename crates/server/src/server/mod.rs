@@ -59,6 +59,19 @@ pub struct ClientState {
 }
 
 impl ClientState {
+    /// Copies what CLIENT LIST shows of this connection's own state (subscriptions, MULTI) to
+    /// its handle, where other connections read it.
+    pub fn share_state(&self) {
+        let mut info = self.handle.info.lock();
+        let subscriptions = &self.subscriptions;
+        info.subscribed = [
+            subscriptions.channels.len(),
+            subscriptions.patterns.len(),
+            subscriptions.shard.len(),
+        ];
+        info.queued = self.multi.as_ref().map(|multi| multi.commands.len());
+    }
+
     /// A copy for a write that another connection runs on this client's behalf (see
     /// `combine`): the same database, protocol and identity, without the subscriptions,
     /// transaction and watches that such writes never use.
