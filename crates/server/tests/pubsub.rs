@@ -39,6 +39,11 @@ fn channels_and_patterns() {
         ("news".into(), 1, "none".into(), 0)
     );
     assert_eq!(run::<i64>(&mut publisher, &["PUBSUB", "NUMPAT"]), 1);
+    let stats: String = run(&mut publisher, &["INFO", "stats"]);
+    assert!(
+        stats.contains("pubsub_channels:2\r\npubsub_patterns:1\r\n"),
+        "{stats}"
+    );
 
     sub.send(b"GET k\r\n");
     sub.expect(b"-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n");

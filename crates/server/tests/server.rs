@@ -225,6 +225,14 @@ fn info_sections() {
     assert!(info.contains("db0:keys=1,expires=0"));
     assert!(info.contains("block_cache_capacity:"));
     assert!(info.contains("mem_allocator:jemalloc-5.3.0\r\n"), "{info}");
+    assert!(
+        info.contains("# Cluster\r\ncluster_enabled:0\r\n"),
+        "{info}"
+    );
+    assert!(info.contains("pubsub_channels:0\r\n"), "{info}");
+    let rss = info_field(&mut con, "memory", "used_memory_rss");
+    assert!(info_field(&mut con, "memory", "used_memory_peak") >= rss);
+    assert!(info_field(&mut con, "memory", "total_system_memory") > 0);
     assert!(!info.contains("# Commandstats"));
     // As in Redis: a command refused before it runs is a rejected call, one that runs and
     // answers with an error a failed call, and a command with only refusals is still listed.

@@ -127,7 +127,9 @@ pub fn pubsub_shardnumsub(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply
 
 /// PUBSUB NUMPAT
 pub fn pubsub_numpat(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
-    Ok(Reply::Integer(ctx.services.pubsub.pattern_count()))
+    Ok(Reply::Integer(
+        ctx.services.pubsub.active_count(Kind::Pattern),
+    ))
 }
 
 /// PUBSUB HELP

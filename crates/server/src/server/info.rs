@@ -3,6 +3,7 @@
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
+use super::pubsub::Kind;
 use super::{Services, REDIS_VERSION};
 use crate::commands::ALL_COMMANDS;
 use crate::config::FsyncPolicy;
@@ -18,6 +19,7 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "replication",
     "cpu",
     "errorstats",
+    "cluster",
     "keyspace",
     "rocksdb",
 ];
@@ -31,6 +33,7 @@ const ALL_SECTIONS: &[&str] = &[
     "cpu",
     "commandstats",
     "errorstats",
+    "cluster",
     "keyspace",
     "rocksdb",
 ];
@@ -81,6 +84,8 @@ pub fn render(
                     let _ = write!(out, "errorstat_{code}:count={count}\r\n");
                 }
             }
+            // Cluster mode is yet to come.
+            "cluster" => line(&mut out, "cluster_enabled", 0),
             "keyspace" => keyspace_section(keyspace, &mut out)?,
             "rocksdb" => rocksdb(services, keyspace, &mut out),
             _ => {}
@@ -125,7 +130,9 @@ fn server(services: &Services, out: &mut String) {
     line(out, "server_time_usec", now.as_micros());
     line(out, "uptime_in_seconds", uptime);
     line(out, "uptime_in_days", uptime / 86400);
-    line(out, "hz", services.config.read().hz);
+    let hz = services.config.read().hz;
+    line(out, "hz", hz);
+    line(out, "configured_hz", hz);
     line(
         out,
         "executable",
@@ -166,6 +173,18 @@ fn rss_bytes() -> u64 {
         .map_or(0, |pages| pages * 4096)
 }
 
+/// A `Name: <n> kB` line of a /proc file, in bytes (0 if it cannot be read).
+fn proc_kb(path: &str, name: &str) -> u64 {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
 fn memory(services: &Services, keyspace: &Keyspace, out: &mut String) {
     let engine = keyspace.engine().stats();
     let rss = rss_bytes();
@@ -174,6 +193,13 @@ fn memory(services: &Services, keyspace: &Keyspace, out: &mut String) {
     line(out, "used_memory_human", human(rss));
     line(out, "used_memory_rss", rss);
     line(out, "used_memory_rss_human", human(rss));
+    // used_memory is the resident size here, so its peak is the kernel's high-water mark.
+    let peak = proc_kb("/proc/self/status", "VmHWM").max(rss);
+    line(out, "used_memory_peak", peak);
+    line(out, "used_memory_peak_human", human(peak));
+    let system = proc_kb("/proc/meminfo", "MemTotal");
+    line(out, "total_system_memory", system);
+    line(out, "total_system_memory_human", human(system));
     line(out, "maxmemory", 0);
     line(out, "maxmemory_human", "0B");
     line(out, "maxmemory_policy", "noeviction");
@@ -226,6 +252,21 @@ fn stats(services: &Services, keyspace: &Keyspace, out: &mut String) {
     line(out, "keyspace_hits", get(&keyspace.stats.hits));
     line(out, "keyspace_misses", get(&keyspace.stats.misses));
     line(out, "total_error_replies", get(&s.error_replies));
+    line(
+        out,
+        "pubsub_channels",
+        services.pubsub.active_count(Kind::Channel),
+    );
+    line(
+        out,
+        "pubsub_patterns",
+        services.pubsub.active_count(Kind::Pattern),
+    );
+    line(
+        out,
+        "pubsubshard_channels",
+        services.pubsub.active_count(Kind::Shard),
+    );
     line(out, "combined_writes", get(&s.combined_writes));
 }
 

@@ -143,11 +143,12 @@ impl PubSub {
             .map_or(0, |s| s.len() as i64)
     }
 
-    /// PUBSUB NUMPAT: the number of patterns with subscribers.
-    pub fn pattern_count(&self) -> i64 {
+    /// How many channels (patterns, shard channels) of `kind` have subscribers: PUBSUB
+    /// NUMPAT, and INFO's pubsub_channels and friends.
+    pub fn active_count(&self, kind: Kind) -> i64 {
         self.registries
             .lock()
-            .get(&Kind::Pattern)
+            .get(&kind)
             .map_or(0, |r| r.len() as i64)
     }
 
