@@ -34,7 +34,8 @@ VALUES = ["1", "2", "-1", "0", "10", "a", "b", "c", "", "3.5", "abc", "x y", "10
 COUNTS = ["-3", "-2", "-1", "0", "1", "2", "3", "5", "100", "9223372036854775807",
           "-9223372036854775808"]
 # Replies whose order Redis does not define.
-UNORDERED = {"HKEYS", "HVALS", "HGETALL", "SMEMBERS", "SINTER", "SUNION", "SDIFF", "KEYS"}
+UNORDERED = {"HKEYS", "HVALS", "HGETALL", "SMEMBERS", "SINTER", "SUNION", "SDIFF", "KEYS",
+             "SRANDMEMBER", "ZRANDMEMBER", "HRANDFIELD", "SPOP"}
 
 
 def templates(rng):
@@ -139,6 +140,11 @@ def templates(rng):
         lambda: ["SADD", k(), *[str(i) for i in range(rng.randint(100, 200))]],
         lambda: ["HSET", k(), *[str(i) for i in range(2 * rng.randint(100, 200))]],
         lambda: ["ZADD", k(), *[str(i // 2) for i in range(2 * rng.randint(100, 200))]],
+        # random picks that take everything, and scans that finish in one call
+        lambda: ["SRANDMEMBER", k(), "1000"], lambda: ["ZRANDMEMBER", k(), "1000"],
+        lambda: ["HRANDFIELD", k(), "1000"], lambda: ["SPOP", k(), "1000"],
+        lambda: ["SCAN", "0", "COUNT", "1000"] + one([[], ["MATCH", "*1"], ["TYPE", "list"]]),
+        lambda: [one(["HSCAN", "SSCAN", "ZSCAN"]), k(), "0", "COUNT", "1000"],
         # two databases
         lambda: ["SELECT", one(["0", "1"])], lambda: ["MOVE", k(), one(["0", "1"])],
         lambda: ["COPY", k(), k(), "DB", one(["0", "1"])] + one([[], ["REPLACE"]]),
@@ -185,6 +191,8 @@ def state(server):
 def comparable(args, reply):
     if args[0] in UNORDERED and isinstance(reply, list):
         return sorted(reply, key=repr)
+    if args[0].endswith("SCAN") and isinstance(reply, list) and len(reply) == 2:
+        return [reply[0], sorted(reply[1], key=repr)]
     return reply
 
 
