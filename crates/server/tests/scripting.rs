@@ -336,10 +336,20 @@ fn scripts_wake_blocked_clients_and_run_inside_multi() {
         .query(&mut con)
         .unwrap();
     assert_eq!((set.as_str(), got.as_str()), ("OK", "in-multi"));
-    // Inside a script a blocking pop on an empty list returns at once.
+    // As in Redis 7.0, scripts may not run BLPOP and its like; BLMPOP, which they may run,
+    // returns at once on an empty list.
+    assert!(fails(
+        &mut con,
+        &["EVAL", "return redis.call('BLPOP', 'none', 0)", "0"]
+    )
+    .starts_with("ERR This Redis command is not allowed from script"));
     let popped: Option<Vec<String>> = run(
         &mut con,
-        &["EVAL", "return redis.call('BLPOP', 'none', 0)", "0"],
+        &[
+            "EVAL",
+            "return redis.call('BLMPOP', 0, 1, 'none', 'LEFT')",
+            "0",
+        ],
     );
     assert_eq!(popped, None);
 }

@@ -312,6 +312,54 @@ fn line_of<'a>(list: &'a str, name: &str) -> &'a str {
 }
 
 #[test]
+fn monitor_shows_every_command_as_redis_prints_it() {
+    let server = TestServer::start();
+    // Connected first: the client's own handshake commands would show too.
+    let mut con = server.client();
+    let mut monitor = server.raw();
+    monitor.command(&["MONITOR"]);
+    monitor.expect(b"+OK\r\n");
+    run::<()>(&mut con, &["SET", "k", "a\"b\n"]);
+    run::<Vec<String>>(&mut con, &["CONFIG", "GET", "port"]);
+    fails(&mut con, &["AUTH", "secret"]);
+    fails(&mut con, &["GET"]);
+    run::<String>(
+        &mut con,
+        &["EVAL", "return redis.call('GET', KEYS[1])", "1", "k"],
+    );
+    // A timestamp, the database and the client, then the arguments as Redis quotes them;
+    // administrative commands, refused ones and passwords are not shown.
+    let mut next = || {
+        let line = monitor.read_line();
+        let (stamp, rest) = line.split_once(' ').expect("timestamp");
+        let (secs, micros) = stamp[1..].split_once('.').expect("seconds.micros");
+        assert!(stamp.starts_with('+') && secs.parse::<u64>().is_ok() && micros.len() == 6);
+        rest.to_string()
+    };
+    let origin = |line: &str| line.split_once("] ").map(|(o, _)| o.to_string());
+    let set = next();
+    assert!(set.starts_with("[0 127.0.0.1:"), "{set}");
+    assert!(set.ends_with(r#"] "SET" "k" "a\"b\n""#), "{set}");
+    let auth = next();
+    assert!(auth.ends_with(r#"] "AUTH" "(redacted)""#), "{auth}");
+    assert_eq!(origin(&auth), origin(&set));
+    let eval = next();
+    assert!(
+        eval.ends_with(r#"] "EVAL" "return redis.call('GET', KEYS[1])" "1" "k""#),
+        "{eval}"
+    );
+    assert_eq!(next(), r#"[0 lua] "GET" "k""#);
+    let list: String = run(&mut con, &["CLIENT", "LIST"]);
+    assert!(list.contains(" flags=O "), "{list}");
+
+    monitor.command(&["RESET"]);
+    monitor.expect(b"+RESET\r\n");
+    run::<()>(&mut con, &["SET", "k", "v"]);
+    monitor.command(&["PING"]);
+    monitor.expect(b"+PONG\r\n");
+}
+
+#[test]
 fn command_introspection() {
     let server = TestServer::start();
     let mut con = server.client();

@@ -132,6 +132,8 @@ pub fn reset(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
         .forget(ctx.client.handle.id, &subscriptions);
     ctx.client.multi = None;
     ctx.keyspace.unwatch(&mut ctx.client.watching);
+    ctx.services.monitors.remove(ctx.client.handle.id);
+    ctx.client.handle.info.lock().monitor = false;
     ctx.client.db = 0;
     ctx.client.resp3 = false;
     ctx.client.authenticated = ctx.services.config.read().requirepass.is_none();

@@ -29,6 +29,7 @@ use shale_protocol::Reply;
 
 use crate::error::Error;
 use crate::server::blocking::{Attempt, BlockRequest};
+use crate::server::monitor::Origin;
 use crate::server::{ClientState, Services};
 use crate::types::{Db, HeldStripes, Keyspace, Transaction, WrittenKeys};
 
@@ -168,10 +169,25 @@ pub fn execute_nested(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
         Some(spec) => {
             let elapsed = started.elapsed().as_micros() as u64;
             stats.record_calls(spec, 1, elapsed, outcome.reply.is_error() as u64);
+            let monitors = &ctx.services.monitors;
+            if monitors.active() && monitored(spec) {
+                let origin = if ctx.in_script {
+                    Origin::Script
+                } else {
+                    Origin::Client(ctx.client.handle.addr)
+                };
+                monitors.feed(ctx.client.db, origin, args);
+            }
         }
         None => {}
     }
     outcome
+}
+
+/// Whether MONITOR shows a command once it has run: not the administrative ones, whose
+/// arguments Redis keeps from monitors, nor those that show themselves as they start.
+pub fn monitored(spec: &CommandSpec) -> bool {
+    !spec.flags.contains(Flags::ADMIN) && !spec.flags.contains(Flags::SKIP_MONITOR)
 }
 
 fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {

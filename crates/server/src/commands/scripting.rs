@@ -13,6 +13,7 @@ use super::notify::Event;
 use super::{execute_nested, help_reply, publish_committed, resolve, CommandSpec, Context, Flags};
 use crate::error::Error;
 use crate::scripting::{sha1_hex, Invocation};
+use crate::server::monitor::Origin;
 use crate::types::{off_worker, Transaction};
 
 pub fn eval(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
@@ -47,6 +48,10 @@ fn run(
         ));
     }
     let (keys, argv) = args[3..].split_at(numkeys as usize);
+    if ctx.services.monitors.active() {
+        let origin = Origin::Client(ctx.client.handle.addr);
+        ctx.services.monitors.feed(ctx.client.db, origin, args);
+    }
     let scripts = &ctx.services.scripts;
     let (sha, source) = if by_sha {
         let source = scripts.source(&args[1]).ok_or_else(|| {

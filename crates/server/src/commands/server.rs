@@ -14,14 +14,15 @@ use crate::server::{info, Closing};
 use crate::types::pattern::glob_match;
 
 fn acl_categories(spec: &CommandSpec) -> Vec<Reply> {
-    let mut cats = vec![format!(
-        "@{}",
-        if spec.group == "generic" {
-            "keyspace"
-        } else {
-            spec.group
-        }
-    )];
+    // Redis's ACL category of each group; server commands and module commands have none.
+    let group = match spec.group {
+        "generic" => Some("keyspace"),
+        "sorted-set" => Some("sortedset"),
+        "transactions" => Some("transaction"),
+        "server" | "tairroaring" => None,
+        other => Some(other),
+    };
+    let mut cats: Vec<String> = group.map(|g| format!("@{g}")).into_iter().collect();
     if spec.flags.contains(Flags::WRITE) {
         cats.push("@write".into());
     }
@@ -40,6 +41,34 @@ fn acl_categories(spec: &CommandSpec) -> Vec<Reply> {
         cats.push("@admin".into());
         cats.push("@dangerous".into());
     }
+    if spec.flags.contains(Flags::BLOCKING) {
+        cats.push("@blocking".into());
+    }
+    // Redis lists them in the order of its category bits.
+    const ORDER: [&str; 21] = [
+        "@keyspace",
+        "@read",
+        "@write",
+        "@set",
+        "@sortedset",
+        "@list",
+        "@hash",
+        "@string",
+        "@bitmap",
+        "@hyperloglog",
+        "@geo",
+        "@stream",
+        "@pubsub",
+        "@admin",
+        "@fast",
+        "@slow",
+        "@blocking",
+        "@dangerous",
+        "@connection",
+        "@transaction",
+        "@scripting",
+    ];
+    cats.sort_by_key(|c| ORDER.iter().position(|o| o == c));
     cats.into_iter().map(|c| Reply::Status(c.into())).collect()
 }
 
@@ -434,6 +463,17 @@ pub fn memory_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Err
         "HELP",
         "    Print this help.",
     ]))
+}
+
+/// MONITOR: from now on this connection receives a line for every command the server runs
+/// (see `server/monitor.rs`), until it closes or sends RESET.
+pub fn monitor(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    if ctx.txn.is_some() {
+        return Err(Error::msg("Command not allowed inside a transaction"));
+    }
+    ctx.services.monitors.add(&ctx.client.subscriber);
+    ctx.client.handle.info.lock().monitor = true;
+    Ok(Reply::OK)
 }
 
 /// ROLE: a server without replication is a master with no replicas, at offset 0 (what

@@ -26,22 +26,27 @@ impl Flags {
     pub const NO_AUTH: Flags = Flags(1 << 8);
     pub const PUBSUB: Flags = Flags(1 << 9);
     pub const BLOCKING: Flags = Flags(1 << 11);
+    /// MONITOR shows the command as it starts, not once it has run (scripts, so that their
+    /// own commands follow them).
+    pub const SKIP_MONITOR: Flags = Flags(1 << 12);
     /// Internal (not reported): runs other commands (EXEC, scripts), so it may write.
     pub const RUNS_COMMANDS: Flags = Flags(1 << 10);
     pub const NONE: Flags = Flags(0);
 
-    const NAMES: [(Flags, &'static str); 11] = [
+    /// In the order of Redis's flag bits, which COMMAND INFO follows.
+    const NAMES: [(Flags, &'static str); 12] = [
         (Flags::WRITE, "write"),
         (Flags::READONLY, "readonly"),
         (Flags::DENYOOM, "denyoom"),
         (Flags::ADMIN, "admin"),
+        (Flags::PUBSUB, "pubsub"),
         (Flags::NOSCRIPT, "noscript"),
+        (Flags::BLOCKING, "blocking"),
         (Flags::LOADING, "loading"),
         (Flags::STALE, "stale"),
+        (Flags::SKIP_MONITOR, "skip_monitor"),
         (Flags::FAST, "fast"),
         (Flags::NO_AUTH, "no_auth"),
-        (Flags::PUBSUB, "pubsub"),
-        (Flags::BLOCKING, "blocking"),
     ];
 
     pub const fn with(self, other: Flags) -> Flags {
@@ -152,10 +157,10 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("watch", -2, CONN, ALL_KEYS, "transactions", "Monitors changes to keys to determine the execution of a transaction.", transaction::watch),
     spec!("unwatch", 1, CONN, NO_KEYS, "transactions", "Forgets about watched keys of a transaction.", transaction::unwatch),
     // scripting
-    spec!("eval", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::RUNS_COMMANDS), NO_KEYS, "scripting", "Executes a server-side Lua script.", scripting::eval),
-    spec!("evalsha", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::RUNS_COMMANDS), NO_KEYS, "scripting", "Executes a server-side Lua script by SHA1 digest.", scripting::evalsha),
-    spec!("eval_ro", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::READONLY).with(Flags::RUNS_COMMANDS), NO_KEYS, "scripting", "Executes a read-only server-side Lua script.", scripting::eval_ro),
-    spec!("evalsha_ro", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::READONLY).with(Flags::RUNS_COMMANDS), NO_KEYS, "scripting", "Executes a read-only server-side Lua script by SHA1 digest.", scripting::evalsha_ro),
+    spec!("eval", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::SKIP_MONITOR).with(Flags::RUNS_COMMANDS), NO_KEYS, "scripting", "Executes a server-side Lua script.", scripting::eval),
+    spec!("evalsha", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::SKIP_MONITOR).with(Flags::RUNS_COMMANDS), NO_KEYS, "scripting", "Executes a server-side Lua script by SHA1 digest.", scripting::evalsha),
+    spec!("eval_ro", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::SKIP_MONITOR).with(Flags::READONLY).with(Flags::RUNS_COMMANDS), NO_KEYS, "scripting", "Executes a read-only server-side Lua script.", scripting::eval_ro),
+    spec!("evalsha_ro", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::SKIP_MONITOR).with(Flags::READONLY).with(Flags::RUNS_COMMANDS), NO_KEYS, "scripting", "Executes a read-only server-side Lua script by SHA1 digest.", scripting::evalsha_ro),
     container!("script", -2, Flags::NONE, "scripting", "A container for Lua scripts management commands.", scripting::script_help, SCRIPT),
     // server
     container!("command", -1, Flags::LOADING.with(Flags::STALE), "server", "Returns detailed information about commands.", server::command, COMMAND),
@@ -169,6 +174,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("shutdown", -1, ADMIN, NO_KEYS, "server", "Shuts down the server.", server::shutdown),
     container!("memory", -2, Flags::NONE, "server", "A container for memory diagnostics commands.", server::memory_help, MEMORY),
     spec!("role", 1, CONN, NO_KEYS, "server", "Returns the replication role.", server::role),
+    spec!("monitor", 1, ADMIN, NO_KEYS, "server", "Listens for all requests received by the server in real-time.", server::monitor),
     spec!("wait", 3, Flags::NOSCRIPT, NO_KEYS, "generic", "Blocks until the writes of this connection reach a number of replicas.", server::wait),
     // strings
     spec!("get", 2, RF, KEY1, "string", "Returns the string value of a key.", string::get),
@@ -253,10 +259,10 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("lmove", 5, W, KEY12, "list", "Returns an element after popping it from one list and pushing it to another.", list::lmove),
     spec!("rpoplpush", 3, W, KEY12, "list", "Returns the last element of a list after removing and pushing it to another list.", list::rpoplpush),
     spec!("lmpop", -4, D, NO_KEYS, "list", "Returns multiple elements from a list after removing them.", list::lmpop),
-    spec!("blpop", -3, D.with(Flags::BLOCKING), (1, -2, 1), "list", "Removes and returns the first element in a list. Blocks until an element is available otherwise.", list::blpop),
-    spec!("brpop", -3, D.with(Flags::BLOCKING), (1, -2, 1), "list", "Removes and returns the last element in a list. Blocks until an element is available otherwise.", list::brpop),
-    spec!("blmove", 6, W.with(Flags::BLOCKING), KEY12, "list", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise.", list::blmove),
-    spec!("brpoplpush", 4, W.with(Flags::BLOCKING), KEY12, "list", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise.", list::brpoplpush),
+    spec!("blpop", -3, D.with(Flags::NOSCRIPT).with(Flags::BLOCKING), (1, -2, 1), "list", "Removes and returns the first element in a list. Blocks until an element is available otherwise.", list::blpop),
+    spec!("brpop", -3, D.with(Flags::NOSCRIPT).with(Flags::BLOCKING), (1, -2, 1), "list", "Removes and returns the last element in a list. Blocks until an element is available otherwise.", list::brpop),
+    spec!("blmove", 6, W.with(Flags::NOSCRIPT).with(Flags::BLOCKING), KEY12, "list", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise.", list::blmove),
+    spec!("brpoplpush", 4, W.with(Flags::NOSCRIPT).with(Flags::BLOCKING), KEY12, "list", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise.", list::brpoplpush),
     spec!("blmpop", -5, D.with(Flags::BLOCKING), NO_KEYS, "list", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise.", list::blmpop),
     // sets
     spec!("sadd", -3, WF, KEY1, "set", "Adds one or more members to a set.", set::sadd),
@@ -299,8 +305,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("zremrangebylex", 4, D, KEY1, "sorted-set", "Removes members in a sorted set within a lexicographical range.", zset::zremrangebylex),
     spec!("zpopmin", -2, DF, KEY1, "sorted-set", "Returns the lowest-scoring members from a sorted set after removing them.", zset::zpopmin),
     spec!("zpopmax", -2, DF, KEY1, "sorted-set", "Returns the highest-scoring members from a sorted set after removing them.", zset::zpopmax),
-    spec!("bzpopmin", -3, DF.with(Flags::BLOCKING), (1, -2, 1), "sorted-set", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise.", zset::bzpopmin),
-    spec!("bzpopmax", -3, DF.with(Flags::BLOCKING), (1, -2, 1), "sorted-set", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.", zset::bzpopmax),
+    spec!("bzpopmin", -3, DF.with(Flags::NOSCRIPT).with(Flags::BLOCKING), (1, -2, 1), "sorted-set", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise.", zset::bzpopmin),
+    spec!("bzpopmax", -3, DF.with(Flags::NOSCRIPT).with(Flags::BLOCKING), (1, -2, 1), "sorted-set", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.", zset::bzpopmax),
     spec!("bzmpop", -5, D.with(Flags::BLOCKING), NO_KEYS, "sorted-set", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise.", zset::bzmpop),
     spec!("zmpop", -4, D, NO_KEYS, "sorted-set", "Returns the highest- or lowest-scoring members from sorted sets after removing them.", zset::zmpop),
     spec!("zrandmember", -2, R, KEY1, "sorted-set", "Returns one or more random members from a sorted set.", zset::zrandmember),

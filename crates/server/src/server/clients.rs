@@ -36,6 +36,8 @@ pub struct ClientInfo {
     pub subscribed: [usize; 3],
     /// Commands queued since MULTI; `None` outside a transaction.
     pub queued: Option<usize>,
+    /// Whether it receives MONITOR's lines.
+    pub monitor: bool,
 }
 
 impl ClientHandle {
@@ -73,6 +75,9 @@ impl ClientHandle {
     pub fn describe(&self, running: Option<&'static str>, blocked: bool) -> String {
         let info = self.info.lock().clone();
         let mut flags = String::new();
+        if info.monitor {
+            flags.push('O');
+        }
         if info.subscribed.iter().any(|&n| n > 0) {
             flags.push('P');
         }

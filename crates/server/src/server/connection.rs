@@ -23,9 +23,11 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::blocking::BlockRequest;
+use super::monitor::Origin;
 use super::{pubsub, ClientState, Closing, Services};
 use crate::commands::{
-    command_keys, execute, publish_committed, resolve, CommandSpec, Context, Event, Flags, Outcome,
+    command_keys, execute, monitored, publish_committed, resolve, CommandSpec, Context, Event,
+    Flags, Outcome,
 };
 use crate::config::FsyncPolicy;
 use crate::error::Error;
@@ -88,6 +90,7 @@ pub async fn serve(services: Arc<Services>, mut stream: TcpStream, addr: SocketA
         .pubsub
         .forget(handle.id, &connection.client.subscriptions);
     services.keyspace.unwatch(&mut connection.client.watching);
+    services.monitors.remove(handle.id);
     services.clients.unregister(handle.id);
 }
 
@@ -606,6 +609,10 @@ impl Connection {
         if outcome.rejected {
             self.services.stats.record_rejected(spec);
             return false;
+        }
+        if self.services.monitors.active() && monitored(spec) {
+            let origin = Origin::Client(self.client.handle.addr);
+            self.services.monitors.feed(self.client.db, origin, args);
         }
         match &mut self.tally {
             Some(tally) if std::ptr::eq(tally.spec, spec) => {

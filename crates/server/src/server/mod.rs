@@ -7,6 +7,7 @@ mod connection;
 mod cron;
 mod durability;
 pub mod info;
+pub mod monitor;
 pub mod pubsub;
 mod stats;
 
@@ -123,6 +124,7 @@ pub struct Services {
     pub slowlog: SlowLog,
     pub pubsub: pubsub::PubSub,
     pub blocking: blocking::Blocking,
+    pub monitors: monitor::Monitors,
     pub scripts: Scripts,
     /// `notify-keyspace-events`, parsed (see `commands::notify`).
     notify_classes: AtomicU32,
@@ -213,6 +215,7 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
         slowlog: SlowLog::default(),
         pubsub: pubsub::PubSub::default(),
         blocking: blocking::Blocking::default(),
+        monitors: monitor::Monitors::default(),
         scripts: Scripts::default(),
         notify_classes: AtomicU32::new(0),
         durability,

@@ -204,6 +204,18 @@ impl RawClient {
         }
     }
 
+    /// Reads one line, without its CRLF.
+    pub fn read_line(&mut self) -> String {
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        while !line.ends_with(b"\r\n") {
+            self.stream.read_exact(&mut byte).expect("read line");
+            line.push(byte[0]);
+        }
+        line.truncate(line.len() - 2);
+        String::from_utf8_lossy(&line).into_owned()
+    }
+
     /// Whether the server closed the connection (reads to EOF).
     pub fn is_closed(&mut self) -> bool {
         let mut rest = Vec::new();
