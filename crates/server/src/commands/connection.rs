@@ -245,7 +245,7 @@ impl ClientType {
     }
 
     fn of(client: &ClientHandle) -> ClientType {
-        if client.info.lock().subscribed.iter().any(|&n| n > 0) {
+        if client.info.lock().is_subscribed() {
             ClientType::PubSub
         } else {
             ClientType::Normal

@@ -169,14 +169,13 @@ pub fn execute_nested(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
         Some(spec) => {
             let elapsed = started.elapsed().as_micros() as u64;
             stats.record_calls(spec, 1, elapsed, outcome.reply.is_error() as u64);
-            let monitors = &ctx.services.monitors;
-            if monitors.active() && monitored(spec) {
+            if monitored(spec) {
                 let origin = if ctx.in_script {
                     Origin::Script
                 } else {
                     Origin::Client(ctx.client.handle.addr)
                 };
-                monitors.feed(ctx.client.db, origin, args);
+                ctx.services.monitors.feed(ctx.client.db, origin, args);
             }
         }
         None => {}

@@ -48,10 +48,8 @@ fn run(
         ));
     }
     let (keys, argv) = args[3..].split_at(numkeys as usize);
-    if ctx.services.monitors.active() {
-        let origin = Origin::Client(ctx.client.handle.addr);
-        ctx.services.monitors.feed(ctx.client.db, origin, args);
-    }
+    let origin = Origin::Client(ctx.client.handle.addr);
+    ctx.services.monitors.feed(ctx.client.db, origin, args);
     let scripts = &ctx.services.scripts;
     let (sha, source) = if by_sha {
         let source = scripts.source(&args[1]).ok_or_else(|| {

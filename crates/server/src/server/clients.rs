@@ -40,6 +40,13 @@ pub struct ClientInfo {
     pub monitor: bool,
 }
 
+impl ClientInfo {
+    /// Subscribed to anything: Redis's pub/sub client type and CLIENT LIST flag P.
+    pub fn is_subscribed(&self) -> bool {
+        self.subscribed.iter().any(|&n| n > 0)
+    }
+}
+
 impl ClientHandle {
     pub fn touch(&self, command: &'static str, db: usize, now: Instant) {
         let active = now.saturating_duration_since(self.created).as_millis() as u64;
@@ -78,7 +85,7 @@ impl ClientHandle {
         if info.monitor {
             flags.push('O');
         }
-        if info.subscribed.iter().any(|&n| n > 0) {
+        if info.is_subscribed() {
             flags.push('P');
         }
         if info.queued.is_some() {

@@ -610,7 +610,7 @@ impl Connection {
             self.services.stats.record_rejected(spec);
             return false;
         }
-        if self.services.monitors.active() && monitored(spec) {
+        if monitored(spec) {
             let origin = Origin::Client(self.client.handle.addr);
             self.services.monitors.feed(self.client.db, origin, args);
         }

@@ -1,16 +1,15 @@
 //! MONITOR: every command the server runs, as Redis prints it, sent to the connections that
-//! asked. With no monitor connected, a command pays one atomic load.
+//! asked through their message queue, which bounds what a slow monitor may leave unread. With
+//! no monitor connected, a command pays one atomic load.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::pubsub::Subscriber;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use shale_protocol::Reply;
-use tokio::sync::mpsc::error::TrySendError;
-
-use super::pubsub::{Subscriber, QUEUE_LIMIT};
 
 /// Who ran a command.
 #[derive(Clone, Copy)]
@@ -28,7 +27,7 @@ pub struct Monitors {
 
 impl Monitors {
     /// Whether anybody monitors: the check every command makes.
-    pub fn active(&self) -> bool {
+    fn active(&self) -> bool {
         self.count.load(Ordering::Relaxed) > 0
     }
 
@@ -52,20 +51,14 @@ impl Monitors {
         self.count.store(connections.len(), Ordering::Relaxed);
     }
 
-    /// Sends the line of one command to every monitor. A monitor that leaves
-    /// [`QUEUE_LIMIT`] lines unread is disconnected, so it cannot hold the server's memory.
+    /// Sends the line of one command to every monitor, if there is any.
     pub fn feed(&self, db: usize, origin: Origin, args: &[Bytes]) {
+        if !self.active() {
+            return;
+        }
         let line = Reply::Status(monitor_line(SystemTime::now(), db, origin, args).into());
-        let connections = self.connections.lock();
-        for monitor in connections.iter() {
-            if let Err(TrySendError::Full(_)) = monitor.queue.try_send(line.clone()) {
-                tracing::warn!(
-                    "closing monitor {}: {} lines unread",
-                    monitor.client.addr,
-                    QUEUE_LIMIT
-                );
-                monitor.client.kill();
-            }
+        for monitor in self.connections.lock().iter() {
+            monitor.send(line.clone());
         }
     }
 }

@@ -52,6 +52,27 @@ pub struct Subscriber {
     pub queue: mpsc::Sender<Reply>,
 }
 
+impl Subscriber {
+    /// Queues one message (a pub/sub message, a MONITOR line); a connection that leaves
+    /// [`QUEUE_LIMIT`] of them unread is disconnected, so it cannot hold the server's memory.
+    /// Whether the message was queued.
+    pub fn send(&self, message: Reply) -> bool {
+        match self.queue.try_send(message) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                tracing::warn!(
+                    "closing client {}: {} messages unread",
+                    self.client.addr,
+                    QUEUE_LIMIT
+                );
+                self.client.kill();
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+}
+
 type Registry = HashMap<Bytes, HashMap<u64, Subscriber>>;
 
 #[derive(Default)]
@@ -162,21 +183,8 @@ impl PubSub {
     }
 }
 
-/// Queues one message; a full queue disconnects the subscriber.
 fn deliver(subscriber: &Subscriber, push: Vec<Reply>) -> i64 {
-    match subscriber.queue.try_send(Reply::Push(push)) {
-        Ok(()) => 1,
-        Err(mpsc::error::TrySendError::Full(_)) => {
-            tracing::warn!(
-                "closing subscriber {}: {} messages unread",
-                subscriber.client.addr,
-                QUEUE_LIMIT
-            );
-            subscriber.client.kill();
-            0
-        }
-        Err(mpsc::error::TrySendError::Closed(_)) => 0,
-    }
+    subscriber.send(Reply::Push(push)) as i64
 }
 
 /// A connection's own subscriptions.
