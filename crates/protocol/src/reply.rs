@@ -49,6 +49,25 @@ impl Reply {
         value.map_or(Reply::Null, |v| Reply::Bulk(v.into()))
     }
 
+    /// Bytes of text and strings the reply holds, its nested replies' included: what it keeps
+    /// in memory while it waits to be sent, short of bookkeeping.
+    pub fn payload_len(&self) -> usize {
+        match self {
+            Reply::Status(text) | Reply::Error(text) => text.len(),
+            Reply::Bulk(bytes) | Reply::Verbatim(bytes) => bytes.len(),
+            Reply::Integer(_) | Reply::Double(_) => 8,
+            Reply::Null | Reply::NullArray | Reply::Bool(_) => 1,
+            Reply::Array(items)
+            | Reply::Set(items)
+            | Reply::Push(items)
+            | Reply::Sequence(items) => items.iter().map(Reply::payload_len).sum(),
+            Reply::Map(pairs) => pairs
+                .iter()
+                .map(|(key, value)| key.payload_len() + value.payload_len())
+                .sum(),
+        }
+    }
+
     pub fn is_error(&self) -> bool {
         matches!(self, Reply::Error(_))
     }

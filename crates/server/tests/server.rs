@@ -281,9 +281,10 @@ fn client_list_shows_subscriptions_transactions_and_blocked_clients() {
     );
     // As in Redis, a client in MULTI shows the command it queued last.
     assert!(
-        line_of(&list, "multi").contains(" flags=x db=0 sub=0 psub=0 ssub=0 multi=2 cmd=get "),
+        line_of(&list, "multi").contains(" flags=x db=0 sub=0 psub=0 ssub=0 multi=2 "),
         "{list}"
     );
+    assert!(line_of(&list, "multi").contains(" cmd=get "), "{list}");
     assert!(line_of(&list, "blocked").contains(" flags=b "), "{list}");
     assert!(line_of(&list, "blocked").contains(" cmd=blpop "), "{list}");
     let pubsub: String = run(&mut con, &["CLIENT", "LIST", "TYPE", "pubsub"]);
@@ -302,6 +303,71 @@ fn client_list_shows_subscriptions_transactions_and_blocked_clients() {
     run::<()>(&mut queuing, &["DISCARD"]);
     let list: String = run(&mut con, &["CLIENT", "LIST"]);
     assert!(line_of(&list, "multi").contains(" flags=N "), "{list}");
+}
+
+#[test]
+fn client_list_shows_buffers_of_each_client() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    // A request still being sent waits in its client's query buffer.
+    let mut partial = server.raw();
+    partial.command(&["CLIENT", "SETNAME", "partial"]);
+    partial.expect(b"+OK\r\n");
+    partial.send(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$10\r\nabc");
+    let mut queuing = server.client();
+    run::<()>(&mut queuing, &["CLIENT", "SETNAME", "multi"]);
+    run::<()>(&mut queuing, &["MULTI"]);
+    run::<String>(&mut queuing, &["SET", "key", &"v".repeat(100)]);
+    // A subscriber that reads nothing: once its socket is full, messages queue for it.
+    let mut subscriber = server.raw();
+    subscriber.command(&["CLIENT", "SETNAME", "sub"]);
+    subscriber.expect(b"+OK\r\n");
+    subscriber.command(&["SUBSCRIBE", "ch"]);
+    let message = "m".repeat(64 * 1024);
+    let field = |list: &str, name: &str, key: &str| -> u64 {
+        line_of(list, name)
+            .split(' ')
+            .find_map(|f| f.strip_prefix(&format!("{key}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} for {name} in {list}"))
+    };
+    let mut list = String::new();
+    wait_until("messages queue for the subscriber", || {
+        for _ in 0..16 {
+            run::<i64>(&mut con, &["PUBLISH", "ch", &message]);
+        }
+        list = run(&mut con, &["CLIENT", "LIST"]);
+        field(&list, "sub", "oll") > 0
+    });
+    assert!(
+        field(&list, "sub", "omem") >= field(&list, "sub", "oll") * 64 * 1024,
+        "{list}"
+    );
+    assert!(line_of(&list, "sub").contains(" events=rw "), "{list}");
+    assert!(
+        field(&list, "sub", "tot-mem") >= field(&list, "sub", "omem"),
+        "{list}"
+    );
+    assert_eq!(field(&list, "partial", "qbuf"), 28, "{list}");
+    assert!(line_of(&list, "partial").contains(" events=r "), "{list}");
+    assert!(field(&list, "multi", "multi-mem") >= 106, "{list}");
+    assert_eq!(field(&list, "multi", "argv-mem"), 0, "{list}");
+    // The asking client shows the command it runs, and that command's arguments.
+    let me: String = run(&mut con, &["CLIENT", "INFO"]);
+    assert!(me.contains(" argv-mem=10 "), "{me}");
+    assert!(me.contains(" redir=-1 "), "{me}");
+    let fd: i64 = me
+        .split(' ')
+        .find_map(|f| f.strip_prefix("fd="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(-1);
+    assert!(fd > 2, "{me}");
+    // The rest of the request runs, and the buffer empties.
+    partial.send(b"defghij\r\n");
+    partial.expect(b"+OK\r\n");
+    assert_eq!(run::<String>(&mut con, &["GET", "k"]), "abcdefghij");
+    let list: String = run(&mut con, &["CLIENT", "LIST"]);
+    assert_eq!(field(&list, "partial", "qbuf"), 0, "{list}");
 }
 
 /// The CLIENT LIST line of the client named `name`, or "".

@@ -7,7 +7,7 @@ use super::args::{db_index, int, is, text};
 use super::{help_reply, Context};
 use crate::error::Error;
 use crate::server::blocking::Unblock;
-use crate::server::{ClientHandle, Closing, REDIS_VERSION};
+use crate::server::{ClientHandle, Closing, Running, REDIS_VERSION};
 
 pub fn ping(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     if !ctx.client.resp3 && !ctx.client.subscriptions.is_empty() && args.len() <= 2 {
@@ -173,9 +173,13 @@ pub fn client_getname(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, E
 }
 
 /// CLIENT INFO
-pub fn client_info(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+pub fn client_info(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let running = Running {
+        name: "client|info",
+        args,
+    };
     Ok(Reply::Verbatim(Bytes::from(
-        ctx.client.handle.describe(Some("client|info"), false) + "\n",
+        ctx.client.handle.describe(Some(running), false) + "\n",
     )))
 }
 
@@ -286,7 +290,10 @@ pub fn client_list(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error
         if wanted.is_some_and(|wanted| wanted != ClientType::of(&client)) {
             continue;
         }
-        let running = (client.id == me).then_some("client|list");
+        let running = (client.id == me).then_some(Running {
+            name: "client|list",
+            args,
+        });
         text.push_str(&client.describe(running, ctx.services.blocking.is_blocked(client.id)));
         text.push('\n');
     }

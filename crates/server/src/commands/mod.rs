@@ -210,7 +210,7 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     }
     if let Some(multi) = &mut ctx.client.multi {
         if !runs_in_multi(spec) {
-            multi.commands.push(args.to_vec());
+            multi.queue(args);
             ctx.client.share_state();
             // As in Redis, CLIENT LIST shows the command queued last.
             ctx.client.handle.info.lock().last_command = spec.name;

@@ -55,7 +55,7 @@ pub fn exec(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
             "EXECABORT Transaction discarded because of previous errors.".into(),
         ));
     }
-    let keys = declared_keys(ctx, &queued.commands);
+    let keys = declared_keys(ctx, queued.commands());
     let txn = ctx.keyspace.begin(&keys)?;
     let broken = ctx.keyspace.watch_broken(&ctx.client.watching);
     ctx.keyspace.unwatch(&mut ctx.client.watching);
@@ -63,8 +63,8 @@ pub fn exec(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
         return Ok(Reply::NullArray);
     }
     let mut inner = Context::new(ctx.services, &mut *ctx.client, Some(&txn), None);
-    let mut replies = Vec::with_capacity(queued.commands.len());
-    for args in &queued.commands {
+    let mut replies = Vec::with_capacity(queued.commands().len());
+    for args in queued.commands() {
         replies.push(execute_nested(&mut inner, args).reply);
     }
     let events = std::mem::take(&mut inner.events);

@@ -15,6 +15,9 @@ pub struct ClientHandle {
     pub id: u64,
     pub addr: SocketAddr,
     pub local_addr: SocketAddr,
+    /// The socket's file descriptor.
+    pub fd: i32,
+    pub buffers: BufferGauges,
     created: Instant,
     /// Milliseconds since `created` at the last command.
     last_active: AtomicU64,
@@ -36,8 +39,65 @@ pub struct ClientInfo {
     pub subscribed: [usize; 3],
     /// Commands queued since MULTI; `None` outside a transaction.
     pub queued: Option<usize>,
+    /// Bytes of the arguments of those commands.
+    pub queued_bytes: u64,
     /// Whether it receives MONITOR's lines.
     pub monitor: bool,
+}
+
+/// What a connection holds in its buffers, in bytes unless said otherwise; stored by the
+/// connection as it runs, read by CLIENT LIST.
+#[derive(Default)]
+pub struct BufferGauges {
+    /// Requests read and not yet run, and the read buffer's size.
+    pub query: AtomicU64,
+    pub query_capacity: AtomicU64,
+    /// The most the read buffer has held at once.
+    pub query_peak: AtomicU64,
+    /// Replies not yet written to the socket, and the reply buffer's size.
+    pub output: AtomicU64,
+    pub output_capacity: AtomicU64,
+    /// Pub/sub messages and MONITOR lines queued for the connection: how many, and their
+    /// payload bytes.
+    pub messages: AtomicU64,
+    pub message_bytes: AtomicU64,
+}
+
+impl BufferGauges {
+    /// Only the connection itself sets its query and output figures, so plain stores do.
+    pub fn set_query(&self, len: usize, capacity: usize) {
+        self.query.store(len as u64, Ordering::Relaxed);
+        self.query_capacity
+            .store(capacity as u64, Ordering::Relaxed);
+        if len as u64 > self.query_peak.load(Ordering::Relaxed) {
+            self.query_peak.store(len as u64, Ordering::Relaxed);
+        }
+    }
+
+    pub fn set_output(&self, len: usize, capacity: usize) {
+        self.output.store(len as u64, Ordering::Relaxed);
+        self.output_capacity
+            .store(capacity as u64, Ordering::Relaxed);
+    }
+
+    pub fn message_queued(&self, bytes: usize) {
+        self.messages.fetch_add(1, Ordering::Relaxed);
+        self.message_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    pub fn message_taken(&self, bytes: usize) {
+        self.messages.fetch_sub(1, Ordering::Relaxed);
+        self.message_bytes
+            .fetch_sub(bytes as u64, Ordering::Relaxed);
+    }
+}
+
+/// The command the asking client runs while CLIENT LIST or CLIENT INFO describes it: Redis
+/// shows it, and the memory of its arguments, rather than the command before.
+pub struct Running<'a> {
+    pub name: &'static str,
+    pub args: &'a [Bytes],
 }
 
 impl ClientInfo {
@@ -77,9 +137,12 @@ impl ClientHandle {
         }
     }
 
-    /// One line of CLIENT LIST, in Redis's field order. `running` is the command the client
-    /// runs now, if it is the one asking (Redis shows it, not the one before).
-    pub fn describe(&self, running: Option<&'static str>, blocked: bool) -> String {
+    /// One line of CLIENT LIST, in Redis's field order (with Redis 7.2's lib-name and
+    /// lib-ver, which CLIENT SETINFO sets). Memory figures are the bytes Shale's buffers hold:
+    /// `argv-mem` counts the arguments of the command the asking client runs, `multi-mem`
+    /// those of the commands queued after MULTI, `oll` and `omem` the pub/sub messages
+    /// waiting to be written. Clients are never redirected (no CLIENT TRACKING): `redir=-1`.
+    pub fn describe(&self, running: Option<Running<'_>>, blocked: bool) -> String {
         let info = self.info.lock().clone();
         let mut flags = String::new();
         if info.monitor {
@@ -97,17 +160,30 @@ impl ClientHandle {
         if flags.is_empty() {
             flags.push('N');
         }
-        let command = running.unwrap_or(info.last_command);
+        let command = running.as_ref().map_or(info.last_command, |r| r.name);
+        let argv_mem: u64 = running.map_or(0, |r| r.args.iter().map(|a| a.len() as u64).sum());
         let text = |b: &Option<Bytes>| {
             b.as_ref()
                 .map(|v| String::from_utf8_lossy(v).into_owned())
                 .unwrap_or_default()
         };
+        let gauge = |g: &AtomicU64| g.load(Ordering::Relaxed);
+        let buffers = &self.buffers;
+        let (query, query_capacity) = (gauge(&buffers.query), gauge(&buffers.query_capacity));
+        let (output, output_capacity) = (gauge(&buffers.output), gauge(&buffers.output_capacity));
+        let (messages, message_bytes) = (gauge(&buffers.messages), gauge(&buffers.message_bytes));
+        let total = query_capacity + output_capacity + message_bytes + argv_mem + info.queued_bytes;
+        let events = if output > 0 || messages > 0 {
+            "rw"
+        } else {
+            "r"
+        };
         format!(
-            "id={} addr={} laddr={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} cmd={} user=default resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events={} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.local_addr,
+            self.fd,
             text(&info.name),
             self.created.elapsed().as_secs(),
             self.idle_secs(),
@@ -117,6 +193,17 @@ impl ClientHandle {
             info.subscribed[1],
             info.subscribed[2],
             info.queued.map_or(-1, |n| n as i64),
+            query,
+            query_capacity.saturating_sub(query),
+            argv_mem,
+            info.queued_bytes,
+            query_capacity,
+            gauge(&buffers.query_peak),
+            output,
+            messages,
+            message_bytes,
+            total,
+            events,
             if command.is_empty() { "NULL" } else { command },
             info.resp,
             text(&info.lib_name),
@@ -132,12 +219,14 @@ pub struct ClientRegistry {
 }
 
 impl ClientRegistry {
-    pub fn register(&self, addr: SocketAddr, local_addr: SocketAddr) -> Arc<ClientHandle> {
+    pub fn register(&self, addr: SocketAddr, local_addr: SocketAddr, fd: i32) -> Arc<ClientHandle> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let handle = Arc::new(ClientHandle {
             id,
             addr,
             local_addr,
+            fd,
+            buffers: BufferGauges::default(),
             created: Instant::now(),
             last_active: AtomicU64::new(0),
             info: Mutex::new(ClientInfo {

@@ -12,6 +12,7 @@
 //! connections committing at the same moment (`Keyspace::write_combined`).
 
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,7 +25,7 @@ use tokio::sync::mpsc;
 
 use super::blocking::BlockRequest;
 use super::monitor::Origin;
-use super::{pubsub, ClientState, Closing, Services};
+use super::{pubsub, ClientHandle, ClientState, Closing, Services};
 use crate::commands::{
     command_keys, execute, monitored, publish_committed, resolve, CommandSpec, Context, Event,
     Flags, Outcome,
@@ -59,7 +60,9 @@ pub async fn serve(services: Arc<Services>, mut stream: TcpStream, addr: SocketA
     }
     let _ = stream.set_nodelay(true);
     let local_addr = stream.local_addr().unwrap_or(addr);
-    let handle = services.clients.register(addr, local_addr);
+    let handle = services
+        .clients
+        .register(addr, local_addr, stream.as_raw_fd());
     let (queue, messages) = mpsc::channel(pubsub::QUEUE_LIMIT);
     let client = ClientState {
         db: 0,
@@ -94,21 +97,31 @@ pub async fn serve(services: Arc<Services>, mut stream: TcpStream, addr: SocketA
     services.clients.unregister(handle.id);
 }
 
-/// Keeps `client_buffers` in INFO in step with this connection's buffers.
+/// Keeps `client_buffers` in INFO, and the buffer sizes CLIENT LIST shows, in step with this
+/// connection's buffers.
 struct BufferAccount<'a> {
     services: &'a Services,
+    client: &'a ClientHandle,
     reported: usize,
 }
 
 impl<'a> BufferAccount<'a> {
-    fn new(services: &'a Services) -> Self {
+    fn new(services: &'a Services, client: &'a ClientHandle) -> Self {
         BufferAccount {
             services,
+            client,
             reported: 0,
         }
     }
 
-    fn update(&mut self, bytes: usize) {
+    fn update(&mut self, input: &BytesMut, output: &BytesMut) {
+        let gauges = &self.client.buffers;
+        gauges.set_query(input.len(), input.capacity());
+        gauges.set_output(output.len(), output.capacity());
+        self.count(input.capacity() + output.capacity());
+    }
+
+    fn count(&mut self, bytes: usize) {
         let counter = &self.services.stats.client_buffers;
         if bytes == self.reported {
             return;
@@ -124,7 +137,7 @@ impl<'a> BufferAccount<'a> {
 
 impl Drop for BufferAccount<'_> {
     fn drop(&mut self) {
-        self.update(0);
+        self.count(0);
     }
 }
 
@@ -174,7 +187,7 @@ impl Connection {
         let mut shutdown = self.services.shutdown.subscribe();
         let handle = self.client.handle.clone();
         let services = self.services.clone();
-        let mut buffers = BufferAccount::new(&services);
+        let mut buffers = BufferAccount::new(&services, &handle);
         loop {
             let (idle_timeout, query_limit) = {
                 let config = self.services.config.read();
@@ -195,7 +208,7 @@ impl Connection {
                 output = BytesMut::with_capacity(READ_CHUNK);
             }
             input.reserve(READ_CHUNK);
-            buffers.update(input.capacity() + output.capacity());
+            buffers.update(&input, &output);
             let event = tokio::select! {
                 read = self.stream.read_buf(&mut input) => Wake::Read(read?),
                 Some(message) = self.messages.recv() => Wake::Message(message),
@@ -204,14 +217,17 @@ impl Connection {
                 _ = idle(idle_timeout) => return Ok(()),
             };
             let read = match event {
-                Wake::Read(read) => read,
+                Wake::Read(read) => {
+                    handle.buffers.set_query(input.len(), input.capacity());
+                    read
+                }
                 Wake::Message(message) => {
-                    message.encode(&mut output, self.client.resp3);
+                    self.encode_message(&message, &mut output);
                     while output.len() < OUTPUT_FLUSH_THRESHOLD {
                         let Ok(more) = self.messages.try_recv() else {
                             break;
                         };
-                        more.encode(&mut output, self.client.resp3);
+                        self.encode_message(&more, &mut output);
                     }
                     self.flush(&mut output, false).await?;
                     continue;
@@ -692,13 +708,23 @@ impl Connection {
                 .await
                 .map_err(std::io::Error::other)?;
         }
+        let gauges = &self.client.handle.buffers;
+        gauges.set_output(output.len(), output.capacity());
         self.stream.write_all(output).await?;
         self.services
             .stats
             .net_output_bytes
             .fetch_add(output.len() as u64, Ordering::Relaxed);
         output.clear();
+        gauges.set_output(0, output.capacity());
         Ok(())
+    }
+
+    /// Adds a queued pub/sub message or MONITOR line to the replies.
+    fn encode_message(&self, message: &Reply, output: &mut BytesMut) {
+        let gauges = &self.client.handle.buffers;
+        gauges.message_taken(message.payload_len());
+        message.encode(output, self.client.resp3);
     }
 }
 

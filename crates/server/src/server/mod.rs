@@ -24,7 +24,7 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
-pub use clients::{ClientHandle, ClientRegistry};
+pub use clients::{ClientHandle, ClientRegistry, Running};
 pub use durability::Durability;
 pub use stats::{ServerStats, SlowLog};
 
@@ -71,6 +71,7 @@ impl ClientState {
             subscriptions.shard.len(),
         ];
         info.queued = self.multi.as_ref().map(|multi| multi.commands.len());
+        info.queued_bytes = self.multi.as_ref().map_or(0, |multi| multi.bytes);
     }
 
     /// A copy for a write that another connection runs on this client's behalf (see
@@ -95,8 +96,21 @@ impl ClientState {
 /// discards it with `EXECABORT`).
 #[derive(Default)]
 pub struct QueuedTransaction {
-    pub commands: Vec<Vec<Bytes>>,
+    commands: Vec<Vec<Bytes>>,
+    /// Bytes of the queued commands' arguments (CLIENT LIST's `multi-mem`).
+    bytes: u64,
     pub refused: bool,
+}
+
+impl QueuedTransaction {
+    pub fn queue(&mut self, args: &[Bytes]) {
+        self.bytes += args.iter().map(|arg| arg.len() as u64).sum::<u64>();
+        self.commands.push(args.to_vec());
+    }
+
+    pub fn commands(&self) -> &[Vec<Bytes>] {
+        &self.commands
+    }
 }
 
 /// Tells every part of the server to stop.

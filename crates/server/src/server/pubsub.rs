@@ -57,8 +57,12 @@ impl Subscriber {
     /// [`QUEUE_LIMIT`] of them unread is disconnected, so it cannot hold the server's memory.
     /// Whether the message was queued.
     pub fn send(&self, message: Reply) -> bool {
+        let bytes = message.payload_len();
         match self.queue.try_send(message) {
-            Ok(()) => true,
+            Ok(()) => {
+                self.client.buffers.message_queued(bytes);
+                true
+            }
             Err(mpsc::error::TrySendError::Full(_)) => {
                 tracing::warn!(
                     "closing client {}: {} messages unread",
