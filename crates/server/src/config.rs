@@ -44,6 +44,8 @@ pub struct Config {
     pub proto_max_bulk_len: usize,
     /// A client whose unparsed input exceeds this is closed.
     pub client_query_buffer_limit: usize,
+    /// `client-output-buffer-limit`, per client class.
+    pub output_limits: OutputLimits,
     pub slowlog_log_slower_than: i64,
     pub slowlog_max_len: usize,
     /// Keyspace-notification classes (`notify-keyspace-events`, parsed).
@@ -57,6 +59,97 @@ pub struct Config {
     /// Redis parameters that only tune Redis's in-memory encodings. Shale stores every type
     /// one way on disk, so they are accepted and shown but have no effect.
     pub encoding_params: Vec<(&'static str, String)>,
+}
+
+/// How much output one client may have waiting: past `hard` bytes, or past `soft` bytes for
+/// `soft_seconds` in a row, it is disconnected. 0 turns a limit off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputLimit {
+    pub hard: u64,
+    pub soft: u64,
+    pub soft_seconds: u64,
+}
+
+/// `client-output-buffer-limit` for Redis's three client classes. Shale has no replicas, so
+/// the replica limits are kept and shown but never apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputLimits {
+    pub normal: OutputLimit,
+    pub replica: OutputLimit,
+    pub pubsub: OutputLimit,
+}
+
+impl Default for OutputLimits {
+    /// Redis's defaults.
+    fn default() -> Self {
+        OutputLimits {
+            normal: OutputLimit {
+                hard: 0,
+                soft: 0,
+                soft_seconds: 0,
+            },
+            replica: OutputLimit {
+                hard: 256 << 20,
+                soft: 64 << 20,
+                soft_seconds: 60,
+            },
+            pubsub: OutputLimit {
+                hard: 32 << 20,
+                soft: 8 << 20,
+                soft_seconds: 60,
+            },
+        }
+    }
+}
+
+impl OutputLimits {
+    /// As CONFIG GET shows them: `normal 0 0 0 slave 268435456 67108864 60 pubsub ...`.
+    fn format(&self) -> String {
+        [
+            ("normal", self.normal),
+            ("slave", self.replica),
+            ("pubsub", self.pubsub),
+        ]
+        .iter()
+        .map(|(class, l)| format!("{class} {} {} {}", l.hard, l.soft, l.soft_seconds))
+        .collect::<Vec<_>>()
+        .join(" ")
+    }
+
+    /// Sets the classes `value` names (`<class> <hard> <soft> <soft seconds>`, repeated),
+    /// all or none, with Redis's error messages.
+    fn apply(&mut self, value: &str) -> Result<(), String> {
+        let words: Vec<&str> = value.split_whitespace().collect();
+        if words.is_empty() || !words.len().is_multiple_of(4) {
+            return Err("Wrong number of arguments in buffer limit configuration.".into());
+        }
+        let mut updated = *self;
+        for group in words.chunks_exact(4) {
+            let class = match group[0].to_ascii_lowercase().as_str() {
+                "normal" => &mut updated.normal,
+                "slave" | "replica" => &mut updated.replica,
+                "pubsub" => &mut updated.pubsub,
+                _ => {
+                    return Err(
+                        "Invalid client class specified in buffer limit configuration.".into(),
+                    )
+                }
+            };
+            let number = |word: &str| {
+                parse_memory(word).map(|n| n as u64).map_err(|_| {
+                    "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+                        .to_string()
+                })
+            };
+            *class = OutputLimit {
+                hard: number(group[1])?,
+                soft: number(group[2])?,
+                soft_seconds: number(group[3])?,
+            };
+        }
+        *self = updated;
+        Ok(())
+    }
 }
 
 const ENCODING_PARAMS: &[(&str, &str)] = &[
@@ -93,6 +186,7 @@ impl Default for Config {
             loglevel: "notice".into(),
             proto_max_bulk_len: 512 << 20,
             client_query_buffer_limit: 1 << 30,
+            output_limits: OutputLimits::default(),
             slowlog_log_slower_than: 10_000,
             slowlog_max_len: 128,
             lua_time_limit: 5000,
@@ -226,6 +320,12 @@ pub const PARAMS: &[Param] = &[
             c.client_query_buffer_limit = n;
             Ok(())
         }
+    ),
+    param!(
+        "client-output-buffer-limit",
+        true,
+        |c| c.output_limits.format(),
+        |c, v| c.output_limits.apply(v)
     ),
     param!(
         "slowlog-log-slower-than",

@@ -105,3 +105,111 @@ fn disconnect_and_reset_drop_subscriptions() {
     sub.expect(b"+RESET\r\n");
     assert_eq!(run::<i64>(&mut publisher, &["PUBLISH", "any", "x"]), 0);
 }
+
+/// Publishes 64 KB messages to `channel` until no subscriber receives them (at most 4,096).
+/// Returns how many were received.
+fn publish_until_nobody_listens(con: &mut redis::Connection, channel: &str) -> usize {
+    let message = "m".repeat(64 * 1024);
+    for sent in 0..4096 {
+        if run::<i64>(con, &["PUBLISH", channel, &message]) == 0 {
+            return sent;
+        }
+    }
+    panic!("the subscriber was never disconnected");
+}
+
+#[test]
+fn subscriber_over_its_output_limit_is_disconnected() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let limits: Vec<String> = run(&mut con, &["CONFIG", "GET", "client-output-buffer-limit"]);
+    assert_eq!(
+        limits[1],
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+    );
+    run::<()>(
+        &mut con,
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "pubsub 2mb 0 0",
+        ],
+    );
+    let limits: Vec<String> = run(&mut con, &["CONFIG", "GET", "client-output-buffer-limit"]);
+    assert_eq!(
+        limits[1],
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 2097152 0 0"
+    );
+    // A subscriber that never reads: the socket's buffers fill, then 2 MB of messages wait.
+    let mut subscriber = server.raw();
+    subscriber.command(&["SUBSCRIBE", "ch"]);
+    subscriber.expect(b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n");
+    let received = publish_until_nobody_listens(&mut con, "ch");
+    // Without the limit it would take 16,384 messages (1 GB) to be disconnected.
+    assert!(received < 2048, "{received} messages before the disconnect");
+    let mut rest = Vec::new();
+    assert!(
+        std::io::Read::read_to_end(&mut subscriber.stream, &mut rest).is_ok(),
+        "the subscriber's connection stays open"
+    );
+    // The soft limit: over it for longer than its seconds.
+    run::<()>(
+        &mut con,
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "pubsub 0 256kb 1",
+        ],
+    );
+    let mut subscriber = server.raw();
+    subscriber.command(&["SUBSCRIBE", "ch"]);
+    subscriber.expect(b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n");
+    let message = "m".repeat(64 * 1024);
+    common::wait_until("more than the soft limit waits for the subscriber", || {
+        run::<i64>(&mut con, &["PUBLISH", "ch", &message]);
+        let list: String = run(&mut con, &["CLIENT", "LIST", "TYPE", "pubsub"]);
+        let waiting: u64 = list
+            .split(' ')
+            .find_map(|f| f.strip_prefix("omem="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        waiting > 256 * 1024
+    });
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(run::<i64>(&mut con, &["PUBLISH", "ch", &message]), 0);
+    assert_eq!(publish_until_nobody_listens(&mut con, "ch"), 0);
+    // Errors, as Redis words them; nothing changes.
+    for (value, reason) in [
+        (
+            "pubsub 1 2",
+            "Wrong number of arguments in buffer limit configuration.",
+        ),
+        (
+            "master 0 0 0",
+            "Invalid client class specified in buffer limit configuration.",
+        ),
+        (
+            "normal 1mb 0 0 pubsub x 0 0",
+            "Error in hard, soft or soft_seconds setting in buffer limit configuration.",
+        ),
+    ] {
+        let err = common::fails(
+            &mut con,
+            &["CONFIG", "SET", "client-output-buffer-limit", value],
+        );
+        assert_eq!(
+            err,
+            format!(
+                "ERR CONFIG SET failed (possibly related to argument \
+                 'client-output-buffer-limit') - {reason}"
+            )
+        );
+    }
+    let limits: Vec<String> = run(&mut con, &["CONFIG", "GET", "client-output-buffer-limit"]);
+    assert_eq!(
+        limits[1],
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 0 262144 1"
+    );
+}

@@ -10,6 +10,8 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+use crate::config::OutputLimit;
+
 /// The state of a connection that other connections may look at.
 pub struct ClientHandle {
     pub id: u64,
@@ -61,6 +63,9 @@ pub struct BufferGauges {
     /// payload bytes.
     pub messages: AtomicU64,
     pub message_bytes: AtomicU64,
+    /// Milliseconds after the client connected (plus one) when its waiting output went over
+    /// the soft limit; 0 while it is under.
+    soft_limit_since: AtomicU64,
 }
 
 impl BufferGauges {
@@ -78,6 +83,11 @@ impl BufferGauges {
         self.output.store(len as u64, Ordering::Relaxed);
         self.output_capacity
             .store(capacity as u64, Ordering::Relaxed);
+    }
+
+    /// Replies and messages waiting to be written.
+    pub fn pending_output(&self) -> u64 {
+        self.output.load(Ordering::Relaxed) + self.message_bytes.load(Ordering::Relaxed)
     }
 
     pub fn message_queued(&self, bytes: usize) {
@@ -114,6 +124,28 @@ impl ClientHandle {
         let mut info = self.info.lock();
         info.last_command = command;
         info.db = db;
+    }
+
+    /// Whether `pending` bytes of waiting output break `limit`: past its hard limit, or past
+    /// its soft limit for longer than its soft seconds. Checked, as Redis does, whenever
+    /// output is added.
+    pub fn output_over(&self, limit: OutputLimit, pending: u64) -> bool {
+        if limit.hard > 0 && pending > limit.hard {
+            return true;
+        }
+        let since = &self.buffers.soft_limit_since;
+        if limit.soft == 0 || pending <= limit.soft {
+            since.store(0, Ordering::Relaxed);
+            return false;
+        }
+        let now = self.created.elapsed().as_millis() as u64 + 1;
+        match since.load(Ordering::Relaxed) {
+            0 => {
+                since.store(now, Ordering::Relaxed);
+                false
+            }
+            start => now - start > limit.soft_seconds * 1000,
+        }
     }
 
     pub fn idle_secs(&self) -> u64 {

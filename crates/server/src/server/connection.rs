@@ -74,6 +74,7 @@ pub async fn serve(services: Arc<Services>, mut stream: TcpStream, addr: SocketA
         subscriber: pubsub::Subscriber {
             client: handle.clone(),
             queue,
+            limits: services.output_limits.clone(),
         },
         multi: None,
         watching: Default::default(),
@@ -708,15 +709,23 @@ impl Connection {
                 .await
                 .map_err(std::io::Error::other)?;
         }
-        let gauges = &self.client.handle.buffers;
-        gauges.set_output(output.len(), output.capacity());
-        self.stream.write_all(output).await?;
+        let handle = &self.client.handle;
+        handle.buffers.set_output(output.len(), output.capacity());
+        // A client killed while its socket is full (a subscriber over its output limit) is
+        // closed now, not once it reads.
+        tokio::select! {
+            biased;
+            written = self.stream.write_all(output) => written?,
+            _ = handle.killed() => {
+                return Err(std::io::Error::other("killed while its output waited"));
+            }
+        }
         self.services
             .stats
             .net_output_bytes
             .fetch_add(output.len() as u64, Ordering::Relaxed);
         output.clear();
-        gauges.set_output(0, output.capacity());
+        handle.buffers.set_output(0, output.capacity());
         Ok(())
     }
 

@@ -137,6 +137,8 @@ pub struct Services {
     pub stats: ServerStats,
     pub slowlog: SlowLog,
     pub pubsub: pubsub::PubSub,
+    /// `client-output-buffer-limit` as message queues apply it.
+    pub output_limits: Arc<pubsub::SharedOutputLimits>,
     pub blocking: blocking::Blocking,
     pub monitors: monitor::Monitors,
     pub scripts: Scripts,
@@ -165,6 +167,7 @@ impl Services {
             .configure(config.slowlog_log_slower_than, config.slowlog_max_len);
         self.notify_classes
             .store(config.notify_keyspace_events, Ordering::Relaxed);
+        self.output_limits.set(&config.output_limits);
     }
 
     /// The keyspace-notification classes enabled; 0 when notifications are off.
@@ -228,6 +231,7 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
         stats: ServerStats::default(),
         slowlog: SlowLog::default(),
         pubsub: pubsub::PubSub::default(),
+        output_limits: Default::default(),
         blocking: blocking::Blocking::default(),
         monitors: monitor::Monitors::default(),
         scripts: Scripts::default(),

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::pubsub::Subscriber;
+use super::pubsub::{OutputClass, Subscriber};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use shale_protocol::Reply;
@@ -58,7 +58,7 @@ impl Monitors {
         }
         let line = Reply::Status(monitor_line(SystemTime::now(), db, origin, args).into());
         for monitor in self.connections.lock().iter() {
-            monitor.send(line.clone());
+            monitor.send(line.clone(), OutputClass::Normal);
         }
     }
 }

@@ -1,11 +1,13 @@
 //! Publish/subscribe: the registry of channel and pattern subscribers, and delivery.
 //!
 //! Each connection has a bounded queue of messages; PUBLISH pushes into the queues of the
-//! receivers without waiting. A subscriber that lets its queue fill up is disconnected, as
-//! Redis does with `client-output-buffer-limit pubsub`, so a slow reader cannot grow the
-//! server's memory.
+//! receivers without waiting. A subscriber whose waiting output breaks its class's
+//! `client-output-buffer-limit` (pubsub for subscribers, normal for monitors), or that leaves
+//! [`QUEUE_LIMIT`] messages unread, is disconnected, so a slow reader cannot grow the server's
+//! memory.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -14,6 +16,7 @@ use shale_protocol::Reply;
 use tokio::sync::mpsc;
 
 use super::ClientHandle;
+use crate::config::{OutputLimit, OutputLimits};
 use crate::types::pattern::glob_match;
 
 /// Messages a subscriber may have waiting before it is disconnected.
@@ -45,19 +48,70 @@ impl Kind {
     }
 }
 
+/// The client class whose output limit applies to a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputClass {
+    /// MONITOR lines.
+    Normal,
+    /// Pub/sub messages.
+    PubSub,
+}
+
+/// The output limits of the classes whose clients receive queued messages, as CONFIG SET
+/// last set them; read on every message, so atomics rather than the config's lock.
+#[derive(Default)]
+pub struct SharedOutputLimits {
+    normal: [AtomicU64; 3],
+    pubsub: [AtomicU64; 3],
+}
+
+impl SharedOutputLimits {
+    pub fn set(&self, limits: &OutputLimits) {
+        for (slots, limit) in [(&self.normal, limits.normal), (&self.pubsub, limits.pubsub)] {
+            slots[0].store(limit.hard, Ordering::Relaxed);
+            slots[1].store(limit.soft, Ordering::Relaxed);
+            slots[2].store(limit.soft_seconds, Ordering::Relaxed);
+        }
+    }
+
+    fn get(&self, class: OutputClass) -> OutputLimit {
+        let slots = match class {
+            OutputClass::Normal => &self.normal,
+            OutputClass::PubSub => &self.pubsub,
+        };
+        OutputLimit {
+            hard: slots[0].load(Ordering::Relaxed),
+            soft: slots[1].load(Ordering::Relaxed),
+            soft_seconds: slots[2].load(Ordering::Relaxed),
+        }
+    }
+}
+
 /// How a connection receives its messages.
 #[derive(Clone)]
 pub struct Subscriber {
     pub client: Arc<ClientHandle>,
     pub queue: mpsc::Sender<Reply>,
+    pub limits: Arc<SharedOutputLimits>,
 }
 
 impl Subscriber {
-    /// Queues one message (a pub/sub message, a MONITOR line); a connection that leaves
-    /// [`QUEUE_LIMIT`] of them unread is disconnected, so it cannot hold the server's memory.
-    /// Whether the message was queued.
-    pub fn send(&self, message: Reply) -> bool {
+    /// Queues one message (a pub/sub message, a MONITOR line). A connection whose output
+    /// waiting to be written would break `class`'s limit with it, or that leaves
+    /// [`QUEUE_LIMIT`] messages unread, is disconnected instead. Whether the message was
+    /// queued.
+    pub fn send(&self, message: Reply, class: OutputClass) -> bool {
         let bytes = message.payload_len();
+        let pending = self.client.buffers.pending_output() + bytes as u64;
+        if self.client.output_over(self.limits.get(class), pending) {
+            tracing::warn!(
+                "closing client {}: {pending} bytes of output waiting, over \
+                 client-output-buffer-limit",
+                self.client.addr
+            );
+            self.client.kill();
+            return false;
+        }
         match self.queue.try_send(message) {
             Ok(()) => {
                 self.client.buffers.message_queued(bytes);
@@ -188,7 +242,7 @@ impl PubSub {
 }
 
 fn deliver(subscriber: &Subscriber, push: Vec<Reply>) -> i64 {
-    subscriber.send(Reply::Push(push)) as i64
+    subscriber.send(Reply::Push(push), OutputClass::PubSub) as i64
 }
 
 /// A connection's own subscriptions.
