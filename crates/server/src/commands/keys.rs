@@ -217,6 +217,17 @@ pub fn object_encoding(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, E
     Ok(Reply::bulk_or_null(ctx.db().encoding(&args[2])?))
 }
 
+/// OBJECT FREQ: Redis tracks access frequency only under an LFU `maxmemory-policy`, and
+/// Shale's policy is always `noeviction`, so an existing key gets Redis's answer for that case.
+pub fn object_freq(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    if ctx.db().encoding(&args[2])?.is_none() {
+        return Ok(Reply::Null);
+    }
+    Err(Error::msg(
+        "An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+    ))
+}
+
 /// OBJECT HELP
 pub fn object_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     Ok(help_reply(&[
@@ -224,7 +235,8 @@ pub fn object_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Err
         "ENCODING <key>",
         "    Return the kind of internal representation used in order to store the value",
         "    associated with a <key>.",
-        "HELP",
-        "    Print this help.",
+        "FREQ <key>",
+        "    Return the access frequency index of the <key>. The returned integer is",
+        "    proportional to the logarithm of the recent access frequency of the key.",
     ]))
 }

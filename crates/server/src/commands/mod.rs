@@ -266,10 +266,12 @@ fn block_on(
 }
 
 /// The reply of a container command's HELP subcommand.
+/// A container's HELP reply: its lines, then HELP's own, as Redis's `addReplyHelp` ends them.
 fn help_reply(lines: &[&str]) -> Reply {
     Reply::Array(
         lines
             .iter()
+            .chain(&["HELP", "    Prints this help."])
             .map(|l| Reply::Status(l.to_string().into()))
             .collect(),
     )

@@ -137,11 +137,16 @@ pub fn pubsub_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Err
     Ok(help_reply(&[
         "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "CHANNELS [<pattern>]",
+        "    Return the currently active channels matching a <pattern> (default: '*').",
         "NUMPAT",
+        "    Return number of subscriptions to patterns.",
         "NUMSUB [<channel> ...]",
+        "    Return the number of subscribers for the specified channels, excluding",
+        "    pattern subscriptions(default: no channels).",
         "SHARDCHANNELS [<pattern>]",
+        "    Return the currently active shard level channels matching a <pattern> (default: '*').",
         "SHARDNUMSUB [<shardchannel> ...]",
-        "HELP",
+        "    Return the number of subscribers for the specified shard level channel(s)",
     ]))
 }
 

@@ -217,9 +217,12 @@ pub fn script_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Err
     Ok(help_reply(&[
         "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "EXISTS <sha1> [<sha1> ...]",
+        "    Return information about the existence of the scripts in the script cache.",
         "FLUSH [ASYNC|SYNC]",
+        "    Flush the Lua scripts cache. Both modes flush it at once.",
         "KILL",
+        "    Kill the currently executing Lua script.",
         "LOAD <script>",
-        "HELP",
+        "    Load a script into the scripts cache without executing it.",
     ]))
 }

@@ -194,12 +194,21 @@ pub fn command_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Er
     Ok(help_reply(&[
         "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "(no subcommand)",
+        "    Return details about all Redis commands.",
         "COUNT",
+        "    Return the total number of commands in this Redis server.",
+        "LIST",
+        "    Return a list of all commands in this Redis server.",
         "INFO [<command-name> ...]",
+        "    Return details about multiple Redis commands.",
+        "    If no command names are given, documentation details for all",
+        "    commands are returned.",
         "DOCS [<command-name> ...]",
-        "LIST [FILTERBY (MODULE <module-name>|ACLCAT <category>|PATTERN <pattern>)]",
+        "    Return documentation details about multiple Redis commands.",
+        "    If no command names are given, documentation details for all",
+        "    commands are returned.",
         "GETKEYS <full-command>",
-        "HELP",
+        "    Return the keys from a full Redis command.",
     ]))
 }
 
@@ -273,10 +282,13 @@ pub fn config_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Err
     Ok(help_reply(&[
         "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "GET <pattern>",
+        "    Return parameters matching the glob-like <pattern> and their values.",
         "SET <directive> <value>",
+        "    Set the configuration <directive> to <value>.",
         "RESETSTAT",
+        "    Reset statistics reported by the INFO command.",
         "REWRITE",
-        "HELP",
+        "    Rewrite the configuration file.",
     ]))
 }
 
@@ -352,10 +364,10 @@ pub fn slowlog_get(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error
     let count = match args.get(2) {
         None => 10,
         Some(n) => {
-            let n = int(n)?;
-            if n < -1 {
-                return Err(Error::msg("count should be greater than or equal to -1"));
-            }
+            let n = int(n)
+                .ok()
+                .filter(|&n| n >= -1)
+                .ok_or_else(|| Error::msg("count should be greater than or equal to -1"))?;
             if n == -1 {
                 usize::MAX
             } else {
@@ -397,9 +409,14 @@ pub fn slowlog_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Er
     Ok(help_reply(&[
         "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "GET [<count>]",
+        "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+        "    Entries are made of:",
+        "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+        "    client name",
         "LEN",
+        "    Return the length of the slowlog.",
         "RESET",
-        "HELP",
+        "    Reset the slowlog.",
     ]))
 }
 
@@ -460,8 +477,6 @@ pub fn memory_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Err
         "    Return the bytes that <key> and its value take in storage (keys and values of",
         "    its records, before compression). Nested values are sampled up to <count>",
         "    times (default: 5, 0 means sample all).",
-        "HELP",
-        "    Print this help.",
     ]))
 }
 

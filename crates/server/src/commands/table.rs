@@ -430,6 +430,7 @@ static MEMORY: &[CommandSpec] = &[
 #[rustfmt::skip]
 static OBJECT: &[CommandSpec] = &[
     spec!("object|encoding", 3, R, KEY2, "generic", "Returns the internal encoding of a Redis object.", keys::object_encoding),
+    spec!("object|freq", 3, R, KEY2, "generic", "Returns the logarithmic access frequency counter of a Redis object.", keys::object_freq),
     spec!("object|help", 2, HELP, NO_KEYS, "generic", "Returns helpful text about the different subcommands.", keys::object_help),
 ];
 
