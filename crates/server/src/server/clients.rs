@@ -144,7 +144,7 @@ impl ClientHandle {
                 since.store(now, Ordering::Relaxed);
                 false
             }
-            start => now - start > limit.soft_seconds * 1000,
+            start => now.saturating_sub(start) > limit.soft_seconds * 1000,
         }
     }
 

@@ -112,11 +112,15 @@ impl Subscriber {
             self.client.kill();
             return false;
         }
-        match self.queue.try_send(message) {
-            Ok(()) => {
-                self.client.buffers.message_queued(bytes);
-                true
-            }
+        // Counted before it is queued, so the connection never takes it uncounted.
+        let gauges = &self.client.buffers;
+        gauges.message_queued(bytes);
+        let sent = self.queue.try_send(message);
+        if sent.is_err() {
+            gauges.message_taken(bytes);
+        }
+        match sent {
+            Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
                 tracing::warn!(
                     "closing client {}: {} messages unread",
