@@ -370,6 +370,52 @@ fn client_list_shows_buffers_of_each_client() {
     assert_eq!(field(&list, "partial", "qbuf"), 0, "{list}");
 }
 
+#[test]
+fn client_reply_off_and_skip_withhold_replies_as_in_redis() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    // OFF and SKIP go unanswered themselves, and so does everything until ON, errors and
+    // pipelined writes included; SKIP does nothing while replies are off.
+    raw.pipeline(&[
+        &["CLIENT", "REPLY", "OFF"],
+        &["SET", "a", "1"],
+        &["SET", "b", "2"],
+        &["GET"],
+        &["CLIENT", "REPLY", "SKIP"],
+        &["CLIENT", "REPLY", "ON"],
+        &["GET", "a"],
+        &["CLIENT", "REPLY", "SKIP"],
+        &["INCR", "a"],
+        &["GET", "a"],
+        &["CLIENT", "REPLY", "SKIP"],
+        &["MULTI"],
+        &["SET", "c", "3"],
+        &["EXEC"],
+        &["CLIENT", "REPLY", "FOO"],
+    ]);
+    raw.expect(b"+OK\r\n$1\r\n1\r\n$1\r\n2\r\n+QUEUED\r\n*1\r\n+OK\r\n-ERR syntax error\r\n");
+    let mut con = server.client();
+    assert_eq!(run::<String>(&mut con, &["GET", "b"]), "2");
+    assert_eq!(run::<String>(&mut con, &["GET", "c"]), "3");
+    // A skipped blocking command's reply is withheld too, once it comes.
+    raw.pipeline(&[
+        &["CLIENT", "REPLY", "SKIP"],
+        &["BLPOP", "nolist", "0.05"],
+        &["GET", "a"],
+    ]);
+    raw.expect(b"$1\r\n2\r\n");
+    // Pub/sub messages and subscription confirmations are sent whatever the mode, as Redis
+    // sends them.
+    raw.pipeline(&[&["HELLO", "3"], &["CLIENT", "REPLY", "OFF"]]);
+    raw.skip_through(b"modules\r\n*0\r\n");
+    raw.command(&["SUBSCRIBE", "ch"]);
+    raw.expect(b">3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n");
+    assert_eq!(run::<i64>(&mut con, &["PUBLISH", "ch", "hi"]), 1);
+    raw.expect(b">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n");
+    raw.command(&["CLIENT", "REPLY", "ON"]);
+    raw.expect(b"+OK\r\n");
+}
+
 /// The CLIENT LIST line of the client named `name`, or "".
 fn line_of<'a>(list: &'a str, name: &str) -> &'a str {
     list.lines()

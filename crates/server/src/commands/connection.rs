@@ -228,6 +228,8 @@ pub fn client_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Err
         "    Return information about client connections. Options:",
         "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
         "      Return clients of specified type.",
+        "REPLY (ON|OFF|SKIP)",
+        "    Control the replies sent to the current connection.",
         "SETNAME <name>",
         "    Assign the name <name> to the current connection.",
         "SETINFO <option> <value>",
@@ -237,6 +239,21 @@ pub fn client_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Err
         "UNBLOCK <clientid> [TIMEOUT|ERROR]",
         "    Unblock the specified blocked client.",
     ]))
+}
+
+/// CLIENT REPLY ON|OFF|SKIP: OFF and SKIP go unanswered themselves, as in Redis.
+pub fn client_reply(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let replies = &mut ctx.client.replies;
+    if is(&args[2], "on") {
+        replies.on();
+    } else if is(&args[2], "off") {
+        replies.off();
+    } else if is(&args[2], "skip") {
+        replies.skip();
+    } else {
+        return Err(Error::Syntax);
+    }
+    Ok(Reply::OK)
 }
 
 /// CLIENT UNBLOCK id [TIMEOUT|ERROR]

@@ -381,6 +381,7 @@ static CLIENT: &[CommandSpec] = &[
     spec!("client|info", 2, SUB, NO_KEYS, "connection", "Returns information about the connection.", connection::client_info),
     spec!("client|list", -2, SUB_ADMIN, NO_KEYS, "connection", "Lists open connections.", connection::client_list),
     spec!("client|kill", -3, SUB_ADMIN, NO_KEYS, "connection", "Terminates open connections.", connection::client_kill),
+    spec!("client|reply", 3, SUB, NO_KEYS, "connection", "Instructs the server whether to reply to commands.", connection::client_reply),
     spec!("client|unblock", -3, SUB_ADMIN, NO_KEYS, "connection", "Unblocks a client blocked by a blocking command from a different connection.", connection::client_unblock),
     spec!("client|help", 2, HELP, NO_KEYS, "connection", "Returns helpful text about the different subcommands.", connection::client_help),
 ];

@@ -78,6 +78,7 @@ pub async fn serve(services: Arc<Services>, mut stream: TcpStream, addr: SocketA
         },
         multi: None,
         watching: Default::default(),
+        replies: Default::default(),
     };
     let mut connection = Connection {
         services: services.clone(),
@@ -326,7 +327,10 @@ impl Connection {
                                 stats.record_failure(spec);
                             }
                         }
-                        reply.encode(output, self.client.resp3);
+                        // Its reply was held back until now, and so was CLIENT REPLY's verdict.
+                        if self.client.replies.finish_command() {
+                            reply.encode(output, self.client.resp3);
+                        }
                         wrote = true;
                     }
                     None => return Ok(false),
@@ -391,7 +395,7 @@ impl Connection {
                 if let Reply::Error(line) = &reply {
                     services.stats.record_errors(line, batch.commands as u64);
                 }
-                for _ in 0..batch.commands {
+                for _ in 0..batch.answered {
                     reply.encode(output, self.client.resp3);
                 }
                 Some(reply)
@@ -427,7 +431,9 @@ impl Connection {
                 Ok(Handback::Ran(ran)) => {
                     let combined = &services.stats.combined_writes;
                     combined.fetch_add(1, Ordering::Relaxed);
-                    ran.outcome.reply.encode(output, self.client.resp3);
+                    if self.client.replies.finish_command() {
+                        ran.outcome.reply.encode(output, self.client.resp3);
+                    }
                     return self.account(args, &ran.outcome, ran.elapsed, Instant::now());
                 }
                 Ok(Handback::Lead(leadership, _)) => leadership,
@@ -435,7 +441,9 @@ impl Connection {
                     // Only a leader that died mid-round drops a guest unanswered; whether the
                     // write committed is unknown, so it must not run again.
                     let err = Error::msg("the write was lost with the connection running it");
-                    err.to_reply().encode(output, self.client.resp3);
+                    if self.client.replies.finish_command() {
+                        err.to_reply().encode(output, self.client.resp3);
+                    }
                     return true;
                 }
             },
@@ -590,10 +598,13 @@ impl Connection {
         let outcome = execute(&mut ctx, args);
         let block = ctx.block.take();
         let events = std::mem::take(&mut ctx.events);
+        // A blocked command's reply, and so CLIENT REPLY's verdict on it, comes after its wait.
+        let answered = block.is_none() && self.client.replies.finish_command();
         match batch {
             Some(batch) => {
                 batch.events.extend(events);
                 batch.commands += 1;
+                batch.answered += usize::from(answered);
             }
             None => {
                 // Released before blocked clients are served: serving locks their keys.
@@ -603,7 +614,7 @@ impl Connection {
         }
         let finished = Instant::now();
         let elapsed = finished.duration_since(started).as_micros() as u64;
-        if block.is_none() {
+        if answered || (block.is_none() && is_push(&outcome.reply)) {
             outcome.reply.encode(output, self.client.resp3);
         }
         (self.account(args, &outcome, elapsed, finished), block)
@@ -733,7 +744,9 @@ impl Connection {
     fn encode_message(&self, message: &Reply, output: &mut BytesMut) {
         let gauges = &self.client.handle.buffers;
         gauges.message_taken(message.payload_len());
-        message.encode(output, self.client.resp3);
+        if !self.client.replies.is_off() || is_push(message) {
+            message.encode(output, self.client.resp3);
+        }
     }
 }
 
@@ -750,6 +763,8 @@ struct PipelineBatch {
     /// Where its commands' replies begin in the output buffer.
     replies_from: usize,
     commands: usize,
+    /// Those of its commands whose replies are sent (see CLIENT REPLY).
+    answered: usize,
 }
 
 impl PipelineBatch {
@@ -760,6 +775,7 @@ impl PipelineBatch {
             events: Vec::new(),
             replies_from,
             commands: 0,
+            answered: 0,
         }
     }
 }
@@ -781,6 +797,16 @@ pub(crate) type WriteCombiner = Combiner<GuestCommand, GuestOutcome>;
 
 /// Whether a write command may join a pipeline batch: not one that blocks, which in a
 /// transaction would not.
+/// Pub/sub messages and subscription confirmations, which Redis sends whatever CLIENT REPLY
+/// says (MONITOR lines it does not).
+fn is_push(reply: &Reply) -> bool {
+    match reply {
+        Reply::Push(_) => true,
+        Reply::Sequence(replies) => replies.iter().all(is_push),
+        _ => false,
+    }
+}
+
 fn may_batch(spec: &CommandSpec) -> bool {
     !spec.flags.contains(Flags::BLOCKING)
 }

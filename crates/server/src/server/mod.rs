@@ -57,6 +57,47 @@ pub struct ClientState {
     /// Commands queued since MULTI.
     pub multi: Option<QueuedTransaction>,
     pub watching: WatchSet,
+    pub replies: ReplyMode,
+}
+
+/// CLIENT REPLY: which replies the connection sends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplyMode {
+    /// CLIENT REPLY OFF: none, until CLIENT REPLY ON.
+    off: bool,
+    /// The command running now goes unanswered: the one after CLIENT REPLY SKIP, and the SKIP.
+    skip_current: bool,
+    /// CLIENT REPLY SKIP: the next command goes unanswered.
+    skip_next: bool,
+}
+
+impl ReplyMode {
+    pub fn on(&mut self) {
+        *self = ReplyMode::default();
+    }
+
+    pub fn off(&mut self) {
+        self.off = true;
+    }
+
+    /// As in Redis, SKIP does nothing while replies are off.
+    pub fn skip(&mut self) {
+        if !self.off {
+            self.skip_current = true;
+            self.skip_next = true;
+        }
+    }
+
+    pub fn is_off(&self) -> bool {
+        self.off
+    }
+
+    /// Whether the reply of the command that just ran is sent; a SKIP moves on to the next.
+    pub fn finish_command(&mut self) -> bool {
+        let answered = !self.off && !self.skip_current;
+        self.skip_current = std::mem::take(&mut self.skip_next);
+        answered
+    }
 }
 
 impl ClientState {
@@ -88,6 +129,7 @@ impl ClientState {
             subscriber: self.subscriber.clone(),
             multi: None,
             watching: Default::default(),
+            replies: ReplyMode::default(),
         }
     }
 }
