@@ -795,8 +795,6 @@ pub(crate) struct GuestOutcome {
 
 pub(crate) type WriteCombiner = Combiner<GuestCommand, GuestOutcome>;
 
-/// Whether a write command may join a pipeline batch: not one that blocks, which in a
-/// transaction would not.
 /// Pub/sub messages and subscription confirmations, which Redis sends whatever CLIENT REPLY
 /// says (MONITOR lines it does not).
 fn is_push(reply: &Reply) -> bool {
@@ -807,6 +805,8 @@ fn is_push(reply: &Reply) -> bool {
     }
 }
 
+/// Whether a write command may join a pipeline batch: not one that blocks, which in a
+/// transaction would not.
 fn may_batch(spec: &CommandSpec) -> bool {
     !spec.flags.contains(Flags::BLOCKING)
 }
