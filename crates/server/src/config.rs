@@ -116,11 +116,11 @@ impl OutputLimits {
         .join(" ")
     }
 
-    /// Sets the classes `value` names (`<class> <hard> <soft> <soft seconds>`, repeated),
-    /// all or none, with Redis's error messages.
+    /// Sets the classes `value` names (`<class> <hard> <soft> <soft seconds>`, repeated; none
+    /// is fine), all or none, with Redis's error messages.
     fn apply(&mut self, value: &str) -> Result<(), String> {
         let words: Vec<&str> = value.split_whitespace().collect();
-        if words.is_empty() || !words.len().is_multiple_of(4) {
+        if !words.len().is_multiple_of(4) {
             return Err("Wrong number of arguments in buffer limit configuration.".into());
         }
         let mut updated = *self;
