@@ -349,6 +349,12 @@ fn client_list_shows_buffers_of_each_client() {
         "{list}"
     );
     assert_eq!(field(&list, "partial", "qbuf"), 28, "{list}");
+    // INFO's figure is the sum of every client's buffers.
+    let buffers = info_field(&mut con, "clients", "client_buffers_bytes");
+    assert!(
+        buffers >= field(&list, "partial", "rbs") + field(&list, "sub", "rbs"),
+        "{buffers} {list}"
+    );
     assert!(line_of(&list, "partial").contains(" events=r "), "{list}");
     assert!(field(&list, "multi", "multi-mem") >= 106, "{list}");
     assert_eq!(field(&list, "multi", "argv-mem"), 0, "{list}");

@@ -85,6 +85,11 @@ impl BufferGauges {
             .store(capacity as u64, Ordering::Relaxed);
     }
 
+    /// Bytes allocated to the read and reply buffers.
+    pub fn allocated(&self) -> u64 {
+        self.query_capacity.load(Ordering::Relaxed) + self.output_capacity.load(Ordering::Relaxed)
+    }
+
     /// Replies and messages waiting to be written.
     pub fn pending_output(&self) -> u64 {
         self.output.load(Ordering::Relaxed) + self.message_bytes.load(Ordering::Relaxed)
@@ -202,9 +207,9 @@ impl ClientHandle {
         let gauge = |g: &AtomicU64| g.load(Ordering::Relaxed);
         let buffers = &self.buffers;
         let (query, query_capacity) = (gauge(&buffers.query), gauge(&buffers.query_capacity));
-        let (output, output_capacity) = (gauge(&buffers.output), gauge(&buffers.output_capacity));
+        let output = gauge(&buffers.output);
         let (messages, message_bytes) = (gauge(&buffers.messages), gauge(&buffers.message_bytes));
-        let total = query_capacity + output_capacity + message_bytes + argv_mem + info.queued_bytes;
+        let total = buffers.allocated() + message_bytes + argv_mem + info.queued_bytes;
         let events = if output > 0 || messages > 0 {
             "rw"
         } else {
@@ -278,6 +283,12 @@ impl ClientRegistry {
 
     pub fn count(&self) -> usize {
         self.clients.lock().len()
+    }
+
+    /// Bytes allocated to all connections' read and reply buffers (INFO's client_buffers).
+    pub fn buffer_bytes(&self) -> u64 {
+        let clients = self.clients.lock();
+        clients.values().map(|c| c.buffers.allocated()).sum()
     }
 
     /// Every client, ordered by id.

@@ -25,7 +25,7 @@ use tokio::sync::mpsc;
 
 use super::blocking::BlockRequest;
 use super::monitor::Origin;
-use super::{pubsub, ClientHandle, ClientState, Closing, Services};
+use super::{pubsub, ClientState, Closing, Services};
 use crate::commands::{
     command_keys, execute, monitored, publish_committed, resolve, CommandSpec, Context, Event,
     Flags, Outcome,
@@ -99,50 +99,6 @@ pub async fn serve(services: Arc<Services>, mut stream: TcpStream, addr: SocketA
     services.clients.unregister(handle.id);
 }
 
-/// Keeps `client_buffers` in INFO, and the buffer sizes CLIENT LIST shows, in step with this
-/// connection's buffers.
-struct BufferAccount<'a> {
-    services: &'a Services,
-    client: &'a ClientHandle,
-    reported: usize,
-}
-
-impl<'a> BufferAccount<'a> {
-    fn new(services: &'a Services, client: &'a ClientHandle) -> Self {
-        BufferAccount {
-            services,
-            client,
-            reported: 0,
-        }
-    }
-
-    fn update(&mut self, input: &BytesMut, output: &BytesMut) {
-        let gauges = &self.client.buffers;
-        gauges.set_query(input.len(), input.capacity());
-        gauges.set_output(output.len(), output.capacity());
-        self.count(input.capacity() + output.capacity());
-    }
-
-    fn count(&mut self, bytes: usize) {
-        let counter = &self.services.stats.client_buffers;
-        if bytes == self.reported {
-            return;
-        }
-        if bytes > self.reported {
-            counter.fetch_add((bytes - self.reported) as u64, Ordering::Relaxed);
-        } else {
-            counter.fetch_sub((self.reported - bytes) as u64, Ordering::Relaxed);
-        }
-        self.reported = bytes;
-    }
-}
-
-impl Drop for BufferAccount<'_> {
-    fn drop(&mut self) {
-        self.count(0);
-    }
-}
-
 /// Completes after `timeout`, or never: without a timeout no timer is registered at all, and
 /// this loop runs once per request.
 async fn idle(timeout: Option<Duration>) {
@@ -188,8 +144,6 @@ impl Connection {
         let mut output = BytesMut::with_capacity(READ_CHUNK);
         let mut shutdown = self.services.shutdown.subscribe();
         let handle = self.client.handle.clone();
-        let services = self.services.clone();
-        let mut buffers = BufferAccount::new(&services, &handle);
         loop {
             let (idle_timeout, query_limit) = {
                 let config = self.services.config.read();
@@ -210,7 +164,9 @@ impl Connection {
                 output = BytesMut::with_capacity(READ_CHUNK);
             }
             input.reserve(READ_CHUNK);
-            buffers.update(&input, &output);
+            // What CLIENT LIST and INFO show of this connection's buffers.
+            handle.buffers.set_query(input.len(), input.capacity());
+            handle.buffers.set_output(output.len(), output.capacity());
             let event = tokio::select! {
                 read = self.stream.read_buf(&mut input) => Wake::Read(read?),
                 Some(message) = self.messages.recv() => Wake::Message(message),

@@ -155,11 +155,7 @@ fn clients(services: &Services, out: &mut String) {
     line(out, "connected_clients", services.clients.count());
     line(out, "maxclients", services.config.read().maxclients);
     line(out, "blocked_clients", services.blocking.blocked_clients());
-    line(
-        out,
-        "client_buffers_bytes",
-        services.stats.client_buffers.load(Ordering::Relaxed),
-    );
+    line(out, "client_buffers_bytes", services.clients.buffer_bytes());
 }
 
 fn rss_bytes() -> u64 {
@@ -188,7 +184,7 @@ fn proc_kb(path: &str, name: &str) -> u64 {
 fn memory(services: &Services, keyspace: &Keyspace, out: &mut String) {
     let engine = keyspace.engine().stats();
     let rss = rss_bytes();
-    let clients = services.stats.client_buffers.load(Ordering::Relaxed);
+    let clients = services.clients.buffer_bytes();
     line(out, "used_memory", rss);
     line(out, "used_memory_human", human(rss));
     line(out, "used_memory_rss", rss);

@@ -28,8 +28,6 @@ pub struct ServerStats {
     error_codes: Mutex<BTreeMap<String, u64>>,
     /// Writes that a busy key's current writer ran for another connection (`combine`).
     pub combined_writes: AtomicU64,
-    /// Bytes held by all connections' input and output buffers.
-    pub client_buffers: AtomicU64,
     /// One per entry of [`ALL_COMMANDS`], in its order.
     pub commands: Vec<CommandStats>,
     /// Recent (time ms, commands processed) samples for instantaneous_ops_per_sec.
@@ -47,7 +45,6 @@ impl Default for ServerStats {
             error_replies: AtomicU64::new(0),
             error_codes: Mutex::new(BTreeMap::new()),
             combined_writes: AtomicU64::new(0),
-            client_buffers: AtomicU64::new(0),
             commands: ALL_COMMANDS
                 .iter()
                 .map(|_| CommandStats::default())
