@@ -364,3 +364,56 @@ fn long_bitmaps_live_in_fragments_and_read_as_one_string() {
         "WRONGTYPE Operation against a key holding the wrong kind of value"
     );
 }
+
+#[test]
+fn setbit_on_a_fragmented_string_writes_the_byte_not_the_fragment() {
+    let mut server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["SETBIT", "wide", "160000", "1"]);
+    let offsets: Vec<u64> = (0..200).map(|i| (i * 7919) % 160_000).collect();
+    let before = bytes_written(&mut con);
+    for offset in &offsets {
+        run::<()>(&mut con, &["SETBIT", "wide", &offset.to_string(), "1"]);
+    }
+    let written = bytes_written(&mut con) - before;
+    // Whole 4 KiB fragments would be over 800 KB.
+    assert!(written < 200 * 256, "200 SETBITs wrote {written} bytes");
+
+    // Patches of one fragment in one transaction, read back inside it and after it.
+    run::<()>(&mut con, &["MULTI"]);
+    run::<()>(&mut con, &["SETBIT", "wide", "8", "1"]);
+    run::<()>(&mut con, &["SETBIT", "wide", "9", "1"]);
+    run::<()>(&mut con, &["GETBIT", "wide", "8"]);
+    run::<()>(&mut con, &["SETBIT", "wide", "8", "0"]);
+    let replies: Vec<i64> = run(&mut con, &["EXEC"]);
+    assert_eq!(replies, vec![0, 0, 1, 1]);
+
+    // A WATCHed bitmap is changed by a SETBIT that only patches a fragment.
+    let mut other = server.client();
+    run::<()>(&mut con, &["WATCH", "wide"]);
+    run::<()>(&mut other, &["SETBIT", "wide", "12345", "1"]);
+    run::<()>(&mut con, &["MULTI"]);
+    run::<()>(&mut con, &["GET", "wide"]);
+    assert_eq!(run::<Value>(&mut con, &["EXEC"]), Value::Nil);
+
+    let expected = |offset: u64| {
+        offset == 160_000 || offset == 9 || offset == 12345 || offsets.contains(&offset)
+    };
+    let check = |con: &mut redis::Connection| {
+        let whole: Vec<u8> = run(con, &["GET", "wide"]);
+        assert_eq!(whole.len(), 20_001);
+        for offset in 0..=160_000u64 {
+            let bit = whole[(offset / 8) as usize] >> (7 - offset % 8) & 1 == 1;
+            assert_eq!(bit, expected(offset), "bit {offset}");
+        }
+    };
+    check(&mut con);
+    drop((con, other));
+    server.restart();
+    let mut con = server.client();
+    check(&mut con);
+    assert_eq!(
+        run::<i64>(&mut con, &["BITCOUNT", "wide"]),
+        (0..=160_000u64).filter(|&o| expected(o)).count() as i64
+    );
+}

@@ -60,6 +60,12 @@ pub enum Op {
         key: Vec<u8>,
         delta: i64,
     },
+    /// Overwrites some bytes of the record at `key` in the data family (missing: empty),
+    /// growing it with zeros as needed; `patch` is in [`crate::patch`]'s encoding.
+    Patch {
+        key: Vec<u8>,
+        patch: Vec<u8>,
+    },
 }
 
 /// Changes applied atomically by [`Engine::write`].
@@ -83,6 +89,15 @@ impl WriteBatch {
 
     pub fn delete_range(&mut self, cf: Cf, start: Vec<u8>, end: Vec<u8>) {
         self.ops.push(Op::DeleteRange { cf, start, end });
+    }
+
+    /// Overwrites `bytes` at offset `at` of the data-family record at `key`, without writing
+    /// the rest of the record.
+    pub fn patch(&mut self, key: Vec<u8>, at: u32, bytes: &[u8]) {
+        self.ops.push(Op::Patch {
+            key,
+            patch: crate::patch::encode(at, bytes),
+        });
     }
 
     pub fn add_counter(&mut self, cf: Cf, key: Vec<u8>, delta: i64) {
@@ -130,7 +145,7 @@ fn touches(op: &Op, counters: &[(Cf, Vec<u8>, i64)]) -> bool {
     counters.iter().any(|(c, k, _)| match op {
         Op::Put { cf, key, .. } | Op::Delete { cf, key } => cf == c && key == k,
         Op::DeleteRange { cf, start, end } => cf == c && start <= k && k < end,
-        Op::AddCounter { .. } => false,
+        Op::AddCounter { .. } | Op::Patch { .. } => false,
     })
 }
 

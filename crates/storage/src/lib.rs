@@ -11,6 +11,7 @@
 //!   by its own writes (`meta_cache`); [`MemoryEngine`] is its in-memory twin for fast tests of
 //!   type logic. The same conformance tests run against both.
 //! - [`Overlay`] stages writes over an engine and lets reads see them, for transactions.
+//! - `patch` encodes the byte patches that change part of a record without rewriting it.
 
 mod engine;
 pub mod keys;
@@ -18,6 +19,7 @@ mod memory;
 mod meta_cache;
 pub mod metadata;
 mod overlay;
+mod patch;
 mod rocks;
 
 pub use engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};

@@ -15,6 +15,7 @@ use parking_lot::Mutex;
 
 use crate::engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
 use crate::memory::remove_range;
+use crate::patch;
 
 pub struct Overlay {
     base: Arc<dyn Engine>,
@@ -35,28 +36,83 @@ struct Pending {
 impl Pending {
     fn lookup(&self, cf: Cf, key: &[u8]) -> Lookup {
         match self.points[cf.index()].get(key) {
-            Some(staged) => match self.value(staged) {
-                Some(value) => Lookup::Found(value.to_vec()),
-                None => Lookup::Deleted,
+            Some(staged) => match self.staged(staged) {
+                Value::Put(value) => Lookup::Found(value.to_vec()),
+                Value::Deleted => Lookup::Deleted,
+                Value::Patch(patch) => Lookup::Patched(patch.to_vec()),
             },
-            None if self.in_deleted_range(cf, key) => Lookup::Deleted,
+            None if in_deleted_range(&self.ranges[cf.index()], key) => Lookup::Deleted,
             None => Lookup::Base,
         }
     }
 
-    /// The value a staged point write puts, `None` for a delete.
-    fn value(&self, staged: &Staged) -> Option<&[u8]> {
+    /// What a staged point write leaves at its key.
+    fn staged(&self, staged: &Staged) -> Value<&[u8]> {
         match self.batch.ops.get(staged.op) {
-            Some(Op::Put { value, .. }) => Some(value),
-            _ => None,
+            Some(Op::Put { value, .. }) => Value::Put(value),
+            Some(Op::Patch { patch, .. }) => Value::Patch(patch),
+            _ => Value::Deleted,
         }
     }
 
-    fn in_deleted_range(&self, cf: Cf, key: &[u8]) -> bool {
-        self.ranges[cf.index()]
-            .iter()
-            .any(|(start, end)| start.as_slice() <= key && key < end.as_slice())
+    /// Stages a patch of a data-family record. A patch of a record the batch already puts
+    /// or deletes becomes part of that put, so a staged patch always applies to the base
+    /// engine's record; one after a range delete over its key patches an empty record.
+    fn stage_patch(&mut self, key: Vec<u8>, patch: Vec<u8>) -> Result<(), StorageError> {
+        let corrupt = || StorageError::Corrupt("byte patch");
+        let data = Cf::Data.index();
+        let ops = &mut self.batch.ops;
+        if let Some(staged) = self.points[data].get(key.as_slice()) {
+            match &mut ops[staged.op] {
+                Op::Put { value, .. } => patch::apply(value, &patch).ok_or_else(corrupt)?,
+                Op::Patch { patch: earlier, .. } => earlier.extend_from_slice(&patch),
+                deleted => {
+                    let value = patch::patched(None, [patch.as_slice()]).ok_or_else(corrupt)?;
+                    *deleted = Op::Put {
+                        cf: Cf::Data,
+                        key,
+                        value,
+                    };
+                }
+            }
+            return Ok(());
+        }
+        let op = if in_deleted_range(&self.ranges[data], &key) {
+            let value = patch::patched(None, [patch.as_slice()]).ok_or_else(corrupt)?;
+            Op::Put {
+                cf: Cf::Data,
+                key: key.clone(),
+                value,
+            }
+        } else {
+            Op::Patch {
+                key: key.clone(),
+                patch,
+            }
+        };
+        self.points[data].insert(key, Staged { op: ops.len() });
+        ops.push(op);
+        Ok(())
     }
+}
+
+fn in_deleted_range(ranges: &[(Vec<u8>, Vec<u8>)], key: &[u8]) -> bool {
+    ranges
+        .iter()
+        .any(|(start, end)| start.as_slice() <= key && key < end.as_slice())
+}
+
+/// `base` with `patch` applied.
+fn patched(base: Option<&[u8]>, patch: &[u8]) -> Result<Vec<u8>, StorageError> {
+    patch::patched(base, [patch]).ok_or(StorageError::Corrupt("byte patch"))
+}
+
+/// A staged point write, as reads see it.
+enum Value<V> {
+    Put(V),
+    Deleted,
+    /// A patch of the base engine's record.
+    Patch(V),
 }
 
 /// Where a key's pending put or delete is in the batch; the value stays in the op, so staging
@@ -71,6 +127,8 @@ enum Lookup {
     Found(Vec<u8>),
     Deleted,
     Base,
+    /// The base engine's record with this patch applied.
+    Patched(Vec<u8>),
 }
 
 impl Overlay {
@@ -93,6 +151,10 @@ impl Engine for Overlay {
             Lookup::Found(value) => Ok(Some(value)),
             Lookup::Deleted => Ok(None),
             Lookup::Base => self.base.get(cf, key),
+            Lookup::Patched(patch) => {
+                let base = self.base.get(cf, key)?;
+                patched(base.as_deref(), &patch).map(Some)
+            }
         }
     }
 
@@ -103,33 +165,35 @@ impl Engine for Overlay {
     /// Stages the batch; the base engine is not touched.
     fn write(&self, batch: WriteBatch) -> Result<(), StorageError> {
         let mut pending = self.pending.lock();
-        let Pending {
-            points,
-            ranges,
-            batch: staged_batch,
-        } = &mut *pending;
-        let ops = &mut staged_batch.ops;
         for op in batch.ops {
-            let (cf, key) = match &op {
-                Op::Put { cf, key, .. } | Op::Delete { cf, key } => (cf, key),
-                Op::DeleteRange { cf, start, end } => {
-                    remove_range(&mut points[cf.index()], start, end);
-                    ranges[cf.index()].push((start.clone(), end.clone()));
-                    ops.push(op);
-                    continue;
+            match op {
+                Op::Put { cf, ref key, .. } | Op::Delete { cf, ref key } => {
+                    let Pending { points, batch, .. } = &mut *pending;
+                    let points = &mut points[cf.index()];
+                    match points.get(key.as_slice()).map(|staged| staged.op) {
+                        Some(at) => batch.ops[at] = op,
+                        None => {
+                            points.insert(
+                                key.clone(),
+                                Staged {
+                                    op: batch.ops.len(),
+                                },
+                            );
+                            batch.ops.push(op);
+                        }
+                    }
                 }
-                Op::AddCounter { .. } => {
-                    ops.push(op);
-                    continue;
+                Op::DeleteRange {
+                    cf,
+                    ref start,
+                    ref end,
+                } => {
+                    remove_range(&mut pending.points[cf.index()], start, end);
+                    pending.ranges[cf.index()].push((start.clone(), end.clone()));
+                    pending.batch.ops.push(op);
                 }
-            };
-            match points[cf.index()].get(key.as_slice()) {
-                Some(staged) => ops[staged.op] = op,
-                None => {
-                    let staged = Staged { op: ops.len() };
-                    points[cf.index()].insert(key.clone(), staged);
-                    ops.push(op);
-                }
+                Op::AddCounter { .. } => pending.batch.ops.push(op),
+                Op::Patch { key, patch } => pending.stage_patch(key, patch)?,
             }
         }
         Ok(())
@@ -149,9 +213,16 @@ impl Engine for Overlay {
         }
         let (mut points, ranges) = {
             let pending = self.pending.lock();
-            let points: Vec<(Vec<u8>, Option<Vec<u8>>)> = pending.points[cf.index()]
+            let points: Vec<(Vec<u8>, Value<Vec<u8>>)> = pending.points[cf.index()]
                 .range::<[u8], _>((Bound::Included(lower), Bound::Excluded(upper)))
-                .map(|(k, staged)| (k.clone(), pending.value(staged).map(<[u8]>::to_vec)))
+                .map(|(k, staged)| {
+                    let value = match pending.staged(staged) {
+                        Value::Put(v) => Value::Put(v.to_vec()),
+                        Value::Deleted => Value::Deleted,
+                        Value::Patch(p) => Value::Patch(p.to_vec()),
+                    };
+                    (k.clone(), value)
+                })
                 .collect();
             (points, pending.ranges[cf.index()].clone())
         };
@@ -159,10 +230,23 @@ impl Engine for Overlay {
         if !forward {
             points.reverse();
         }
-        let deleted = |key: &[u8]| {
-            ranges
-                .iter()
-                .any(|(start, end)| start.as_slice() <= key && key < end.as_slice())
+        let mut failure = None;
+        // Shows a key: its staged write (over the base engine's record, if any) or the base
+        // engine's record; false to stop.
+        let mut show = |key: &[u8], staged: Option<&Value<Vec<u8>>>, base: Option<&[u8]>| {
+            let patch = match (staged, base) {
+                (Some(Value::Put(v)), _) => return visit(key, v),
+                (None, Some(v)) => return visit(key, v),
+                (Some(Value::Deleted), _) | (None, None) => return true,
+                (Some(Value::Patch(patch)), _) => patch,
+            };
+            match patched(base, patch) {
+                Ok(v) => visit(key, &v),
+                Err(err) => {
+                    failure = Some(err);
+                    false
+                }
+            }
         };
         let mut next = 0;
         let mut stopped = false;
@@ -178,38 +262,32 @@ impl Engine for Overlay {
                         break;
                     }
                     next += 1;
-                    if let Some(v) = pending_value {
-                        if !visit(pending_key, v) {
-                            stopped = true;
-                            return false;
-                        }
+                    if !show(pending_key, Some(pending_value), None) {
+                        stopped = true;
+                        return false;
                     }
                 }
                 if let Some((pending_key, pending_value)) = points.get(next) {
                     if pending_key.as_slice() == key {
                         next += 1;
-                        let keep_going = pending_value.as_ref().is_none_or(|v| visit(key, v));
-                        stopped = !keep_going;
-                        return keep_going;
+                        stopped = !show(key, Some(pending_value), Some(value));
+                        return !stopped;
                     }
                 }
-                if deleted(key) {
+                if in_deleted_range(&ranges, key) {
                     return true;
                 }
-                let keep_going = visit(key, value);
-                stopped = !keep_going;
-                keep_going
+                stopped = !show(key, None, Some(value));
+                !stopped
             })?;
         if !stopped {
             for (key, value) in &points[next..] {
-                if let Some(v) = value {
-                    if !visit(key, v) {
-                        break;
-                    }
+                if !show(key, Some(value), None) {
+                    break;
                 }
             }
         }
-        Ok(())
+        failure.map_or(Ok(()), Err)
     }
 
     fn flush_wal(&self) -> Result<(), StorageError> {
@@ -296,6 +374,53 @@ mod tests {
     }
 
     #[test]
+    fn patches_stay_patches_and_reads_see_them_applied() {
+        let base = base_with(&[b"a", b"p"]);
+        let overlay = Overlay::new(base.clone());
+        let mut batch = WriteBatch::new();
+        batch.patch(b"p".to_vec(), 0, b"B");
+        batch.patch(b"q".to_vec(), 1, b"x");
+        batch.patch(b"p".to_vec(), 5, b"!");
+        overlay.write(batch).unwrap();
+        assert_eq!(
+            overlay.get(Cf::Data, b"p").unwrap(),
+            Some(b"Base\0!".to_vec())
+        );
+        assert_eq!(overlay.get(Cf::Data, b"q").unwrap(), Some(b"\0x".to_vec()));
+        let seen: Vec<Vec<u8>> = scan_all(&overlay, ScanDirection::Reverse)
+            .into_iter()
+            .map(|(k, v)| [k, v].concat())
+            .collect();
+        assert_eq!(
+            seen,
+            vec![b"q\0x".to_vec(), b"pBase\0!".to_vec(), b"abase".to_vec()]
+        );
+        // The two patches of `p` are one op, and neither reads the base record.
+        let ops = overlay.take_batch().ops;
+        assert_eq!(ops.len(), 2);
+        assert!(ops.iter().all(|op| matches!(op, Op::Patch { .. })));
+    }
+
+    #[test]
+    fn a_patch_over_a_staged_put_or_delete_becomes_part_of_it() {
+        let base = base_with(&[b"d", b"k1"]);
+        let overlay = Overlay::new(base);
+        let mut batch = WriteBatch::new();
+        batch.put(Cf::Data, b"p".to_vec(), b"put".to_vec());
+        batch.delete(Cf::Data, b"d".to_vec());
+        batch.delete_range(Cf::Data, b"k".to_vec(), b"l".to_vec());
+        batch.patch(b"p".to_vec(), 0, b"P");
+        batch.patch(b"d".to_vec(), 1, b"D");
+        batch.patch(b"k1".to_vec(), 0, b"K");
+        overlay.write(batch).unwrap();
+        assert_eq!(overlay.get(Cf::Data, b"p").unwrap(), Some(b"Put".to_vec()));
+        assert_eq!(overlay.get(Cf::Data, b"d").unwrap(), Some(b"\0D".to_vec()));
+        assert_eq!(overlay.get(Cf::Data, b"k1").unwrap(), Some(b"K".to_vec()));
+        let ops = overlay.take_batch().ops;
+        assert!(!ops.iter().any(|op| matches!(op, Op::Patch { .. })));
+    }
+
+    #[test]
     fn range_deletes_hide_base_keys_but_not_later_puts() {
         let base = base_with(&[b"k1", b"k2", b"k3", b"z"]);
         let overlay = Overlay::new(base);
@@ -373,6 +498,7 @@ mod tests {
                 Op::Delete { key, .. } => format!("delete {}", String::from_utf8_lossy(key)),
                 Op::DeleteRange { .. } => "range".to_string(),
                 Op::AddCounter { .. } => "counter".to_string(),
+                Op::Patch { .. } => "patch".to_string(),
             })
             .collect();
         assert_eq!(

@@ -15,6 +15,7 @@ use crate::engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, Wr
 use crate::keys::{element_prefix_len, prefix_end, INTERNAL_PREFIX};
 use crate::meta_cache::{MetaCache, MetaCacheStats};
 use crate::metadata::is_expired_inline_string;
+use crate::patch;
 
 /// Engine settings, from the `rocksdb.*` options of the config file.
 #[derive(Debug, Clone)]
@@ -212,6 +213,12 @@ fn family_options(cf: Cf, base: &Options, cache: &Cache, config: &RocksConfig) -
         opts.set_merge_operator_associative("shale-counter-add", add_counters);
         opts.set_compaction_filter("shale-expired-strings", drop_expired_strings);
     }
+    if cf == Cf::Data {
+        opts.set_merge_operator("shale-byte-patch", apply_patches, join_patches);
+        // A record patched this often in the memtable is written whole again, so a read
+        // applies a bounded number of patches.
+        opts.set_max_successive_merges(PATCHES_PER_RECORD);
+    }
     if has_element_prefixes(cf) {
         // Bloom filters (memtable and SST) over each collection version's prefix let a scan of
         // one collection skip every memtable and file that holds none of it.
@@ -248,6 +255,27 @@ fn add_counters(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) 
         total = total.wrapping_add(decode(operand));
     }
     Some(total.to_be_bytes().to_vec())
+}
+
+/// Patches a record may collect in the memtable before a write folds them into it.
+const PATCHES_PER_RECORD: usize = 32;
+
+/// Merge operator of [`Op::Patch`]: the record with its patches applied, in order.
+fn apply_patches(
+    _key: &[u8],
+    existing: Option<&[u8]>,
+    operands: &MergeOperands,
+) -> Option<Vec<u8>> {
+    patch::patched(existing, operands)
+}
+
+/// Two patches in a row are one: their segments, in order.
+fn join_patches(
+    _key: &[u8],
+    _existing: Option<&[u8]>,
+    operands: &MergeOperands,
+) -> Option<Vec<u8>> {
+    Some(operands.into_iter().flatten().copied().collect())
 }
 
 /// Drops inline strings whose own expiry has passed; it never reads another record.
@@ -316,6 +344,7 @@ impl Engine for RocksEngine {
                 Op::AddCounter { cf, key, delta } => {
                     raw.merge_cf(self.handle(*cf)?, key, delta.to_be_bytes())
                 }
+                Op::Patch { key, patch } => raw.merge_cf(self.handle(Cf::Data)?, key, patch),
             }
         }
         let mut options = WriteOptions::default();

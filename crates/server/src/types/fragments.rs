@@ -6,6 +6,7 @@
 
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
 use shale_storage::metadata::{Body, KeyKind, Metadata};
@@ -141,13 +142,41 @@ fn copy_overlap(dst: &mut [u8], dst_at: u64, src: &[u8], src_at: u64) {
 
 enum Repr {
     Inline(BytesMut),
-    /// Fragments changed by this write are in `dirty`; the rest are on disk.
+    /// Fragments this write has read or changed are in `dirty`; the rest are on disk.
     Fragmented {
         version: u64,
         len: u64,
-        dirty: BTreeMap<u64, Vec<u8>>,
+        dirty: BTreeMap<u64, Fragment>,
     },
 }
+
+/// A fragment as this write has it.
+struct Fragment {
+    bytes: Vec<u8>,
+    changed: Changed,
+}
+
+/// What of a fragment a write has changed, and so how it is written back.
+enum Changed {
+    Nothing,
+    /// These bytes, written back as a patch if few (SETBIT changes one byte of 4 KiB).
+    Span(Range<usize>),
+    /// A fragment of a new version: written whole.
+    Whole,
+}
+
+impl Fragment {
+    fn touch(&mut self, span: Range<usize>) {
+        self.changed = match &self.changed {
+            Changed::Nothing => Changed::Span(span),
+            Changed::Span(old) => Changed::Span(old.start.min(span.start)..old.end.max(span.end)),
+            Changed::Whole => Changed::Whole,
+        };
+    }
+}
+
+/// A fragment whose changed bytes are at most this many is written back as a patch.
+const PATCH_LIMIT: usize = FRAGMENT as usize / 4;
 
 /// A string opened for partial reads and writes under its key lock.
 pub(crate) struct StringWrite<'a> {
@@ -174,7 +203,7 @@ impl StringWrite<'_> {
         }
     }
 
-    fn fragment(&mut self, index: u64) -> Result<&mut Vec<u8>, Error> {
+    fn fragment(&mut self, index: u64) -> Result<&mut Fragment, Error> {
         let Repr::Fragmented { version, dirty, .. } = &mut self.repr else {
             return Err(Error::msg("internal error: fragment of an inline string"));
         };
@@ -182,11 +211,14 @@ impl StringWrite<'_> {
             Entry::Occupied(slot) => slot.into_mut(),
             Entry::Vacant(slot) => {
                 let suffix = fragment_suffix(index);
-                slot.insert(
-                    self.db
-                        .get_element(Cf::Data, self.key, *version, &suffix)?
-                        .unwrap_or_default(),
-                )
+                let bytes = self
+                    .db
+                    .get_element(Cf::Data, self.key, *version, &suffix)?
+                    .unwrap_or_default();
+                slot.insert(Fragment {
+                    bytes,
+                    changed: Changed::Nothing,
+                })
             }
         };
         Ok(slot)
@@ -201,8 +233,8 @@ impl StringWrite<'_> {
                 let stop = end.min(*len);
                 if start < stop {
                     for index in start / FRAGMENT..=(stop - 1) / FRAGMENT {
-                        let fragment = self.fragment(index)?.clone();
-                        copy_overlap(&mut out, start, &fragment, index * FRAGMENT);
+                        let fragment = self.fragment(index)?;
+                        copy_overlap(&mut out, start, &fragment.bytes, index * FRAGMENT);
                     }
                 }
             }
@@ -231,12 +263,14 @@ impl StringWrite<'_> {
         for index in offset / FRAGMENT..=(end - 1) / FRAGMENT {
             let base = index * FRAGMENT;
             let (from, to) = (offset.max(base), end.min(base + FRAGMENT));
+            let span = (from - base) as usize..(to - base) as usize;
             let fragment = self.fragment(index)?;
-            if fragment.len() < (to - base) as usize {
-                fragment.resize((to - base) as usize, 0);
+            if fragment.bytes.len() < span.end {
+                fragment.bytes.resize(span.end, 0);
             }
-            fragment[(from - base) as usize..(to - base) as usize]
+            fragment.bytes[span.clone()]
                 .copy_from_slice(&data[(from - offset) as usize..(to - offset) as usize]);
+            fragment.touch(span);
         }
         Ok(())
     }
@@ -248,7 +282,11 @@ impl StringWrite<'_> {
         };
         let mut dirty = BTreeMap::new();
         for (index, chunk) in value.chunks(FRAGMENT as usize).enumerate() {
-            dirty.insert(index as u64, chunk.to_vec());
+            let fragment = Fragment {
+                bytes: chunk.to_vec(),
+                changed: Changed::Whole,
+            };
+            dirty.insert(index as u64, fragment);
         }
         let len = value.len() as u64;
         self.repr = Repr::Fragmented {
@@ -286,7 +324,17 @@ impl StringWrite<'_> {
                         version,
                         &fragment_suffix(index),
                     );
-                    change.batch.put(Cf::Data, key, fragment);
+                    match fragment.changed {
+                        Changed::Nothing => {}
+                        Changed::Span(span) if span.len() <= PATCH_LIMIT => {
+                            change
+                                .batch
+                                .patch(key, span.start as u32, &fragment.bytes[span]);
+                        }
+                        Changed::Span(_) | Changed::Whole => {
+                            change.batch.put(Cf::Data, key, fragment.bytes);
+                        }
+                    }
                 }
                 Metadata {
                     kind: KeyKind::String,
@@ -299,7 +347,12 @@ impl StringWrite<'_> {
                 }
             }
         };
-        db.stage_replace(&mut change, self.key, self.stored.as_ref(), Some(&new))?;
+        // Metadata that a change of fragments leaves as it was (a SETBIT within the string)
+        // is not written again; a write that changes nothing still writes it, as before.
+        let unchanged = self.existed && self.stored.as_ref() == Some(&new);
+        if !unchanged || change.batch.is_empty() {
+            db.stage_replace(&mut change, self.key, self.stored.as_ref(), Some(&new))?;
+        }
         db.write(change)
     }
 }

@@ -74,6 +74,11 @@ impl Watches {
                     }
                     None => {}
                 },
+                Op::Patch { key, .. } => {
+                    if let Some((db, user_key)) = k::owner_of(Cf::Data, key) {
+                        raise(db, user_key);
+                    }
+                }
                 Op::AddCounter { .. } => {}
             }
         }

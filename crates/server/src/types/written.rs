@@ -39,6 +39,7 @@ impl WrittenKeys {
                 Op::Put { cf, key, .. } => (*cf, key, false),
                 Op::Delete { cf, key } => (*cf, key, *cf == Cf::Meta),
                 Op::DeleteRange { cf, start, .. } => (*cf, start, false),
+                Op::Patch { key, .. } => (Cf::Data, key, false),
                 Op::AddCounter { .. } => continue,
             };
             if cf == Cf::Expire {
