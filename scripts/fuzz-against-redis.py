@@ -164,6 +164,11 @@ def templates(rng):
         lambda: ["EVAL", "return tonumber(ARGV[1])", "0", v()],
         lambda: ["EVAL", "local r = redis.call('HINCRBY', KEYS[1], ARGV[1], 1) return r", "1",
                  k(), v()],
+        # HyperLogLog: sparse, and dense once past 3000 bytes
+        lambda: ["PFADD", k(), *[v() for _ in range(rng.randint(0, 5))]],
+        lambda: ["PFADD", k(), *[str(rng.randint(0, 10**6)) for _ in range(rng.randint(100, 1500))]],
+        lambda: ["PFCOUNT", k(), *one([[], [k()], [k(), k()]])],
+        lambda: ["PFMERGE", k(), k(), k()],
     ]
 
 

@@ -8,6 +8,7 @@ mod args;
 mod bitmap;
 mod connection;
 mod hash;
+mod hyperloglog;
 mod keys;
 mod list;
 mod notify;

@@ -200,6 +200,7 @@ fn events(
         "append" => Some((STRING, "append")),
         "setrange" => Some((STRING, "setrange")),
         "setbit" | "bitfield" => Some((STRING, "setbit")),
+        "pfadd" | "pfmerge" => Some((STRING, "pfadd")),
         "lpush" | "lpushx" => Some((LIST, "lpush")),
         "rpush" | "rpushx" => Some((LIST, "rpush")),
         "lpop" | "blpop" => Some((LIST, "lpop")),

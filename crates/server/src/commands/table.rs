@@ -6,8 +6,8 @@ use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
 use super::{
-    bitmap, connection, hash, keys, list, pubsub, roaring, scripting, server, set, sort, string,
-    transaction, zset, Handler,
+    bitmap, connection, hash, hyperloglog, keys, list, pubsub, roaring, scripting, server, set,
+    sort, string, transaction, zset, Handler,
 };
 
 /// Command flags, named as COMMAND INFO reports them.
@@ -352,6 +352,10 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("bitop", -4, W, (2, -1, 1), "bitmap", "Performs bitwise operations on multiple strings, and stores the result.", bitmap::bitop),
     spec!("bitfield", -2, W, KEY1, "bitmap", "Performs arbitrary bitfield integer operations on strings.", bitmap::bitfield),
     spec!("bitfield_ro", -2, RF, KEY1, "bitmap", "Performs arbitrary read-only bitfield integer operations on strings.", bitmap::bitfield_ro),
+    // HyperLogLog
+    spec!("pfadd", -2, WF, KEY1, "hyperloglog", "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist.", hyperloglog::pfadd),
+    spec!("pfcount", -2, R, ALL_KEYS, "hyperloglog", "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).", hyperloglog::pfcount),
+    spec!("pfmerge", -2, W, ALL_KEYS, "hyperloglog", "Merges one or more HyperLogLog values into a single key.", hyperloglog::pfmerge),
     // pub/sub
     spec!("subscribe", -2, PUBSUB, NO_KEYS, "pubsub", "Listens for messages published to channels.", pubsub::subscribe_cmd),
     spec!("unsubscribe", -1, PUBSUB, NO_KEYS, "pubsub", "Stops listening to messages posted to channels.", pubsub::unsubscribe_cmd),

@@ -12,6 +12,7 @@ mod cursor;
 pub mod expiry;
 mod fragments;
 pub mod hash;
+mod hyperloglog;
 mod keys;
 pub mod lcs;
 pub mod list;
