@@ -42,6 +42,8 @@ pub struct Config {
     pub timeout: u64,
     pub loglevel: String,
     pub proto_max_bulk_len: usize,
+    /// A sparse HyperLogLog longer than this turns dense.
+    pub hll_sparse_max_bytes: usize,
     /// A client whose unparsed input exceeds this is closed.
     pub client_query_buffer_limit: usize,
     /// `client-output-buffer-limit`, per client class.
@@ -185,6 +187,7 @@ impl Default for Config {
             timeout: 0,
             loglevel: "notice".into(),
             proto_max_bulk_len: 512 << 20,
+            hll_sparse_max_bytes: 3000,
             client_query_buffer_limit: 1 << 30,
             output_limits: OutputLimits::default(),
             slowlog_log_slower_than: 10_000,
@@ -305,6 +308,15 @@ pub const PARAMS: &[Param] = &[
                 return Err("argument must be a memory value of at least 1mb".into());
             }
             c.proto_max_bulk_len = n;
+            Ok(())
+        }
+    ),
+    param!(
+        "hll-sparse-max-bytes",
+        true,
+        |c| c.hll_sparse_max_bytes.to_string(),
+        |c, v| {
+            c.hll_sparse_max_bytes = parse_memory(v)?;
             Ok(())
         }
     ),
@@ -636,13 +648,13 @@ pub fn parse_memory(v: &str) -> Result<usize, String> {
         "mb" => 1024 * 1024,
         "g" => 1000 * 1000 * 1000,
         "gb" => 1024 * 1024 * 1024,
-        _ => return Err(format!("argument must be a memory value: '{v}'")),
+        _ => return Err("argument must be a memory value".to_string()),
     };
     let n: usize = digits
         .parse()
-        .map_err(|_| format!("argument must be a memory value: '{v}'"))?;
+        .map_err(|_| "argument must be a memory value".to_string())?;
     n.checked_mul(multiplier)
-        .ok_or_else(|| format!("argument must be a memory value: '{v}'"))
+        .ok_or_else(|| "argument must be a memory value".to_string())
 }
 
 #[cfg(test)]

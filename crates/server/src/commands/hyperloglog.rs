@@ -7,7 +7,8 @@ use super::Context;
 use crate::error::Error;
 
 pub fn pfadd(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let updated = ctx.db().pfadd(&args[1], &args[2..])?;
+    let sparse_max = ctx.services.hll_sparse_max_bytes();
+    let updated = ctx.db().pfadd(&args[1], &args[2..], sparse_max)?;
     Ok(Reply::Integer(updated as i64))
 }
 
@@ -16,6 +17,7 @@ pub fn pfcount(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 }
 
 pub fn pfmerge(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    ctx.db().pfmerge(&args[1], &args[2..])?;
+    let sparse_max = ctx.services.hll_sparse_max_bytes();
+    ctx.db().pfmerge(&args[1], &args[2..], sparse_max)?;
     Ok(Reply::OK)
 }

@@ -201,6 +201,11 @@ impl Services {
         self.config.read().proto_max_bulk_len
     }
 
+    /// The length past which a sparse HyperLogLog turns dense (`hll-sparse-max-bytes`).
+    pub fn hll_sparse_max_bytes(&self) -> usize {
+        self.config.read().hll_sparse_max_bytes
+    }
+
     /// Pushes configuration that other services cache (after CONFIG SET).
     pub fn apply_config(&self) {
         let config = self.config.read();

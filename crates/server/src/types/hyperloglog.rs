@@ -28,9 +28,6 @@ const VAL_MAX_VALUE: u8 = 32;
 const VAL_MAX_LEN: usize = 4;
 const ZERO_MAX_LEN: usize = 64;
 
-/// Redis's default `hll-sparse-max-bytes`: a longer sparse HLL turns dense.
-const SPARSE_MAX_BYTES: usize = 3000;
-
 fn not_an_hll() -> Error {
     Error::Prefixed("WRONGTYPE Key is not a valid HyperLogLog string value.".into())
 }
@@ -229,8 +226,13 @@ fn to_dense(hll: &mut Vec<u8>) -> Result<(), Error> {
 
 /// Raises register `index` to `count`, as Redis's `hllSparseSet`: the opcode holding it is
 /// split in place, equal neighbouring VALs are merged, and the HLL turns dense when a value
-/// does not fit a VAL or the value would grow past [`SPARSE_MAX_BYTES`]. Whether it changed.
-fn sparse_raise(hll: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, Error> {
+/// does not fit a VAL or the value would grow past `sparse_max` bytes. Whether it changed.
+fn sparse_raise(
+    hll: &mut Vec<u8>,
+    index: usize,
+    count: u8,
+    sparse_max: usize,
+) -> Result<bool, Error> {
     if count > VAL_MAX_VALUE {
         return promote(hll, index, count);
     }
@@ -281,7 +283,7 @@ fn sparse_raise(hll: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, Erro
         }
         seq
     });
-    if sequence.len() > op.bytes && hll.len() + sequence.len() - op.bytes > SPARSE_MAX_BYTES {
+    if sequence.len() > op.bytes && hll.len() + sequence.len() - op.bytes > sparse_max {
         return promote(hll, index, count);
     }
     hll.splice(at..at + op.bytes, sequence);
@@ -322,11 +324,11 @@ fn promote(hll: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, Error> {
 }
 
 /// Raises register `index` to `count` in either encoding; whether it changed.
-fn raise(hll: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, Error> {
+fn raise(hll: &mut Vec<u8>, index: usize, count: u8, sparse_max: usize) -> Result<bool, Error> {
     if hll[4] == DENSE {
         Ok(dense_raise(hll, index, count))
     } else {
-        sparse_raise(hll, index, count)
+        sparse_raise(hll, index, count, sparse_max)
     }
 }
 
@@ -426,7 +428,12 @@ impl<'a> Db<'a> {
     }
 
     /// PFADD: whether any register changed (or the key was created).
-    pub fn pfadd(&self, key: &'a [u8], elements: &[Bytes]) -> Result<bool, Error> {
+    pub fn pfadd(
+        &self,
+        key: &'a [u8],
+        elements: &[Bytes],
+        sparse_max: usize,
+    ) -> Result<bool, Error> {
         let _guard = self.lock(&[key])?;
         let mut string = self.open_string(key)?;
         let (mut hll, mut updated) = if string.existed {
@@ -438,7 +445,7 @@ impl<'a> Db<'a> {
         };
         for element in elements {
             let (index, count) = register_of(element);
-            updated |= raise(&mut hll, index, count)?;
+            updated |= raise(&mut hll, index, count, sparse_max)?;
         }
         if updated {
             invalidate_cache(&mut hll);
@@ -480,7 +487,12 @@ impl<'a> Db<'a> {
 
     /// PFMERGE: `dest` gets the maximum of each register over itself and `sources`; dense if
     /// any of them is.
-    pub fn pfmerge(&self, dest: &'a [u8], sources: &[Bytes]) -> Result<(), Error> {
+    pub fn pfmerge(
+        &self,
+        dest: &'a [u8],
+        sources: &[Bytes],
+        sparse_max: usize,
+    ) -> Result<(), Error> {
         let mut locked: Vec<&[u8]> = vec![dest];
         locked.extend(sources.iter().map(|k| k.as_ref()));
         let _guard = self.lock(&locked)?;
@@ -503,7 +515,7 @@ impl<'a> Db<'a> {
         }
         for (index, &value) in max.iter().enumerate() {
             if value > 0 {
-                raise(&mut hll, index, value)?;
+                raise(&mut hll, index, value, sparse_max)?;
             }
         }
         invalidate_cache(&mut hll);
@@ -530,11 +542,11 @@ mod tests {
     #[test]
     fn sparse_changes_split_and_merge_opcodes() {
         let mut hll = empty();
-        assert!(raise(&mut hll, 100, 3).unwrap());
+        assert!(raise(&mut hll, 100, 3, 3000).unwrap());
         // XZERO(100) · VAL(3,1) · XZERO(16283)
         assert_eq!(&hll[HEADER..], &[0x40, 99, val(3, 1), 0x40 | 0x3f, 0x9a]);
-        assert!(!raise(&mut hll, 100, 2).unwrap());
-        assert!(raise(&mut hll, 101, 3).unwrap());
+        assert!(!raise(&mut hll, 100, 2, 3000).unwrap());
+        assert!(raise(&mut hll, 101, 3, 3000).unwrap());
         // The new VAL(3,1) merges with its left neighbour into VAL(3,2).
         assert_eq!(&hll[HEADER..HEADER + 3], &[0x40, 99, val(3, 2)]);
         let mut max = [0u8; REGISTERS];
@@ -548,7 +560,7 @@ mod tests {
         let mut expected = [0u8; REGISTERS];
         for i in 0..5000u32 {
             let (index, count) = register_of(i.to_string().as_bytes());
-            raise(&mut hll, index, count).unwrap();
+            raise(&mut hll, index, count, 3000).unwrap();
             expected[index] = expected[index].max(count);
         }
         assert_eq!(hll[4], DENSE);
