@@ -116,3 +116,41 @@ fn counters_and_expiry_survive_restart() {
         "reaped after restart: {stats}"
     );
 }
+
+#[test]
+fn byte_patches_survive_sigkill_with_fsync_always() {
+    // SETBIT inside a long bitmap and PFADD to a dense HLL write patches (merge operands) of
+    // fragments; WAL replay must apply them in order.
+    let mut server = TestServer::start_with(&["--appendfsync", "always"]);
+    let mut con = server.client();
+    run::<()>(&mut con, &["SETBIT", "bits", "99999", "1"]);
+    let offsets: Vec<u64> = (0..300).map(|i| (i * 7919 + 13) % 99_999).collect();
+    for offset in &offsets {
+        run::<()>(&mut con, &["SETBIT", "bits", &offset.to_string(), "1"]);
+    }
+    for offset in offsets.iter().step_by(3) {
+        run::<()>(&mut con, &["SETBIT", "bits", &offset.to_string(), "0"]);
+    }
+    let mut add = redis::cmd("PFADD");
+    add.arg("hll");
+    for i in 0..5000 {
+        add.arg(format!("e{i}"));
+    }
+    let _: i64 = add.query(&mut con).unwrap();
+    for i in 0..100 {
+        run::<()>(&mut con, &["PFADD", "hll", &format!("late{i}")]);
+    }
+    let bits: Vec<u8> = run(&mut con, &["GET", "bits"]);
+    let hll: Vec<u8> = run(&mut con, &["GET", "hll"]);
+    drop(con);
+    server.kill();
+    server.start_again();
+    let mut con = server.client();
+    assert_eq!(run::<Vec<u8>>(&mut con, &["GET", "bits"]), bits);
+    assert_eq!(run::<Vec<u8>>(&mut con, &["GET", "hll"]), hll);
+    assert_eq!(
+        hll.len(),
+        12304,
+        "the HLL is dense, so it lives in fragments"
+    );
+}
