@@ -140,8 +140,11 @@ fn byte_patches_survive_sigkill_with_fsync_always() {
     for i in 0..100 {
         run::<()>(&mut con, &["PFADD", "hll", &format!("late{i}")]);
     }
+    // PFCOUNT stores the count it computed: a write, synced before its reply.
+    let count: i64 = run(&mut con, &["PFCOUNT", "hll"]);
     let bits: Vec<u8> = run(&mut con, &["GET", "bits"]);
     let hll: Vec<u8> = run(&mut con, &["GET", "hll"]);
+    assert_eq!(i64::from_le_bytes(hll[8..16].try_into().unwrap()), count);
     drop(con);
     server.kill();
     server.start_again();

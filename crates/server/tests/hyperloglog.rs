@@ -93,6 +93,12 @@ fn errors_ttls_and_watch_are_as_in_redis() {
         "ERR wrong number of arguments for 'pfadd' command"
     );
     assert_eq!(run::<Value>(&mut con, &["EXISTS", "dest"]), Value::Int(0));
+    // A 512 MB string is refused from its first bytes.
+    run::<()>(&mut con, &["SETBIT", "huge", "4294967295", "1"]);
+    assert_eq!(fails(&mut con, &["PFCOUNT", "huge"]), not_hll);
+    assert_eq!(fails(&mut con, &["PFCOUNT", "huge", "huge"]), not_hll);
+    assert_eq!(fails(&mut con, &["PFADD", "huge", "a"]), not_hll);
+    assert_eq!(fails(&mut con, &["PFMERGE", "dest", "huge"]), not_hll);
 
     // PFADD and PFMERGE keep the TTL; a stale PFCOUNT writes its cached count, which WATCH
     // sees, as in Redis.

@@ -215,8 +215,9 @@ fn family_options(cf: Cf, base: &Options, cache: &Cache, config: &RocksConfig) -
     }
     if cf == Cf::Data {
         opts.set_merge_operator("shale-byte-patch", apply_patches, join_patches);
-        // A record patched this often in the memtable is written whole again, so a read
-        // applies a bounded number of patches.
+        // A record patched this often in the memtable is written whole again when its base is
+        // in memory or the block cache (as it usually is: every patch follows a read of the
+        // record), which keeps the patches a read applies few.
         opts.set_max_successive_merges(PATCHES_PER_RECORD);
     }
     if has_element_prefixes(cf) {

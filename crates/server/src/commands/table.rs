@@ -31,6 +31,9 @@ impl Flags {
     pub const SKIP_MONITOR: Flags = Flags(1 << 12);
     /// Internal (not reported): runs other commands (EXEC, scripts), so it may write.
     pub const RUNS_COMMANDS: Flags = Flags(1 << 10);
+    /// Internal (not reported): a read that may write (PFCOUNT stores the count it computed),
+    /// so its reply waits for the WAL sync as a write's does.
+    pub const MAY_WRITE: Flags = Flags(1 << 13);
     pub const NONE: Flags = Flags(0);
 
     /// In the order of Redis's flag bits, which COMMAND INFO follows.
@@ -354,7 +357,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("bitfield_ro", -2, RF, KEY1, "bitmap", "Performs arbitrary read-only bitfield integer operations on strings.", bitmap::bitfield_ro),
     // HyperLogLog
     spec!("pfadd", -2, WF, KEY1, "hyperloglog", "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist.", hyperloglog::pfadd),
-    spec!("pfcount", -2, R, ALL_KEYS, "hyperloglog", "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).", hyperloglog::pfcount),
+    spec!("pfcount", -2, R.with(Flags::MAY_WRITE), ALL_KEYS, "hyperloglog", "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).", hyperloglog::pfcount),
     spec!("pfmerge", -2, W, ALL_KEYS, "hyperloglog", "Merges one or more HyperLogLog values into a single key.", hyperloglog::pfmerge),
     // pub/sub
     spec!("subscribe", -2, PUBSUB, NO_KEYS, "pubsub", "Listens for messages published to channels.", pubsub::subscribe_cmd),

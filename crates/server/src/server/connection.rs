@@ -638,8 +638,9 @@ impl Connection {
                 String::from_utf8_lossy(&name).into_owned(),
             );
         }
-        let is_write =
-            spec.flags.contains(Flags::WRITE) || spec.flags.contains(Flags::RUNS_COMMANDS);
+        let is_write = spec.flags.contains(Flags::WRITE)
+            || spec.flags.contains(Flags::RUNS_COMMANDS)
+            || spec.flags.contains(Flags::MAY_WRITE);
         if is_write {
             services.durability.mark_dirty();
         }

@@ -12,6 +12,8 @@
 use bytes::Bytes;
 use shale_storage::metadata::KeyKind;
 
+use super::fragments::StringWrite;
+use super::string::string_len;
 use super::Db;
 use crate::error::Error;
 
@@ -45,17 +47,25 @@ fn empty() -> Vec<u8> {
     hll
 }
 
-/// Whether `value` is an HLL Redis would accept.
-fn check(value: &[u8]) -> Result<(), Error> {
-    let valid = value.len() >= HEADER
-        && &value[..4] == b"HYLL"
-        && value[4] <= SPARSE
-        && (value[4] == SPARSE || value.len() == DENSE_SIZE);
-    if valid {
-        Ok(())
-    } else {
-        Err(not_an_hll())
+/// The longest valid sparse HLL: every opcode covers at least one of the 16,384 registers.
+const SPARSE_LIMIT: usize = HEADER + 2 * REGISTERS;
+
+/// Whether a string of `len` bytes starting with `header` is an HLL Redis would accept. It
+/// reads no more than the header, so a 512 MB string is refused without being read; a sparse
+/// one too long to be valid is corrupt.
+fn check_header(header: &[u8], len: usize) -> Result<(), Error> {
+    let valid = len >= HEADER
+        && header.len() >= 5
+        && &header[..4] == b"HYLL"
+        && header[4] <= SPARSE
+        && (header[4] == SPARSE || len == DENSE_SIZE);
+    if !valid {
+        return Err(not_an_hll());
     }
+    if len > SPARSE_LIMIT {
+        return Err(corrupt());
+    }
+    Ok(())
 }
 
 fn cached(hll: &[u8]) -> Option<u64> {
@@ -416,15 +426,23 @@ fn count_registers(max: &[u8; REGISTERS]) -> u64 {
     estimate(&histogram)
 }
 
+/// The HLL a string opened for writing holds, read whole only once its header shows it can be
+/// one.
+fn read_hll(string: &mut StringWrite<'_>) -> Result<Vec<u8>, Error> {
+    let len = string.len();
+    check_header(&string.read(0, len.min(HEADER as u64))?, len as usize)?;
+    string.read(0, len)
+}
+
 impl<'a> Db<'a> {
     /// The HLL at `key` (the caller holds its lock), `None` if the key is missing.
-    fn hll_value(&self, key: &[u8]) -> Result<Option<Bytes>, Error> {
+    fn hll_value(&self, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
         let Some(meta) = self.typed_meta(key, KeyKind::String)? else {
             return Ok(None);
         };
-        let value = self.string_bytes(key, &meta)?;
-        check(&value)?;
-        Ok(Some(value))
+        let len = string_len(&meta) as usize;
+        check_header(&self.string_range(key, &meta, 0, HEADER as u64)?, len)?;
+        Ok(Some(self.string_range(key, &meta, 0, len as u64)?))
     }
 
     /// PFADD: whether any register changed (or the key was created).
@@ -437,9 +455,7 @@ impl<'a> Db<'a> {
         let _guard = self.lock(&[key])?;
         let mut string = self.open_string(key)?;
         let (mut hll, mut updated) = if string.existed {
-            let value = string.read(0, string.len())?;
-            check(&value)?;
-            (value, false)
+            (read_hll(&mut string)?, false)
         } else {
             (empty(), true)
         };
@@ -465,8 +481,7 @@ impl<'a> Db<'a> {
             if !string.existed {
                 return Ok(0);
             }
-            let mut hll = string.read(0, string.len())?;
-            check(&hll)?;
+            let mut hll = read_hll(&mut string)?;
             if let Some(card) = cached(&hll) {
                 return Ok(card);
             }
@@ -506,7 +521,7 @@ impl<'a> Db<'a> {
         }
         let mut string = self.open_string(dest)?;
         let mut hll = if string.existed {
-            string.read(0, string.len())?
+            read_hll(&mut string)?
         } else {
             empty()
         };
@@ -584,10 +599,24 @@ mod tests {
 
     #[test]
     fn malformed_values_are_refused() {
-        assert!(check(b"HYLL").is_err());
+        assert!(check_header(b"HYLL", 4).is_err());
         let mut dense = vec![0u8; DENSE_SIZE - 1];
         dense[..4].copy_from_slice(b"HYLL");
-        assert!(check(&dense).is_err());
+        assert!(check_header(&dense, dense.len()).is_err());
+        assert!(check_header(&empty(), 18).is_ok());
+        // A sparse value longer than any valid one is corrupt, whatever its length.
+        let not_hll = not_an_hll().to_reply();
+        let corrupt = corrupt().to_reply();
+        assert_eq!(
+            check_header(&empty(), SPARSE_LIMIT + 1)
+                .unwrap_err()
+                .to_reply(),
+            corrupt
+        );
+        assert_eq!(
+            check_header(b"HYLX\x01", 1 << 29).unwrap_err().to_reply(),
+            not_hll
+        );
         let mut short = empty();
         short.truncate(HEADER + 1);
         short.push(0x00);
