@@ -132,6 +132,11 @@ impl<'a> Db<'a> {
         let byte_at = offset / 8;
         let mut byte = string.read(byte_at, byte_at + 1)?;
         let old = read_bits(&byte, offset % 8, 1) == 1;
+        // As in Redis, a bit already so in a string that need not grow is no change: nothing
+        // is written, WATCH and keyspace events see nothing.
+        if string.existed && byte_at < string.len() && old == on {
+            return Ok(old);
+        }
         write_bits(&mut byte, offset % 8, 1, on as u64);
         string.write(byte_at, &byte)?;
         string.commit()?;
