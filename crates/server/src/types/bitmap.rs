@@ -318,9 +318,13 @@ impl<'a> Db<'a> {
                 _ => None,
             })
             .max();
-        if let Some(last) = farthest_write.filter(|&last| last >= string.len()) {
+        let grows = farthest_write.filter(|&last| last >= string.len());
+        if let Some(last) = grows {
             string.write(last, &[0])?;
         }
+        // As in Redis, fields set to the bits they had in a string that did not grow are no
+        // change: nothing is written, WATCH and keyspace events see nothing.
+        let mut changed = false;
         let mut overflow = Overflow::Wrap;
         let mut replies = Vec::new();
         for op in ops {
@@ -364,13 +368,17 @@ impl<'a> Db<'a> {
                     } else {
                         (1u64 << ty.bits) - 1
                     };
-                    write_bits(&mut bytes, shift, ty.bits, stored as u64 & mask);
-                    string.write(first, &bytes)?;
+                    let bits = stored as u64 & mask;
+                    if bits != read_bits(&bytes, shift, ty.bits) {
+                        write_bits(&mut bytes, shift, ty.bits, bits);
+                        string.write(first, &bytes)?;
+                        changed = true;
+                    }
                     replies.push(Some(reply));
                 }
             }
         }
-        if farthest_write.is_some() {
+        if grows.is_some() || changed {
             string.commit()?;
         }
         Ok(replies)
