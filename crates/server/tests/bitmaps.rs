@@ -3,15 +3,11 @@
 
 mod common;
 
-use common::{fails, run, TestServer};
+use common::{fails, info_field, run, TestServer};
 use redis::Value;
 
 fn bytes_written(con: &mut redis::Connection) -> u64 {
-    let info: String = run(con, &["INFO", "rocksdb"]);
-    info.lines()
-        .find_map(|l| l.strip_prefix("bytes_written:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap()
+    info_field(con, "rocksdb", "bytes_written")
 }
 
 #[test]

@@ -46,7 +46,7 @@ impl Engine for MemoryEngine {
         // All or nothing: a malformed patch fails the batch before any of it applies.
         for op in &batch.ops {
             if let Op::Patch { patch, .. } = op {
-                patch::apply(&mut Vec::new(), patch).ok_or(StorageError::Corrupt("byte patch"))?;
+                patch::apply(&mut Vec::new(), patch)?;
             }
         }
         let mut families = self.families.write();
@@ -71,7 +71,7 @@ impl Engine for MemoryEngine {
                 }
                 Op::Patch { key, patch } => {
                     let record = families[Cf::Data.index()].entry(key).or_default();
-                    patch::apply(record, &patch).ok_or(StorageError::Corrupt("byte patch"))?;
+                    patch::apply(record, &patch)?;
                 }
             }
         }

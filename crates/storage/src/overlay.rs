@@ -59,15 +59,14 @@ impl Pending {
     /// or deletes becomes part of that put, so a staged patch always applies to the base
     /// engine's record; one after a range delete over its key patches an empty record.
     fn stage_patch(&mut self, key: Vec<u8>, patch: Vec<u8>) -> Result<(), StorageError> {
-        let corrupt = || StorageError::Corrupt("byte patch");
         let data = Cf::Data.index();
         let ops = &mut self.batch.ops;
         if let Some(staged) = self.points[data].get(key.as_slice()) {
             match &mut ops[staged.op] {
-                Op::Put { value, .. } => patch::apply(value, &patch).ok_or_else(corrupt)?,
+                Op::Put { value, .. } => patch::apply(value, &patch)?,
                 Op::Patch { patch: earlier, .. } => earlier.extend_from_slice(&patch),
                 deleted => {
-                    let value = patch::patched(None, [patch.as_slice()]).ok_or_else(corrupt)?;
+                    let value = patch::patched(None, [patch.as_slice()])?;
                     *deleted = Op::Put {
                         cf: Cf::Data,
                         key,
@@ -78,7 +77,7 @@ impl Pending {
             return Ok(());
         }
         let op = if in_deleted_range(&self.ranges[data], &key) {
-            let value = patch::patched(None, [patch.as_slice()]).ok_or_else(corrupt)?;
+            let value = patch::patched(None, [patch.as_slice()])?;
             Op::Put {
                 cf: Cf::Data,
                 key: key.clone(),
@@ -100,11 +99,6 @@ fn in_deleted_range(ranges: &[(Vec<u8>, Vec<u8>)], key: &[u8]) -> bool {
     ranges
         .iter()
         .any(|(start, end)| start.as_slice() <= key && key < end.as_slice())
-}
-
-/// `base` with `patch` applied.
-fn patched(base: Option<&[u8]>, patch: &[u8]) -> Result<Vec<u8>, StorageError> {
-    patch::patched(base, [patch]).ok_or(StorageError::Corrupt("byte patch"))
 }
 
 /// A staged point write, as reads see it.
@@ -153,7 +147,7 @@ impl Engine for Overlay {
             Lookup::Base => self.base.get(cf, key),
             Lookup::Patched(patch) => {
                 let base = self.base.get(cf, key)?;
-                patched(base.as_deref(), &patch).map(Some)
+                patch::patched(base.as_deref(), [patch.as_slice()]).map(Some)
             }
         }
     }
@@ -240,7 +234,7 @@ impl Engine for Overlay {
                 (Some(Value::Deleted), _) | (None, None) => return true,
                 (Some(Value::Patch(patch)), _) => patch,
             };
-            match patched(base, patch) {
+            match patch::patched(base, [patch.as_slice()]) {
                 Ok(v) => visit(key, &v),
                 Err(err) => {
                     failure = Some(err);

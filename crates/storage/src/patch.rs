@@ -6,6 +6,8 @@
 //! engine applies patches when the record is read and folds them into it on compaction, and
 //! two patches in a row are one patch: their segments, in order.
 
+use crate::engine::StorageError;
+
 /// How long a patched record may grow: fragments are 4 KiB. A corrupt length must not make a
 /// read allocate gigabytes.
 const RECORD_LIMIT: usize = 1 << 16;
@@ -19,9 +21,13 @@ pub fn encode(at: u32, bytes: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Applies the segments of `patch` to `value` in order; `None` if the patch is malformed or
+/// Applies the segments of `patch` to `value` in order; an error if the patch is malformed or
 /// would grow the record beyond [`RECORD_LIMIT`].
-pub fn apply(value: &mut Vec<u8>, mut patch: &[u8]) -> Option<()> {
+pub fn apply(value: &mut Vec<u8>, patch: &[u8]) -> Result<(), StorageError> {
+    apply_segments(value, patch).ok_or(StorageError::Corrupt("byte patch"))
+}
+
+fn apply_segments(value: &mut Vec<u8>, mut patch: &[u8]) -> Option<()> {
     while !patch.is_empty() {
         let at = u32::from_be_bytes(patch.get(..4)?.try_into().ok()?) as usize;
         let len = u32::from_be_bytes(patch.get(4..8)?.try_into().ok()?) as usize;
@@ -40,12 +46,12 @@ pub fn apply(value: &mut Vec<u8>, mut patch: &[u8]) -> Option<()> {
 pub fn patched<'p>(
     base: Option<&[u8]>,
     patches: impl IntoIterator<Item = &'p [u8]>,
-) -> Option<Vec<u8>> {
+) -> Result<Vec<u8>, StorageError> {
     let mut value = base.map(<[u8]>::to_vec).unwrap_or_default();
     for patch in patches {
         apply(&mut value, patch)?;
     }
-    Some(value)
+    Ok(value)
 }
 
 #[cfg(test)]
@@ -57,21 +63,24 @@ mod tests {
         let first = encode(1, b"xy");
         let second = [encode(6, b"z"), encode(2, b"Q")].concat();
         assert_eq!(
-            patched(Some(b"abcd"), [first.as_slice(), second.as_slice()]),
+            patched(Some(b"abcd"), [first.as_slice(), second.as_slice()]).ok(),
             Some(b"axQd\0\0z".to_vec())
         );
         assert_eq!(
-            patched(None, [encode(2, b"a").as_slice()]),
+            patched(None, [encode(2, b"a").as_slice()]).ok(),
             Some(b"\0\0a".to_vec())
         );
-        assert_eq!(patched(Some(b"keep"), []), Some(b"keep".to_vec()));
+        assert_eq!(patched(Some(b"keep"), []).ok(), Some(b"keep".to_vec()));
     }
 
     #[test]
     fn malformed_patches_are_refused() {
         let truncated = &encode(0, b"abc")[..10];
-        assert_eq!(patched(None, [truncated]), None);
-        assert_eq!(patched(None, [&[0u8, 0, 0][..]]), None);
-        assert_eq!(patched(None, [encode(u32::MAX, b"x").as_slice()]), None);
+        assert_eq!(patched(None, [truncated]).ok(), None);
+        assert_eq!(patched(None, [&[0u8, 0, 0][..]]).ok(), None);
+        assert_eq!(
+            patched(None, [encode(u32::MAX, b"x").as_slice()]).ok(),
+            None
+        );
     }
 }

@@ -267,7 +267,7 @@ fn apply_patches(
     existing: Option<&[u8]>,
     operands: &MergeOperands,
 ) -> Option<Vec<u8>> {
-    patch::patched(existing, operands)
+    patch::patched(existing, operands).ok()
 }
 
 /// Two patches in a row are one: their segments, in order.

@@ -511,20 +511,22 @@ impl<'a> Db<'a> {
         let mut locked: Vec<&[u8]> = vec![dest];
         locked.extend(sources.iter().map(|k| k.as_ref()));
         let _guard = self.lock(&locked)?;
-        let mut max = [0u8; REGISTERS];
-        let mut use_dense = false;
-        for key in locked {
-            if let Some(hll) = self.hll_value(key)? {
-                use_dense |= hll[4] == DENSE;
-                merge_into(&mut max, &hll)?;
-            }
-        }
+        // `dest` is read once, as the first source (an empty HLL if missing adds nothing).
         let mut string = self.open_string(dest)?;
         let mut hll = if string.existed {
             read_hll(&mut string)?
         } else {
             empty()
         };
+        let mut max = [0u8; REGISTERS];
+        merge_into(&mut max, &hll)?;
+        let mut use_dense = hll[4] == DENSE;
+        for key in sources {
+            if let Some(source) = self.hll_value(key)? {
+                use_dense |= source[4] == DENSE;
+                merge_into(&mut max, &source)?;
+            }
+        }
         if use_dense {
             to_dense(&mut hll)?;
         }
