@@ -34,6 +34,24 @@ pub fn unpack(packed: &Bytes) -> Option<Containers> {
     Some(containers)
 }
 
+/// Container `high` of a packed bitmap, found without splitting the others out; `None` if the
+/// bytes are malformed.
+pub fn find(packed: &Bytes, high: u16) -> Option<Option<Bytes>> {
+    let mut at = 0;
+    while at < packed.len() {
+        let header = packed.get(at..at + HEADER)?;
+        let this = u16::from_be_bytes([header[0], header[1]]);
+        let len = u32::from_be_bytes([header[2], header[3], header[4], header[5]]) as usize;
+        let start = at + HEADER;
+        let end = start.checked_add(len).filter(|&end| end <= packed.len())?;
+        if this >= high {
+            return Some((this == high).then(|| packed.slice(start..end)));
+        }
+        at = end;
+    }
+    Some(None)
+}
+
 /// The packed form of `containers`, or `None` if it would be longer than [`PACKED_LIMIT`].
 pub fn pack(containers: &Containers) -> Option<Vec<u8>> {
     let len: usize = containers.values().map(|c| HEADER + c.len()).sum();
@@ -65,6 +83,22 @@ mod tests {
         let packed = Bytes::from(pack(&containers).unwrap());
         assert_eq!(&packed[..2], &0u16.to_be_bytes());
         assert_eq!(unpack(&packed), Some(containers));
+    }
+
+    #[test]
+    fn one_container_is_found_in_place() {
+        let containers: Containers = [
+            (2u16, Bytes::from_static(b"two")),
+            (9, Bytes::from_static(b"nine")),
+        ]
+        .into_iter()
+        .collect();
+        let packed = Bytes::from(pack(&containers).unwrap());
+        assert_eq!(find(&packed, 9), Some(Some(Bytes::from_static(b"nine"))));
+        assert_eq!(find(&packed, 2), Some(Some(Bytes::from_static(b"two"))));
+        assert_eq!(find(&packed, 5), Some(None));
+        assert_eq!(find(&packed, 10), Some(None));
+        assert_eq!(find(&packed.slice(..packed.len() - 1), 9), None);
     }
 
     #[test]
