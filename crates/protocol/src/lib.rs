@@ -9,5 +9,5 @@ mod reply;
 mod request;
 
 pub use inline::split_inline_args as split_args;
-pub use reply::{format_double, Reply};
+pub use reply::{format_double, Bulks, Reply};
 pub use request::{parse_request, ProtocolError, RequestLimits};

@@ -17,6 +17,11 @@ pub enum Reply {
     /// A missing aggregate: `*-1` in RESP2, `_` in RESP3.
     NullArray,
     Array(Vec<Reply>),
+    /// An array of bulk strings that share one buffer (a range read's values).
+    Bulks(Bulks),
+    /// Bulk strings that share one buffer, taken as key-value pairs: a map in RESP3, a flat
+    /// array in RESP2 (HGETALL).
+    BulkMap(Bulks),
     /// Key-value pairs; a flat array in RESP2.
     Map(Vec<(Reply, Reply)>),
     /// An unordered collection; an array in RESP2.
@@ -57,6 +62,7 @@ impl Reply {
             Reply::Bulk(bytes) | Reply::Verbatim(bytes) => bytes.len(),
             Reply::Integer(_) | Reply::Double(_) => 8,
             Reply::Null | Reply::NullArray | Reply::Bool(_) => 1,
+            Reply::Bulks(bulks) | Reply::BulkMap(bulks) => bulks.bytes.len(),
             Reply::Array(items)
             | Reply::Set(items)
             | Reply::Push(items)
@@ -84,6 +90,18 @@ impl Reply {
             Reply::NullArray if resp3 => out.put_slice(b"_\r\n"),
             Reply::NullArray => out.put_slice(b"*-1\r\n"),
             Reply::Array(items) => aggregate(out, b'*', items, resp3),
+            Reply::Bulks(bulks) => {
+                int_line(out, b'*', bulks.len() as i64);
+                bulks.encode_items(out);
+            }
+            Reply::BulkMap(bulks) if resp3 => {
+                int_line(out, b'%', (bulks.len() / 2) as i64);
+                bulks.encode_items(out);
+            }
+            Reply::BulkMap(bulks) => {
+                int_line(out, b'*', bulks.len() as i64);
+                bulks.encode_items(out);
+            }
             Reply::Set(items) => aggregate(out, if resp3 { b'~' } else { b'*' }, items, resp3),
             Reply::Push(items) => aggregate(out, if resp3 { b'>' } else { b'*' }, items, resp3),
             Reply::Map(pairs) => {
@@ -114,6 +132,56 @@ impl Reply {
                 }
             }
         }
+    }
+}
+
+/// Byte strings kept in one buffer with the offset where each ends: a range read copies its
+/// values into one allocation and its reply is encoded from there, with no reply, and no
+/// reference count, per value (LRANGE 0 99 sends 100).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Bulks {
+    bytes: Bytes,
+    ends: Vec<usize>,
+}
+
+impl Bulks {
+    /// The strings `bytes[0..ends[0]]`, `bytes[ends[0]..ends[1]]`, ...; `None` unless the ends
+    /// ascend within `bytes`.
+    pub fn new(bytes: Bytes, ends: Vec<usize>) -> Option<Bulks> {
+        let ascending = ends.windows(2).all(|w| w[0] <= w[1]);
+        let within = ends.last().is_none_or(|&end| end <= bytes.len());
+        (ascending && within).then_some(Bulks { bytes, ends })
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(self.ends.iter().copied())
+            .map(|(start, end)| &self.bytes[start..end])
+    }
+
+    fn encode_items(&self, out: &mut BytesMut) {
+        out.reserve(self.bytes.len() + 8 * self.len());
+        for item in self.iter() {
+            bulk(out, b'$', item);
+        }
+    }
+
+    /// Each string as `Bytes` of its own, sharing the buffer.
+    pub fn to_items(&self) -> Vec<Bytes> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(self.ends.iter().copied())
+            .map(|(start, end)| self.bytes.slice(start..end))
+            .collect()
     }
 }
 
@@ -230,6 +298,18 @@ mod tests {
             "~1\r\n:1\r\n"
         );
         assert_eq!(encode(&Reply::Error("ERR x".into()), false), "-ERR x\r\n");
+        let bulks = Bulks::new(Bytes::from("abcd"), vec![1, 1, 4]).unwrap();
+        assert_eq!(bulks.to_items(), vec!["a", "", "bcd"]);
+        assert_eq!(
+            encode(&Reply::Bulks(bulks), true),
+            "*3\r\n$1\r\na\r\n$0\r\n\r\n$3\r\nbcd\r\n"
+        );
+        assert_eq!(encode(&Reply::Bulks(Bulks::default()), false), "*0\r\n");
+        let pairs = Reply::BulkMap(Bulks::new(Bytes::from("fv"), vec![1, 2]).unwrap());
+        assert_eq!(encode(&pairs, false), "*2\r\n$1\r\nf\r\n$1\r\nv\r\n");
+        assert_eq!(encode(&pairs, true), "%1\r\n$1\r\nf\r\n$1\r\nv\r\n");
+        assert_eq!(Bulks::new(Bytes::from("ab"), vec![2, 1]), None);
+        assert_eq!(Bulks::new(Bytes::from("ab"), vec![3]), None);
         let push = Reply::Push(vec![Reply::bulk("message"), Reply::bulk("c")]);
         assert_eq!(encode(&push, true), ">2\r\n$7\r\nmessage\r\n$1\r\nc\r\n");
         assert_eq!(encode(&push, false), "*2\r\n$7\r\nmessage\r\n$1\r\nc\r\n");

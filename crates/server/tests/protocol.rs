@@ -138,6 +138,10 @@ fn resp3_after_hello() {
     raw.skip_through(b"+PONG\r\n");
     raw.send(b"GET nokey\r\n");
     raw.expect(b"_\r\n");
+    // HGETALL answers a map, LRANGE an array, both encoded from one shared buffer.
+    raw.send(b"HSET h f1 v1 f2 v2\r\nHGETALL h\r\nRPUSH l a bc\r\nLRANGE l 0 -1\r\n");
+    raw.expect(b":2\r\n%2\r\n$2\r\nf1\r\n$2\r\nv1\r\n$2\r\nf2\r\n$2\r\nv2\r\n");
+    raw.expect(b":2\r\n*2\r\n$1\r\na\r\n$2\r\nbc\r\n");
     raw.send(b"HELLO 4\r\n");
     raw.expect(b"-NOPROTO unsupported protocol version\r\n");
 }

@@ -51,6 +51,11 @@ fn keys_args_calls_and_reply_conversions() {
     raw.expect(b"$-1\r\n");
     raw.command(&["EVAL", "return redis.call('INCRBY', 'n', 41) + 1", "0"]);
     raw.expect(b":42\r\n");
+    // A range read's values reach the script as a Lua array, empty strings included.
+    run::<()>(&mut con, &["RPUSH", "l", "a", "", "ccc"]);
+    let script = "local r = redis.call('LRANGE', KEYS[1], 0, -1) return {#r, r[1], r[2], r[3]}";
+    raw.command(&["EVAL", script, "1", "l"]);
+    raw.expect(b"*4\r\n:3\r\n$1\r\na\r\n$0\r\n\r\n$3\r\nccc\r\n");
     // With RESP3 chosen, a map reply reaches the script as {map = ...} and goes back as a map.
     run::<()>(&mut con, &["HSET", "h", "f", "v"]);
     let mut raw3 = server.raw();
@@ -62,6 +67,8 @@ fn keys_args_calls_and_reply_conversions() {
         "0",
     ]);
     raw3.expect(b"%1\r\n$1\r\nf\r\n$1\r\nv\r\n");
+    raw.command(&["EVAL", "return redis.call('HGETALL', 'h')", "0"]);
+    raw.expect(b"*2\r\n$1\r\nf\r\n$1\r\nv\r\n");
     let decoded: i64 = run(
         &mut con,
         &[

@@ -5,7 +5,7 @@ use shale_protocol::Reply;
 use shale_storage::metadata::KeyKind;
 
 use super::args::{check_paired_count, element_scan_args, int, is, random_count, scan_matches};
-use super::Context;
+use super::{bulks, Context};
 use crate::error::Error;
 use crate::types::numbers::{classify_long_double, LongDouble};
 
@@ -50,24 +50,18 @@ pub fn hmget(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 }
 
 pub fn hgetall(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let pairs = ctx.db().hgetall(&args[1])?;
-    Ok(Reply::Map(
-        pairs
-            .into_iter()
-            .map(|(f, v)| (Reply::Bulk(f), Reply::Bulk(v)))
-            .collect(),
-    ))
+    Ok(Reply::BulkMap(bulks(ctx.db().hgetall(&args[1])?)?))
 }
 
 pub fn hkeys(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let pairs = ctx.db().hgetall(&args[1])?;
+    let pairs = ctx.db().hgetall(&args[1])?.into_pairs();
     Ok(Reply::Array(
         pairs.into_iter().map(|(f, _)| Reply::Bulk(f)).collect(),
     ))
 }
 
 pub fn hvals(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let pairs = ctx.db().hgetall(&args[1])?;
+    let pairs = ctx.db().hgetall(&args[1])?.into_pairs();
     Ok(Reply::Array(
         pairs.into_iter().map(|(_, v)| Reply::Bulk(v)).collect(),
     ))

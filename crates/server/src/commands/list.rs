@@ -5,7 +5,7 @@ use shale_protocol::Reply;
 use shale_storage::metadata::KeyKind;
 
 use super::args::{self, int, is, mpop_count, mpop_numkeys, non_negative, pop_count};
-use super::{block_on, Context};
+use super::{block_on, bulks, Context};
 use crate::error::Error;
 use crate::server::blocking::Attempt;
 use crate::types::list::{End, PosOptions};
@@ -74,8 +74,9 @@ pub fn llen(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 
 pub fn lrange(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let (start, stop) = (int(&args[2])?, int(&args[3])?);
-    let values = ctx.db().lrange(&args[1], start, stop)?;
-    Ok(Reply::Array(values.into_iter().map(Reply::Bulk).collect()))
+    Ok(Reply::Bulks(bulks(
+        ctx.db().lrange(&args[1], start, stop)?,
+    )?))
 }
 
 pub fn lindex(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {

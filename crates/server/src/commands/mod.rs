@@ -26,13 +26,13 @@ mod zset;
 use std::time::Instant;
 
 use bytes::Bytes;
-use shale_protocol::Reply;
+use shale_protocol::{Bulks, Reply};
 
 use crate::error::Error;
 use crate::server::blocking::{Attempt, BlockRequest};
 use crate::server::monitor::Origin;
 use crate::server::{ClientState, Services};
-use crate::types::{Db, HeldStripes, Keyspace, Transaction, WrittenKeys};
+use crate::types::{Db, HeldStripes, Keyspace, ScanBuffer, Transaction, WrittenKeys};
 
 pub use notify::{expired_event, format_classes, parse_classes, publish_committed, Event};
 pub use table::{
@@ -182,6 +182,12 @@ pub fn execute_nested(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
         None => {}
     }
     outcome
+}
+
+/// A range read's strings as one reply buffer, for `Reply::Bulks` and `Reply::BulkMap`.
+fn bulks(read: ScanBuffer) -> Result<Bulks, Error> {
+    let (bytes, ends) = read.into_parts();
+    Bulks::new(bytes, ends).ok_or(Error::msg("internal error: malformed range read"))
 }
 
 /// Whether MONITOR shows a command once it has run: not the administrative ones, whose

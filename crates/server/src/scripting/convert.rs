@@ -25,6 +25,21 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
         Reply::Array(items) | Reply::Push(items) | Reply::Sequence(items) => {
             array(lua, items, resp3)
         }
+        Reply::BulkMap(bulks) if resp3 => {
+            let map = lua.create_table_with_capacity(0, bulks.len() / 2)?;
+            let mut items = bulks.iter();
+            while let (Some(k), Some(v)) = (items.next(), items.next()) {
+                map.raw_set(lua.create_string(k)?, lua.create_string(v)?)?;
+            }
+            tagged("map", Value::Table(map))
+        }
+        Reply::Bulks(bulks) | Reply::BulkMap(bulks) => {
+            let table = lua.create_table_with_capacity(bulks.len(), 0)?;
+            for (index, item) in bulks.iter().enumerate() {
+                table.raw_set(index + 1, lua.create_string(item)?)?;
+            }
+            Ok(Value::Table(table))
+        }
         Reply::Set(items) if resp3 => {
             let set = lua.create_table()?;
             for item in items {

@@ -23,6 +23,11 @@ impl ScanBuffer {
         self.ends.push(self.bytes.len());
     }
 
+    /// The buffer and the offset where each pushed string ends in it.
+    pub fn into_parts(self) -> (Bytes, Vec<usize>) {
+        (self.bytes.freeze(), self.ends)
+    }
+
     /// The pushed strings, in order.
     pub fn into_items(self) -> impl Iterator<Item = Bytes> {
         let all = self.bytes.freeze();
@@ -206,6 +211,16 @@ impl<'a> Db<'a> {
         key: &[u8],
         version: u64,
     ) -> Result<Vec<(Bytes, Bytes)>, Error> {
+        Ok(self.all_elements_read(cf, key, version)?.into_pairs())
+    }
+
+    /// Every element of a collection version in `cf`, suffix and value after each other.
+    pub(crate) fn all_elements_read(
+        &self,
+        cf: Cf,
+        key: &[u8],
+        version: u64,
+    ) -> Result<ScanBuffer, Error> {
         let mut read = ScanBuffer::default();
         self.scan_elements(
             cf,
@@ -219,7 +234,7 @@ impl<'a> Db<'a> {
                 true
             },
         )?;
-        Ok(read.into_pairs())
+        Ok(read)
     }
 
     /// Point reads of several elements of one version.

@@ -4,7 +4,7 @@ use bytes::Bytes;
 use shale_storage::metadata::KeyKind;
 use shale_storage::Cf;
 
-use super::collection::Page;
+use super::collection::{Page, ScanBuffer};
 use super::numbers::{add_long_doubles, FloatError};
 use super::string::parse_strict_i64;
 use super::{first_occurrences, Db};
@@ -64,11 +64,12 @@ impl<'a> Db<'a> {
     }
 
     /// Every field and value, in field order.
-    pub fn hgetall(&self, key: &[u8]) -> Result<Vec<(Bytes, Bytes)>, Error> {
+    /// Every field and its value, one after the other.
+    pub(crate) fn hgetall(&self, key: &[u8]) -> Result<ScanBuffer, Error> {
         let Some(hash) = self.collection(key, KeyKind::Hash)? else {
-            return Ok(Vec::new());
+            return Ok(ScanBuffer::default());
         };
-        self.all_elements(Cf::Data, key, hash.version)
+        self.all_elements_read(Cf::Data, key, hash.version)
     }
 
     pub fn hdel(&self, key: &[u8], fields: &[Bytes]) -> Result<i64, Error> {

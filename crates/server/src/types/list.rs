@@ -194,12 +194,12 @@ impl<'a> Db<'a> {
         Ok(self.list_of(key)?.map_or(0, |l| l.size as i64))
     }
 
-    pub fn lrange(&self, key: &[u8], start: i64, stop: i64) -> Result<Vec<Bytes>, Error> {
+    pub(crate) fn lrange(&self, key: &[u8], start: i64, stop: i64) -> Result<ScanBuffer, Error> {
         let Some(list) = self.list_of(key)? else {
-            return Ok(Vec::new());
+            return Ok(ScanBuffer::default());
         };
         let Some((first, last)) = window(start, stop, list.size) else {
-            return Ok(Vec::new());
+            return Ok(ScanBuffer::default());
         };
         let (head, _) = bounds(&list.extra);
         let mut read = ScanBuffer::default();
@@ -215,7 +215,7 @@ impl<'a> Db<'a> {
                 true
             },
         )?;
-        Ok(read.into_items().collect())
+        Ok(read)
     }
 
     pub fn lindex(&self, key: &[u8], index: i64) -> Result<Option<Bytes>, Error> {

@@ -42,6 +42,7 @@ use shale_storage::keys as k;
 use shale_storage::metadata::{Body, KeyKind, Metadata};
 use shale_storage::{Cf, Engine, ScanDirection, StorageError, WriteBatch};
 
+pub(crate) use collection::ScanBuffer;
 use combine::{Combiner, Entry, Guest, Handback};
 pub use cursor::CursorTable;
 pub use keys::{ExpireCondition, KeyRange, ScanPage};

@@ -83,7 +83,7 @@ impl<'a> Db<'a> {
         options: &SortOptions,
     ) -> Result<Vec<Option<Bytes>>, Error> {
         let mut elements = match kind {
-            KeyKind::List => self.lrange(key, 0, -1)?,
+            KeyKind::List => self.lrange(key, 0, -1)?.into_items().collect(),
             KeyKind::Set => self.smembers(key)?,
             KeyKind::ZSet => {
                 let all = RangeSpec {
