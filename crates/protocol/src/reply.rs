@@ -162,10 +162,15 @@ impl Bulks {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        self.spans().map(|span| &self.bytes[span])
+    }
+
+    /// Where each string lies in the buffer.
+    fn spans(&self) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
         let starts = std::iter::once(0).chain(self.ends.iter().copied());
         starts
             .zip(self.ends.iter().copied())
-            .map(|(start, end)| &self.bytes[start..end])
+            .map(|(start, end)| start..end)
     }
 
     fn encode_items(&self, out: &mut BytesMut) {
@@ -177,11 +182,7 @@ impl Bulks {
 
     /// Each string as `Bytes` of its own, sharing the buffer.
     pub fn to_items(&self) -> Vec<Bytes> {
-        let starts = std::iter::once(0).chain(self.ends.iter().copied());
-        starts
-            .zip(self.ends.iter().copied())
-            .map(|(start, end)| self.bytes.slice(start..end))
-            .collect()
+        self.spans().map(|span| self.bytes.slice(span)).collect()
     }
 }
 

@@ -7,6 +7,7 @@
 //! copies bytes and decodes nothing.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 use bytes::Bytes;
 
@@ -18,36 +19,45 @@ const HEADER: usize = 6;
 /// The containers of a packed bitmap, by their high 16 bits, still encoded.
 pub type Containers = BTreeMap<u16, Bytes>;
 
+/// The container whose header starts at `at`: its high 16 bits and where its bytes lie;
+/// `None` if the bytes there are malformed.
+fn entry_at(packed: &[u8], at: usize) -> Option<(u16, Range<usize>)> {
+    let header = packed.get(at..at + HEADER)?;
+    let high = u16::from_be_bytes([header[0], header[1]]);
+    let len = u32::from_be_bytes([header[2], header[3], header[4], header[5]]) as usize;
+    let start = at + HEADER;
+    let end = start.checked_add(len).filter(|&end| end <= packed.len())?;
+    Some((high, start..end))
+}
+
+/// Where each container of a packed bitmap lies, in order, with its high 16 bits; a `None`
+/// item, the last, means the bytes are malformed from there on. Yields positions, not slices,
+/// so a search pays nothing for the containers it passes.
+fn entries(packed: &[u8]) -> impl Iterator<Item = Option<(u16, Range<usize>)>> + '_ {
+    let mut next = Some(0);
+    std::iter::from_fn(move || {
+        let at = next.filter(|&at| at < packed.len())?;
+        let entry = entry_at(packed, at);
+        next = entry.as_ref().map(|(_, span)| span.end);
+        Some(entry)
+    })
+}
+
 /// Splits a packed bitmap into its encoded containers; `None` if the bytes are malformed.
 pub fn unpack(packed: &Bytes) -> Option<Containers> {
-    let mut containers = Containers::new();
-    let mut at = 0;
-    while at < packed.len() {
-        let header = packed.get(at..at + HEADER)?;
-        let high = u16::from_be_bytes([header[0], header[1]]);
-        let len = u32::from_be_bytes([header[2], header[3], header[4], header[5]]) as usize;
-        let start = at + HEADER;
-        let end = start.checked_add(len).filter(|&end| end <= packed.len())?;
-        containers.insert(high, packed.slice(start..end));
-        at = end;
-    }
-    Some(containers)
+    entries(packed)
+        .map(|entry| entry.map(|(high, span)| (high, packed.slice(span))))
+        .collect()
 }
 
 /// Container `high` of a packed bitmap, found without splitting the others out; `None` if the
-/// bytes are malformed.
+/// bytes are malformed before it.
 pub fn find(packed: &Bytes, high: u16) -> Option<Option<Bytes>> {
-    let mut at = 0;
-    while at < packed.len() {
-        let header = packed.get(at..at + HEADER)?;
-        let this = u16::from_be_bytes([header[0], header[1]]);
-        let len = u32::from_be_bytes([header[2], header[3], header[4], header[5]]) as usize;
-        let start = at + HEADER;
-        let end = start.checked_add(len).filter(|&end| end <= packed.len())?;
+    for entry in entries(packed) {
+        let (this, span) = entry?;
         if this >= high {
-            return Some((this == high).then(|| packed.slice(start..end)));
+            return Some((this == high).then(|| packed.slice(span)));
         }
-        at = end;
     }
     Some(None)
 }
