@@ -30,9 +30,9 @@ fn generic_commands_on_every_type() {
     run::<()>(&mut con, &["SADD", "s", "m"]);
     run::<()>(&mut con, &["ZADD", "z", "1", "m"]);
     for (key, kind, encoding) in [
-        ("h", "hash", "hashtable"),
+        ("h", "hash", "listpack"),
         ("l", "list", "quicklist"),
-        ("s", "set", "hashtable"),
+        ("s", "set", "listpack"),
         ("z", "zset", "skiplist"),
     ] {
         assert_eq!(run::<String>(&mut con, &["TYPE", key]), kind);
@@ -103,7 +103,9 @@ fn expired_collections_are_recreated_empty() {
 fn million_element_hash_deletes_without_slowing_neighbours() {
     let server = TestServer::start();
     let mut con = server.client();
-    run::<()>(&mut con, &["HSET", "{t}b", "x", "1", "y", "2"]);
+    // Over 4 KiB, so its fields are records that a read scans, right after the big hash's.
+    let long = "v".repeat(5000);
+    run::<()>(&mut con, &["HSET", "{t}b", "x", "1", "y", &long]);
     fill_hash(&mut con, "{t}a", 1_000_000);
     assert_eq!(run::<i64>(&mut con, &["HLEN", "{t}a"]), 1_000_000);
 
@@ -167,8 +169,119 @@ fn expired_hash_vanishes_and_its_elements_leave_the_disk() {
     server.stop();
     assert_eq!(
         server.count_records(Cf::Data),
-        1,
-        "only the small hash's element is left"
+        0,
+        "the big hash's elements are gone (the small one's field lives in its metadata)"
     );
     assert_eq!(server.count_records(Cf::Expire), 0);
+}
+
+#[test]
+fn small_hashes_and_sets_live_in_their_metadata_until_they_grow() {
+    let mut server = TestServer::start();
+    let mut con = server.client();
+    fill_hash(&mut con, "small", 10);
+    run::<()>(&mut con, &["SADD", "ints", "1", "-2", "30"]);
+    run::<()>(&mut con, &["SADD", "words", "a", "1"]);
+    // Past 128 elements, past 4 KiB, and past 128 in one command: records.
+    fill_hash(&mut con, "many", 129);
+    let long = "x".repeat(5000);
+    run::<()>(&mut con, &["HSET", "long", "f", &long]);
+    let members: Vec<String> = (0..200).map(|i| format!("m{i}")).collect();
+    let mut sadd = vec!["SADD", "big"];
+    sadd.extend(members.iter().map(String::as_str));
+    assert_eq!(run::<i64>(&mut con, &sadd), 200);
+    for (key, encoding) in [
+        ("small", "listpack"),
+        ("ints", "intset"),
+        ("words", "listpack"),
+        ("many", "hashtable"),
+        ("long", "hashtable"),
+        ("big", "hashtable"),
+    ] {
+        assert_eq!(
+            run::<String>(&mut con, &["OBJECT", "ENCODING", key]),
+            encoding,
+            "{key}"
+        );
+    }
+    // Every field made it across the move to records, and reads see them in order.
+    let all: Vec<String> = run(&mut con, &["HKEYS", "many"]);
+    let expected: Vec<String> = (0..129).map(|i| format!("field:{i:07}")).collect();
+    assert_eq!(all, expected);
+    assert_eq!(run::<String>(&mut con, &["HGET", "long", "f"]), long);
+    // A collection that moved to records stays there when it shrinks.
+    let mut hdel = vec!["HDEL".to_string(), "many".to_string()];
+    hdel.extend((1..129).map(|i| format!("field:{i:07}")));
+    assert_eq!(
+        run::<i64>(
+            &mut con,
+            &hdel.iter().map(String::as_str).collect::<Vec<_>>()
+        ),
+        128
+    );
+    assert_eq!(
+        run::<String>(&mut con, &["OBJECT", "ENCODING", "many"]),
+        "hashtable"
+    );
+    // Packed collections answer cursors, sampling and set algebra like the others.
+    let mut cursor = 0u64;
+    let mut seen = Vec::new();
+    loop {
+        let (next, page): (u64, Vec<String>) = run(
+            &mut con,
+            &["HSCAN", "small", &cursor.to_string(), "COUNT", "3"],
+        );
+        seen.extend(page.chunks(2).map(|pair| pair[0].clone()));
+        cursor = next;
+        if cursor == 0 {
+            break;
+        }
+    }
+    let fields: Vec<String> = (0..10).map(|i| format!("field:{i:07}")).collect();
+    assert_eq!(seen, fields);
+    let picked: Vec<String> = run(&mut con, &["SRANDMEMBER", "ints", "-7"]);
+    assert_eq!(picked.len(), 7);
+    assert!(picked
+        .iter()
+        .all(|m| ["1", "-2", "30"].contains(&m.as_str())));
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["SINTER", "words", "ints"]),
+        ["1"]
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["SUNIONSTORE", "union", "ints", "words"]),
+        4
+    );
+    assert_eq!(
+        run::<String>(&mut con, &["OBJECT", "ENCODING", "union"]),
+        "listpack"
+    );
+    assert_eq!(run::<i64>(&mut con, &["COPY", "small", "copy"]), 1);
+    assert_eq!(run::<i64>(&mut con, &["HLEN", "copy"]), 10);
+    let popped: Vec<String> = run(&mut con, &["SPOP", "words", "5"]);
+    assert_eq!(popped.len(), 2);
+    assert_eq!(run::<i64>(&mut con, &["EXISTS", "words"]), 0);
+    drop(con);
+
+    server.stop();
+    assert_eq!(
+        server.count_records(Cf::Data),
+        1 + 1 + 200,
+        "records only for many, long and big"
+    );
+    server.start_again();
+    let mut con = server.client();
+    let small: HashMap<String, String> = run(&mut con, &["HGETALL", "small"]);
+    assert_eq!(small.len(), 10);
+    assert_eq!(small["field:0000007"], "7");
+    assert_eq!(
+        run::<String>(&mut con, &["OBJECT", "ENCODING", "ints"]),
+        "intset"
+    );
+    assert_eq!(run::<i64>(&mut con, &["SISMEMBER", "ints", "-2"]), 1);
+    assert_eq!(
+        run::<i64>(&mut con, &["DEL", "small", "ints", "many", "long", "big"]),
+        5
+    );
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 2);
 }

@@ -1,13 +1,33 @@
 //! What every collection type shares: opening a collection for a read or a write, element
 //! keys under the collection's `key|version` prefix, and committing the new metadata.
 
+use std::ops::Bound;
+
 use bytes::{Bytes, BytesMut};
 use shale_storage::keys as k;
 use shale_storage::metadata::{Body, KeyKind, Metadata};
-use shale_storage::{Cf, ScanDirection};
+use shale_storage::{Cf, ScanDirection, StorageError};
 
+use super::packed_elements::{self, Elements, PACKED_LIMIT, PACKED_MAX_ELEMENTS};
 use super::{now_ms, Change, Db};
 use crate::error::Error;
+
+/// Whether collections of `kind` keep their elements packed in their metadata while they are
+/// small (see `packed_elements`).
+fn packs_elements(kind: KeyKind) -> bool {
+    matches!(kind, KeyKind::Hash | KeyKind::Set)
+}
+
+/// Whether `meta` is a collection whose elements (or Roaring containers) are packed in it,
+/// with no records elsewhere.
+pub(crate) fn is_packed(meta: &Metadata) -> bool {
+    matches!(meta.kind, KeyKind::Hash | KeyKind::Set | KeyKind::Roaring)
+        && matches!(&meta.body, Body::Collection { extra, .. } if !extra.is_empty())
+}
+
+fn corrupt_packing() -> Error {
+    Error::Storage(StorageError::Corrupt("packed collection elements"))
+}
 
 /// Byte strings read by one scan, copied into one buffer that they then share: one allocation
 /// for all of them instead of one each (LRANGE 0 99 reads 100 values per command).
@@ -52,6 +72,34 @@ pub(crate) struct Collection {
     pub version: u64,
     pub size: u64,
     pub extra: Bytes,
+    /// The elements are packed in `extra` (a small hash or set), not records.
+    pub packed: bool,
+}
+
+impl Collection {
+    /// The collection `meta` describes, `None` if it is not one.
+    pub fn of(meta: Metadata) -> Option<Collection> {
+        match meta.body {
+            Body::Collection {
+                version,
+                size,
+                extra,
+            } => Some(Collection {
+                version,
+                size,
+                packed: packs_elements(meta.kind) && !extra.is_empty(),
+                extra,
+            }),
+            Body::Inline(_) => None,
+        }
+    }
+}
+
+/// The elements of a packed hash or set that a write changes in memory, and the length of
+/// their packed form.
+struct PackedWrite {
+    elements: Elements,
+    len: usize,
 }
 
 /// A collection opened for writing under its key lock: the current state (or a fresh, empty
@@ -67,6 +115,8 @@ pub(crate) struct CollectionWrite<'a> {
     pub size: u64,
     pub extra: Bytes,
     pub change: Change,
+    /// `Some` while the elements are packed: changes go to this map, and `stage` packs it.
+    packed: Option<PackedWrite>,
 }
 
 impl<'a> Db<'a> {
@@ -76,20 +126,7 @@ impl<'a> Db<'a> {
         key: &[u8],
         kind: KeyKind,
     ) -> Result<Option<Collection>, Error> {
-        Ok(self
-            .typed_meta(key, kind)?
-            .and_then(|meta| match meta.body {
-                Body::Collection {
-                    version,
-                    size,
-                    extra,
-                } => Some(Collection {
-                    version,
-                    size,
-                    extra,
-                }),
-                Body::Inline(_) => None,
-            }))
+        Ok(self.typed_meta(key, kind)?.and_then(Collection::of))
     }
 
     /// Opens `key` for a write; the caller holds its lock. A missing (or expired) key becomes
@@ -116,6 +153,16 @@ impl<'a> Db<'a> {
             Some(_) => return Err(Error::WrongType),
             None => (false, self.ks.versions.next()?, 0, Bytes::new(), 0),
         };
+        // A new hash or set starts packed; a stored one is packed if its extra field holds
+        // elements.
+        let packed = if packs_elements(kind) && (!existed || !extra.is_empty()) {
+            Some(PackedWrite {
+                elements: packed_elements::unpack(&extra).ok_or_else(corrupt_packing)?,
+                len: extra.len(),
+            })
+        } else {
+            None
+        };
         Ok(CollectionWrite {
             db: *self,
             key,
@@ -127,6 +174,7 @@ impl<'a> Db<'a> {
             size,
             extra,
             change: Change::default(),
+            packed,
         })
     }
 
@@ -139,11 +187,18 @@ impl<'a> Db<'a> {
         fill: impl FnOnce(&mut CollectionWrite<'a>),
     ) -> Result<(), Error> {
         let mut write = self.fresh_write(key, kind, self.ks.versions.next()?)?;
+        if packs_elements(kind) {
+            write.packed = Some(PackedWrite {
+                elements: Elements::new(),
+                len: 0,
+            });
+        }
         fill(&mut write);
         write.commit()
     }
 
-    /// An empty collection under `version` that will replace whatever `key` holds.
+    /// An empty collection under `version` that will replace whatever `key` holds, its
+    /// elements records.
     fn fresh_write(
         &self,
         key: &'a [u8],
@@ -161,6 +216,7 @@ impl<'a> Db<'a> {
             size: 0,
             extra: Bytes::new(),
             change: Change::default(),
+            packed: None,
         })
     }
 
@@ -178,9 +234,41 @@ impl<'a> Db<'a> {
         write.commit()
     }
 
-    /// Visits the elements of one collection version in `cf` from `start` (a suffix after the
-    /// prefix; empty for the beginning) in `direction`; `visit` gets the suffix and the value.
+    /// Visits the elements of `collection` in `cf` within `bounds` (suffixes after the
+    /// prefix, the upper one excluded; empty and `None` for all) in `direction`; `visit` gets
+    /// the suffix and the value and returns whether to go on.
     pub(crate) fn scan_elements(
+        &self,
+        cf: Cf,
+        key: &[u8],
+        collection: &Collection,
+        bounds: (&[u8], Option<&[u8]>),
+        direction: ScanDirection,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), Error> {
+        if !(collection.packed && cf == Cf::Data) {
+            return self.scan_records(cf, key, collection.version, bounds, direction, visit);
+        }
+        let mut within = Vec::new();
+        for entry in packed_elements::entries(&collection.extra) {
+            let (sub, value) = entry.ok_or_else(corrupt_packing)?;
+            if sub >= bounds.0 && bounds.1.is_none_or(|end| sub < end) {
+                within.push((sub, value));
+            }
+        }
+        if direction == ScanDirection::Reverse {
+            within.reverse();
+        }
+        for (sub, value) in within {
+            if !visit(sub, value) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Db::scan_elements`] over the element records of one collection version.
+    pub(crate) fn scan_records(
         &self,
         cf: Cf,
         key: &[u8],
@@ -204,28 +292,28 @@ impl<'a> Db<'a> {
         Ok(())
     }
 
-    /// Every element of a collection version in `cf`, as (suffix, value) pairs.
+    /// Every element of `collection` in `cf`, as (suffix, value) pairs.
     pub(crate) fn all_elements(
         &self,
         cf: Cf,
         key: &[u8],
-        version: u64,
+        collection: &Collection,
     ) -> Result<Vec<(Bytes, Bytes)>, Error> {
-        Ok(self.all_elements_read(cf, key, version)?.into_pairs())
+        Ok(self.all_elements_read(cf, key, collection)?.into_pairs())
     }
 
-    /// Every element of a collection version in `cf`, suffix and value after each other.
+    /// Every element of `collection` in `cf`, suffix and value after each other.
     pub(crate) fn all_elements_read(
         &self,
         cf: Cf,
         key: &[u8],
-        version: u64,
+        collection: &Collection,
     ) -> Result<ScanBuffer, Error> {
         let mut read = ScanBuffer::default();
         self.scan_elements(
             cf,
             key,
-            version,
+            collection,
             (&[], None),
             ScanDirection::Forward,
             &mut |sub, value| {
@@ -237,8 +325,41 @@ impl<'a> Db<'a> {
         Ok(read)
     }
 
-    /// Point reads of several elements of one version.
+    /// Point reads of several elements of `collection`.
     pub(crate) fn get_elements(
+        &self,
+        cf: Cf,
+        key: &[u8],
+        collection: &Collection,
+        subs: &[&[u8]],
+    ) -> Result<Vec<Option<Vec<u8>>>, Error> {
+        if !(collection.packed && cf == Cf::Data) {
+            return self.get_records(cf, key, collection.version, subs);
+        }
+        subs.iter()
+            .map(|sub| {
+                let found = packed_elements::find(&collection.extra, sub);
+                Ok(found.ok_or_else(corrupt_packing)?.map(<[u8]>::to_vec))
+            })
+            .collect()
+    }
+
+    pub(crate) fn get_element(
+        &self,
+        cf: Cf,
+        key: &[u8],
+        collection: &Collection,
+        sub: &[u8],
+    ) -> Result<Option<Vec<u8>>, Error> {
+        if !(collection.packed && cf == Cf::Data) {
+            return self.get_record(cf, key, collection.version, sub);
+        }
+        let found = packed_elements::find(&collection.extra, sub).ok_or_else(corrupt_packing)?;
+        Ok(found.map(<[u8]>::to_vec))
+    }
+
+    /// Point reads of several element records of one collection version.
+    pub(crate) fn get_records(
         &self,
         cf: Cf,
         key: &[u8],
@@ -252,7 +373,7 @@ impl<'a> Db<'a> {
         Ok(self.engine().multi_get(cf, &raw)?)
     }
 
-    pub(crate) fn get_element(
+    pub(crate) fn get_record(
         &self,
         cf: Cf,
         key: &[u8],
@@ -287,7 +408,7 @@ impl Db<'_> {
         &self,
         cf: Cf,
         key: &[u8],
-        version: u64,
+        collection: &Collection,
         after: Option<&[u8]>,
         count: usize,
     ) -> Result<Page<(Bytes, Bytes)>, Error> {
@@ -297,7 +418,7 @@ impl Db<'_> {
         self.scan_elements(
             cf,
             key,
-            version,
+            collection,
             (&start, None),
             ScanDirection::Forward,
             &mut |sub, value| {
@@ -351,6 +472,7 @@ impl CollectionWrite<'_> {
             version: self.version,
             size: self.size,
             extra: self.extra.clone(),
+            packed: packs_elements(self.kind) && !self.extra.is_empty(),
         }
     }
 
@@ -358,34 +480,82 @@ impl CollectionWrite<'_> {
         k::element_key(self.db.index, self.key, self.version, sub)
     }
 
+    /// The packed elements this write changes, if they are packed and `cf` is theirs.
+    fn packed_in(&mut self, cf: Cf) -> Option<&mut PackedWrite> {
+        self.packed.as_mut().filter(|_| cf == Cf::Data)
+    }
+
     pub fn get(&self, cf: Cf, sub: &[u8]) -> Result<Option<Vec<u8>>, Error> {
-        if !self.existed {
-            return Ok(None);
-        }
-        self.db.get_element(cf, self.key, self.version, sub)
+        Ok(self.get_many(cf, &[sub])?.pop().flatten())
     }
 
     pub fn get_many(&self, cf: Cf, subs: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, Error> {
+        if let Some(packed) = self.packed.as_ref().filter(|_| cf == Cf::Data) {
+            return Ok(subs
+                .iter()
+                .map(|sub| packed.elements.get(*sub).map(|v| v.to_vec()))
+                .collect());
+        }
         if !self.existed {
             return Ok(vec![None; subs.len()]);
         }
-        self.db.get_elements(cf, self.key, self.version, subs)
+        self.db.get_records(cf, self.key, self.version, subs)
     }
 
     pub fn put(&mut self, cf: Cf, sub: &[u8], value: Vec<u8>) {
+        if let Some(packed) = self.packed_in(cf) {
+            packed.len += packed_elements::entry_len(sub, &value);
+            let value = Bytes::from(value);
+            if let Some(old) = packed.elements.insert(Bytes::copy_from_slice(sub), value) {
+                packed.len -= packed_elements::entry_len(sub, &old);
+            }
+            if packed.len > PACKED_LIMIT || packed.elements.len() > PACKED_MAX_ELEMENTS {
+                self.unpack();
+            }
+            return;
+        }
         let key = self.element_key(sub);
         self.change.batch.put(cf, key, value);
     }
 
     pub fn delete(&mut self, cf: Cf, sub: &[u8]) {
+        if let Some(packed) = self.packed_in(cf) {
+            if let Some(old) = packed.elements.remove(sub) {
+                packed.len -= packed_elements::entry_len(sub, &old);
+            }
+            return;
+        }
         let key = self.element_key(sub);
         self.change.batch.delete(cf, key);
     }
 
     /// Deletes the elements in `[start, end)` of this version's suffixes in `cf`.
     pub fn delete_range(&mut self, cf: Cf, start: &[u8], end: &[u8]) {
+        if let Some(packed) = self.packed_in(cf) {
+            let doomed: Vec<Bytes> = packed
+                .elements
+                .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
+                .map(|(sub, _)| sub.clone())
+                .collect();
+            for sub in doomed {
+                self.delete(cf, &sub);
+            }
+            return;
+        }
         let (from, to) = (self.element_key(start), self.element_key(end));
         self.change.batch.delete_range(cf, from, to);
+    }
+
+    /// Moves packed elements that outgrew the packed form into records of their own, under
+    /// the same version; the collection stays that way.
+    fn unpack(&mut self) {
+        let Some(packed) = self.packed.take() else {
+            return;
+        };
+        for (sub, value) in packed.elements {
+            let key = self.element_key(&sub);
+            self.change.batch.put(Cf::Data, key, value.to_vec());
+        }
     }
 
     /// Writes the new metadata (or deletes the key if it has no elements left) and the staged
@@ -398,6 +568,12 @@ impl CollectionWrite<'_> {
     /// Stages the new metadata with the element changes and returns them unwritten, for
     /// commands that change several keys in one batch.
     pub fn stage(mut self) -> Result<Change, Error> {
+        if packs_elements(self.kind) {
+            self.extra = match &self.packed {
+                Some(packed) => packed_elements::pack(&packed.elements).into(),
+                None => Bytes::new(),
+            };
+        }
         let new = (self.size > 0).then(|| Metadata {
             kind: self.kind,
             expire_at: self.expire_at,

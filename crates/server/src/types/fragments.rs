@@ -62,7 +62,7 @@ impl<'a> Db<'a> {
                 let last = (end - 1) / FRAGMENT;
                 let suffixes: Vec<[u8; 4]> = (first..=last).map(fragment_suffix).collect();
                 let subs: Vec<&[u8]> = suffixes.iter().map(|s| s.as_slice()).collect();
-                let fragments = self.get_elements(Cf::Data, key, *version, &subs)?;
+                let fragments = self.get_records(Cf::Data, key, *version, &subs)?;
                 for (index, fragment) in (first..=last).zip(fragments) {
                     let Some(fragment) = fragment else { continue };
                     copy_overlap(&mut out, start, &fragment, index * FRAGMENT);
@@ -213,7 +213,7 @@ impl StringWrite<'_> {
                 let suffix = fragment_suffix(index);
                 let bytes = self
                     .db
-                    .get_element(Cf::Data, self.key, *version, &suffix)?
+                    .get_record(Cf::Data, self.key, *version, &suffix)?
                     .unwrap_or_default();
                 slot.insert(Fragment {
                     bytes,

@@ -47,7 +47,7 @@ impl<'a> Db<'a> {
             return Ok(None);
         };
         Ok(self
-            .get_element(Cf::Data, key, hash.version, field)?
+            .get_element(Cf::Data, key, &hash, field)?
             .map(Bytes::from))
     }
 
@@ -57,7 +57,7 @@ impl<'a> Db<'a> {
         };
         let subs: Vec<&[u8]> = fields.iter().map(|f| f.as_ref()).collect();
         Ok(self
-            .get_elements(Cf::Data, key, hash.version, &subs)?
+            .get_elements(Cf::Data, key, &hash, &subs)?
             .into_iter()
             .map(|v| v.map(Bytes::from))
             .collect())
@@ -69,7 +69,7 @@ impl<'a> Db<'a> {
         let Some(hash) = self.collection(key, KeyKind::Hash)? else {
             return Ok(ScanBuffer::default());
         };
-        self.all_elements_read(Cf::Data, key, hash.version)
+        self.all_elements_read(Cf::Data, key, &hash)
     }
 
     pub fn hdel(&self, key: &[u8], fields: &[Bytes]) -> Result<i64, Error> {
@@ -170,6 +170,6 @@ impl<'a> Db<'a> {
         let Some(hash) = self.collection(key, KeyKind::Hash)? else {
             return Ok(Page::default());
         };
-        self.scan_page(Cf::Data, key, hash.version, after, count)
+        self.scan_page(Cf::Data, key, &hash, after, count)
     }
 }

@@ -7,6 +7,8 @@ use shale_storage::keys as k;
 use shale_storage::metadata::{peek_header, Body, KeyKind, Metadata};
 use shale_storage::{Cf, ScanDirection};
 
+use super::collection::is_packed;
+use super::packed_elements;
 use super::{now_ms, Change, Db, Keyspace};
 use crate::error::Error;
 
@@ -257,12 +259,24 @@ impl<'a> Db<'a> {
         let Some(meta) = self.live_meta(key)? else {
             return Ok(None);
         };
+        let packed = is_packed(&meta);
         Ok(Some(match (&meta.kind, &meta.body) {
             (KeyKind::String, Body::Inline(v)) if is_redis_int(v) => "int",
             (KeyKind::String, Body::Inline(v)) if v.len() <= 44 => "embstr",
             (KeyKind::String, _) => "raw",
+            (KeyKind::Hash, _) if packed => "listpack",
             (KeyKind::Hash, _) => "hashtable",
             (KeyKind::List, _) => "quicklist",
+            // As Redis 7.2 names its small sets.
+            (KeyKind::Set, Body::Collection { extra, .. }) if packed => {
+                let integers = packed_elements::entries(extra)
+                    .all(|entry| entry.is_some_and(|(member, _)| is_redis_int(member)));
+                if integers {
+                    "intset"
+                } else {
+                    "listpack"
+                }
+            }
             (KeyKind::Set, _) => "hashtable",
             (KeyKind::ZSet, _) => "skiplist",
             (KeyKind::Roaring, _) => "roaring",

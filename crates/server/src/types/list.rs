@@ -89,7 +89,7 @@ impl<'a> ListWrite<'a> {
         };
         let subs: Vec<&[u8]> = positions.iter().map(|p| p.as_slice()).collect();
         let values: Vec<Bytes> = db
-            .get_elements(Cf::Data, key, self.inner.version, &subs)?
+            .get_records(Cf::Data, key, self.inner.version, &subs)?
             .into_iter()
             .map(|v| Bytes::from(v.unwrap_or_default()))
             .collect();
@@ -207,7 +207,7 @@ impl<'a> Db<'a> {
         self.scan_elements(
             Cf::Data,
             key,
-            list.version,
+            &list,
             (&from, Some(&to)),
             ScanDirection::Forward,
             &mut |_, v| {
@@ -227,7 +227,7 @@ impl<'a> Db<'a> {
         };
         let (head, _) = bounds(&list.extra);
         Ok(self
-            .get_element(Cf::Data, key, list.version, &list_suffix(head + position))?
+            .get_element(Cf::Data, key, &list, &list_suffix(head + position))?
             .map(Bytes::from))
     }
 
@@ -248,7 +248,7 @@ impl<'a> Db<'a> {
     /// All elements with their positions.
     fn list_elements(&self, key: &[u8], list: &Collection) -> Result<Vec<(u64, Bytes)>, Error> {
         Ok(self
-            .all_elements(Cf::Data, key, list.version)?
+            .all_elements(Cf::Data, key, list)?
             .into_iter()
             .map(|(sub, v)| (sub.as_ref().try_into().map_or(0, u64::from_be_bytes), v))
             .collect())
@@ -391,7 +391,7 @@ impl<'a> Db<'a> {
         self.scan_elements(
             Cf::Data,
             key,
-            list.version,
+            &list,
             (&[], None),
             direction,
             &mut |sub, value| {

@@ -9,8 +9,8 @@ use shale_storage::keys as k;
 use shale_storage::metadata::{Body, KeyKind};
 use shale_storage::{Cf, ScanDirection};
 
+use super::collection::is_packed;
 use super::fragments::FRAGMENT;
-use super::roaring::is_packed;
 use super::Db;
 use crate::error::Error;
 
@@ -32,7 +32,7 @@ impl Db<'_> {
         let elements = match meta.kind {
             // `size` is the string's length, in 4 KiB fragments.
             KeyKind::String => size.div_ceil(FRAGMENT) * (prefix + FRAGMENT_SUFFIX) + size,
-            KeyKind::Roaring if is_packed(&meta) => 0,
+            _ if is_packed(&meta) => 0,
             // `size` counts bits, not containers (at most 65,536): all are read.
             KeyKind::Roaring => self.element_bytes(key, version, prefix, None)?.0,
             kind => {
@@ -61,7 +61,7 @@ impl Db<'_> {
     ) -> Result<(u64, u64), Error> {
         let (mut bytes, mut read) = (0u64, 0u64);
         let limit = limit.unwrap_or(u64::MAX);
-        self.scan_elements(
+        self.scan_records(
             Cf::Data,
             key,
             version,

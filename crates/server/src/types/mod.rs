@@ -19,7 +19,8 @@ pub mod list;
 mod locks;
 mod memory;
 pub mod numbers;
-mod packed;
+mod packed_containers;
+mod packed_elements;
 pub mod pattern;
 mod ready;
 pub mod roaring;
@@ -303,7 +304,7 @@ impl<'a> Db<'a> {
         new: Option<&Metadata>,
     ) -> Result<(), Error> {
         if let Some(Body::Collection { version, size, .. }) = old.map(|m| &m.body) {
-            let has_records = !old.is_some_and(roaring::is_packed);
+            let has_records = !old.is_some_and(collection::is_packed);
             if has_records && new.and_then(Metadata::version) != Some(*version) {
                 self.stage_element_deletes(&mut change.batch, key, *version, *size)?;
             }

@@ -4,7 +4,7 @@
 //!
 //! A container is stored as a `roaring::RoaringBitmap` holding only the low 16 bits of its
 //! values, in the crate's portable serialization. Small bitmaps keep their containers packed
-//! in the metadata instead (`types/packed.rs`); a bitmap leaves that form for good when it
+//! in the metadata instead (`types/packed_containers.rs`); a bitmap leaves that form for good when it
 //! outgrows it.
 
 use std::collections::btree_map::Entry;
@@ -12,11 +12,11 @@ use std::collections::BTreeSet;
 
 use bytes::Bytes;
 use roaring::RoaringBitmap;
-use shale_storage::metadata::{Body, KeyKind, Metadata};
+use shale_storage::metadata::KeyKind;
 use shale_storage::{Cf, ScanDirection};
 
 use super::collection::{Collection, CollectionWrite};
-use super::packed::{self, Containers};
+use super::packed_containers::{self, Containers};
 use super::Db;
 use crate::error::Error;
 
@@ -171,23 +171,17 @@ fn packed_in(extra: &Bytes) -> Result<Option<Containers>, Error> {
     if extra.is_empty() {
         return Ok(None);
     }
-    packed::unpack(extra)
+    packed_containers::unpack(extra)
         .map(Some)
         .ok_or(Error::Storage(shale_storage::StorageError::Corrupt(
             "packed roaring containers",
         )))
 }
 
-/// Whether `meta` is a bitmap whose containers are packed in it, with no records elsewhere.
-pub(crate) fn is_packed(meta: &Metadata) -> bool {
-    meta.kind == KeyKind::Roaring
-        && matches!(&meta.body, Body::Collection { extra, .. } if !extra.is_empty())
-}
-
 /// Stages `containers` as a bitmap's content: packed in its metadata if they fit, else one
 /// record each. Only for a version that has no container records yet.
 fn store_containers(write: &mut CollectionWrite<'_>, containers: &Containers) {
-    match packed::pack(containers) {
+    match packed_containers::pack(containers) {
         Some(packed) => write.extra = packed.into(),
         None => {
             for (high, container) in containers {
@@ -370,7 +364,7 @@ impl<'a> Db<'a> {
         self.scan_elements(
             Cf::Data,
             key,
-            bitmap.collection.version,
+            &bitmap.collection,
             (&lower, upper.as_ref().map(|u| u.as_slice())),
             direction,
             &mut |sub, raw| match decode(raw).and_then(|c| visit(high_of(sub), c)) {
@@ -393,14 +387,9 @@ impl<'a> Db<'a> {
         if let Some(packed) = &bitmap.packed {
             return packed.get(&high).map(|raw| decode(raw)).transpose();
         }
-        self.get_element(
-            Cf::Data,
-            key,
-            bitmap.collection.version,
-            &high.to_be_bytes(),
-        )?
-        .map(|raw| decode(&raw))
-        .transpose()
+        self.get_element(Cf::Data, key, &bitmap.collection, &high.to_be_bytes())?
+            .map(|raw| decode(&raw))
+            .transpose()
     }
 
     pub fn tr_setbit(&self, key: &'a [u8], offset: u32, on: bool) -> Result<bool, Error> {
@@ -506,10 +495,10 @@ impl<'a> Db<'a> {
         };
         let (high, low) = split(offset);
         let raw = if collection.extra.is_empty() {
-            self.get_element(Cf::Data, key, collection.version, &high.to_be_bytes())?
+            self.get_element(Cf::Data, key, &collection, &high.to_be_bytes())?
                 .map(Bytes::from)
         } else {
-            packed::find(&collection.extra, high).ok_or(Error::Storage(
+            packed_containers::find(&collection.extra, high).ok_or(Error::Storage(
                 shale_storage::StorageError::Corrupt("packed roaring containers"),
             ))?
         };
@@ -534,7 +523,7 @@ impl<'a> Db<'a> {
             None => {
                 let subs: Vec<[u8; 2]> = highs.iter().map(|h| h.to_be_bytes()).collect();
                 let refs: Vec<&[u8]> = subs.iter().map(|s| s.as_slice()).collect();
-                let loaded = self.get_elements(Cf::Data, key, bitmap.collection.version, &refs)?;
+                let loaded = self.get_elements(Cf::Data, key, &bitmap.collection, &refs)?;
                 for (high, raw) in highs.iter().zip(loaded) {
                     if let Some(raw) = raw {
                         containers.insert(*high, decode(&raw)?);
@@ -802,7 +791,7 @@ impl<'a> Db<'a> {
                 self.scan_elements(
                     Cf::Data,
                     key,
-                    bitmap.collection.version,
+                    &bitmap.collection,
                     (&[], None),
                     ScanDirection::Forward,
                     &mut |sub, _| {

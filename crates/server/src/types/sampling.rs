@@ -20,12 +20,15 @@ use rand::Rng;
 use shale_storage::{Cf, ScanDirection};
 
 use super::collection::Collection;
+use super::packed_elements::PACKED_MAX_ELEMENTS;
 use super::Db;
 use crate::error::Error;
 
 /// Collections up to this size are sampled uniformly from a full read; larger ones by random
 /// seeks, which favours elements after gaps in the key space but reads only what it returns.
+/// No packed collection is larger, so the seeks only ever meet element records.
 const FULL_SAMPLE_LIMIT: u64 = 128;
+const _: () = assert!(PACKED_MAX_ELEMENTS as u64 <= FULL_SAMPLE_LIMIT);
 
 /// Bounds are recomputed after this many uses, and at most this many versions are remembered.
 const BOUNDS_REUSE: u32 = 1024;
@@ -272,7 +275,7 @@ impl Db<'_> {
         let mut rng = rand::rng();
         let wanted = count.unsigned_abs();
         if collection.size <= FULL_SAMPLE_LIMIT || (count > 0 && wanted >= collection.size) {
-            let mut all = self.all_elements(cf, key, collection.version)?;
+            let mut all = self.all_elements(cf, key, collection)?;
             if all.is_empty() {
                 return Ok(all);
             }
@@ -309,7 +312,7 @@ impl Db<'_> {
                 .map(|(sub, _)| sub.to_vec())
                 .unwrap_or_default();
             for bounds in [(start.as_slice(), None), (&[][..], Some(start.as_slice()))] {
-                self.scan_elements(
+                self.scan_records(
                     cf,
                     key,
                     version,
@@ -474,7 +477,7 @@ impl Db<'_> {
         direction: ScanDirection,
     ) -> Result<Option<(Bytes, Bytes)>, Error> {
         let mut found = None;
-        self.scan_elements(cf, key, version, bounds, direction, &mut |sub, value| {
+        self.scan_records(cf, key, version, bounds, direction, &mut |sub, value| {
             found = Some((Bytes::copy_from_slice(sub), Bytes::copy_from_slice(value)));
             false
         })?;

@@ -72,7 +72,7 @@ impl<'a> Db<'a> {
             return Ok(Vec::new());
         };
         Ok(self
-            .all_elements(Cf::Data, key, set.version)?
+            .all_elements(Cf::Data, key, &set)?
             .into_iter()
             .map(|(m, _)| m)
             .collect())
@@ -84,7 +84,7 @@ impl<'a> Db<'a> {
         };
         let subs: Vec<&[u8]> = members.iter().map(|m| m.as_ref()).collect();
         Ok(self
-            .get_elements(Cf::Data, key, set.version, &subs)?
+            .get_elements(Cf::Data, key, &set, &subs)?
             .iter()
             .map(Option::is_some)
             .collect())
@@ -166,7 +166,7 @@ impl<'a> Db<'a> {
                 for (key, set) in &sets {
                     if let Some(set) = set {
                         out.extend(
-                            self.all_elements(Cf::Data, key, set.version)?
+                            self.all_elements(Cf::Data, key, set)?
                                 .into_iter()
                                 .map(|(m, _)| m),
                         );
@@ -180,7 +180,7 @@ impl<'a> Db<'a> {
                     return Ok(Vec::new());
                 };
                 let mut out: Vec<Bytes> = self
-                    .all_elements(Cf::Data, first_key, first.version)?
+                    .all_elements(Cf::Data, first_key, first)?
                     .into_iter()
                     .map(|(m, _)| m)
                     .collect();
@@ -190,7 +190,7 @@ impl<'a> Db<'a> {
                         break;
                     }
                     let subs: Vec<&[u8]> = out.iter().map(|m| m.as_ref()).collect();
-                    let present = self.get_elements(Cf::Data, key, set.version, &subs)?;
+                    let present = self.get_elements(Cf::Data, key, set, &subs)?;
                     out = out
                         .into_iter()
                         .zip(present)
@@ -220,7 +220,7 @@ impl<'a> Db<'a> {
             return Ok(Vec::new());
         };
         let mut out: Vec<Bytes> = self
-            .all_elements(Cf::Data, small_key, small.version)?
+            .all_elements(Cf::Data, small_key, small)?
             .into_iter()
             .map(|(m, _)| m)
             .collect();
@@ -230,7 +230,7 @@ impl<'a> Db<'a> {
                 continue;
             }
             let subs: Vec<&[u8]> = out.iter().map(|m| m.as_ref()).collect();
-            let present = self.get_elements(Cf::Data, key, set.version, &subs)?;
+            let present = self.get_elements(Cf::Data, key, set, &subs)?;
             out = out
                 .into_iter()
                 .zip(present)
@@ -275,7 +275,7 @@ impl<'a> Db<'a> {
         let Some(set) = self.set_of(key)? else {
             return Ok(Page::default());
         };
-        let page = self.scan_page(Cf::Data, key, set.version, after, count)?;
+        let page = self.scan_page(Cf::Data, key, &set, after, count)?;
         Ok(Page {
             items: page.items.into_iter().map(|(m, _)| m).collect(),
             resume: page.resume,

@@ -204,7 +204,7 @@ impl<'a> Db<'a> {
             return Ok(None);
         };
         Ok(self
-            .get_element(Cf::Data, key, zset.version, member)?
+            .get_element(Cf::Data, key, &zset, member)?
             .map(|raw| decode_score(&raw)))
     }
 
@@ -213,7 +213,7 @@ impl<'a> Db<'a> {
             return Ok(vec![None; members.len()]);
         };
         let subs: Vec<&[u8]> = members.iter().map(|m| m.as_ref()).collect();
-        let raw = self.get_elements(Cf::Data, key, zset.version, &subs)?;
+        let raw = self.get_elements(Cf::Data, key, &zset, &subs)?;
         Ok(raw
             .into_iter()
             .map(|r| r.map(|r| decode_score(&r)))
@@ -264,7 +264,7 @@ impl<'a> Db<'a> {
                 self.scan_elements(
                     Cf::Score,
                     key,
-                    zset.version,
+                    zset,
                     (&[], None),
                     direction,
                     &mut |sub, _| {
@@ -288,7 +288,7 @@ impl<'a> Db<'a> {
                 self.scan_elements(
                     Cf::Score,
                     key,
-                    zset.version,
+                    zset,
                     (&lower, upper.as_deref()),
                     direction,
                     &mut |sub, _| {
@@ -320,7 +320,7 @@ impl<'a> Db<'a> {
                 self.scan_elements(
                     Cf::Data,
                     key,
-                    zset.version,
+                    zset,
                     (&lower, upper.as_deref()),
                     direction,
                     &mut |member, value| {
@@ -356,7 +356,7 @@ impl<'a> Db<'a> {
         let Some(zset) = self.zset_of(key)? else {
             return Ok(None);
         };
-        let Some(raw) = self.get_element(Cf::Data, key, zset.version, member)? else {
+        let Some(raw) = self.get_element(Cf::Data, key, &zset, member)? else {
             return Ok(None);
         };
         let score = decode_score(&raw);
@@ -365,7 +365,7 @@ impl<'a> Db<'a> {
         self.scan_elements(
             Cf::Score,
             key,
-            zset.version,
+            &zset,
             (&[], Some(&target)),
             ScanDirection::Forward,
             &mut |_, _| {
@@ -470,22 +470,23 @@ impl<'a> Db<'a> {
 
     /// The members and scores of a sorted set or a set (score 1) for ZUNION and friends.
     fn scored_input(&self, key: &[u8]) -> Result<Vec<ScoredMember>, Error> {
-        match self.live_meta(key)? {
-            None => Ok(Vec::new()),
-            Some(meta) => match (meta.kind, meta.version()) {
-                (KeyKind::ZSet, Some(version)) => Ok(self
-                    .all_elements(Cf::Data, key, version)?
-                    .into_iter()
-                    .map(|(m, s)| (m, decode_score(&s)))
-                    .collect()),
-                (KeyKind::Set, Some(version)) => Ok(self
-                    .all_elements(Cf::Data, key, version)?
-                    .into_iter()
-                    .map(|(m, _)| (m, 1.0))
-                    .collect()),
-                _ => Err(Error::WrongType),
-            },
-        }
+        let Some(meta) = self.live_meta(key)? else {
+            return Ok(Vec::new());
+        };
+        let kind = meta.kind;
+        let elements = match Collection::of(meta) {
+            Some(collection) if matches!(kind, KeyKind::ZSet | KeyKind::Set) => {
+                self.all_elements(Cf::Data, key, &collection)?
+            }
+            _ => return Err(Error::WrongType),
+        };
+        Ok(elements
+            .into_iter()
+            .map(|(m, s)| match kind {
+                KeyKind::ZSet => (m, decode_score(&s)),
+                _ => (m, 1.0),
+            })
+            .collect())
     }
 
     /// ZUNION, ZINTER, ZDIFF: the result sorted by score, then member.
@@ -627,7 +628,7 @@ impl<'a> Db<'a> {
         let Some(zset) = self.zset_of(key)? else {
             return Ok(Page::default());
         };
-        let page = self.scan_page(Cf::Data, key, zset.version, after, count)?;
+        let page = self.scan_page(Cf::Data, key, &zset, after, count)?;
         let items = page
             .items
             .into_iter()
