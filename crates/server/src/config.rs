@@ -58,8 +58,8 @@ pub struct Config {
     /// Threads that run connections and commands; 0 means one per core.
     pub threads: usize,
     pub rocks: RocksConfig,
-    /// Redis parameters that only tune Redis's in-memory encodings. Shale stores every type
-    /// one way on disk, so they are accepted and shown but have no effect.
+    /// Redis parameters that only tune Redis's in-memory encodings. Shale's own layouts have
+    /// fixed limits, so they are accepted and shown but have no effect.
     pub encoding_params: Vec<(&'static str, String)>,
 }
 

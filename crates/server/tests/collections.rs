@@ -10,6 +10,10 @@ use common::{fails, info_field, run, wait_until, TestServer};
 use redis::Value;
 use shale_storage::Cf;
 
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
 fn fill_hash(con: &mut redis::Connection, key: &str, fields: usize) {
     for chunk in (0..fields).collect::<Vec<_>>().chunks(2000) {
         let mut cmd = redis::cmd("HSET");
@@ -33,7 +37,7 @@ fn generic_commands_on_every_type() {
         ("h", "hash", "listpack"),
         ("l", "list", "quicklist"),
         ("s", "set", "listpack"),
-        ("z", "zset", "skiplist"),
+        ("z", "zset", "listpack"),
     ] {
         assert_eq!(run::<String>(&mut con, &["TYPE", key]), kind);
         assert_eq!(
@@ -176,12 +180,16 @@ fn expired_hash_vanishes_and_its_elements_leave_the_disk() {
 }
 
 #[test]
-fn small_hashes_and_sets_live_in_their_metadata_until_they_grow() {
+fn small_hashes_sets_and_sorted_sets_live_in_their_metadata_until_they_grow() {
     let mut server = TestServer::start();
     let mut con = server.client();
     fill_hash(&mut con, "small", 10);
     run::<()>(&mut con, &["SADD", "ints", "1", "-2", "30"]);
     run::<()>(&mut con, &["SADD", "words", "a", "1"]);
+    run::<()>(
+        &mut con,
+        &["ZADD", "scores", "2", "b", "-1.5", "a", "2", "c"],
+    );
     // Past 128 elements, past 4 KiB, and past 128 in one command: records.
     fill_hash(&mut con, "many", 129);
     let long = "x".repeat(5000);
@@ -190,10 +198,29 @@ fn small_hashes_and_sets_live_in_their_metadata_until_they_grow() {
     let mut sadd = vec!["SADD", "big"];
     sadd.extend(members.iter().map(String::as_str));
     assert_eq!(run::<i64>(&mut con, &sadd), 200);
+    // A sorted set that crosses over halfway through a command: its members and the score
+    // index must both become records.
+    let mut zadd = vec!["ZADD".to_string(), "ranked".to_string()];
+    for i in 0..100 {
+        zadd.extend([(i % 7).to_string(), format!("m{i:03}")]);
+    }
+    assert_eq!(run::<i64>(&mut con, &strs(&zadd)), 100);
+    assert_eq!(
+        run::<String>(&mut con, &["OBJECT", "ENCODING", "ranked"]),
+        "listpack"
+    );
+    let mut zadd = vec!["ZADD".to_string(), "ranked".to_string()];
+    for i in 100..130 {
+        zadd.extend(["0".to_string(), format!("m{i:03}")]);
+    }
+    zadd.extend(["-1".to_string(), "m050".to_string()]);
+    assert_eq!(run::<i64>(&mut con, &strs(&zadd)), 30);
     for (key, encoding) in [
         ("small", "listpack"),
         ("ints", "intset"),
         ("words", "listpack"),
+        ("scores", "listpack"),
+        ("ranked", "skiplist"),
         ("many", "hashtable"),
         ("long", "hashtable"),
         ("big", "hashtable"),
@@ -209,6 +236,22 @@ fn small_hashes_and_sets_live_in_their_metadata_until_they_grow() {
     let expected: Vec<String> = (0..129).map(|i| format!("field:{i:07}")).collect();
     assert_eq!(all, expected);
     assert_eq!(run::<String>(&mut con, &["HGET", "long", "f"]), long);
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANGE", "ranked", "0", "0"]),
+        ["m050"]
+    );
+    // After m050 at -1: the 15 members of m000..m099 with score 0, then m100.
+    assert_eq!(run::<i64>(&mut con, &["ZRANK", "ranked", "m100"]), 16);
+    assert_eq!(run::<i64>(&mut con, &["ZCOUNT", "ranked", "0", "0"]), 45);
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANGE", "scores", "0", "-1", "WITHSCORES"]),
+        ["a", "-1.5", "b", "2", "c", "2"]
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["ZRANGEBYSCORE", "scores", "(-1.5", "+inf"]),
+        ["b", "c"]
+    );
+    assert_eq!(run::<i64>(&mut con, &["ZREVRANK", "scores", "a"]), 2);
     // A collection that moved to records stays there when it shrinks.
     let mut hdel = vec!["HDEL".to_string(), "many".to_string()];
     hdel.extend((1..129).map(|i| format!("field:{i:07}")));
@@ -266,9 +309,10 @@ fn small_hashes_and_sets_live_in_their_metadata_until_they_grow() {
     server.stop();
     assert_eq!(
         server.count_records(Cf::Data),
-        1 + 1 + 200,
-        "records only for many, long and big"
+        1 + 1 + 200 + 130,
+        "records only for many, long, big and ranked"
     );
+    assert_eq!(server.count_records(Cf::Score), 130);
     server.start_again();
     let mut con = server.client();
     let small: HashMap<String, String> = run(&mut con, &["HGETALL", "small"]);
@@ -279,9 +323,14 @@ fn small_hashes_and_sets_live_in_their_metadata_until_they_grow() {
         "intset"
     );
     assert_eq!(run::<i64>(&mut con, &["SISMEMBER", "ints", "-2"]), 1);
+    assert_eq!(run::<f64>(&mut con, &["ZSCORE", "scores", "a"]), -1.5);
+    let keys = ["small", "ints", "many", "long", "big", "scores", "ranked"];
+    let mut del = vec!["DEL"];
+    del.extend(keys);
+    assert_eq!(run::<i64>(&mut con, &del), 7);
     assert_eq!(
-        run::<i64>(&mut con, &["DEL", "small", "ints", "many", "long", "big"]),
-        5
+        run::<i64>(&mut con, &["DBSIZE"]),
+        2,
+        "union and copy are left"
     );
-    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 2);
 }

@@ -9,20 +9,52 @@ use shale_storage::metadata::{Body, KeyKind, Metadata};
 use shale_storage::{Cf, ScanDirection, StorageError};
 
 use super::packed_elements::{self, Elements, PACKED_LIMIT, PACKED_MAX_ELEMENTS};
+use super::zset::decode_score;
 use super::{now_ms, Change, Db};
 use crate::error::Error;
 
 /// Whether collections of `kind` keep their elements packed in their metadata while they are
-/// small (see `packed_elements`).
+/// small (see `packed_elements`). A packed sorted set packs its members and scores (its data
+/// family records); the score index is derived from them when a scan asks for it.
 fn packs_elements(kind: KeyKind) -> bool {
-    matches!(kind, KeyKind::Hash | KeyKind::Set)
+    matches!(kind, KeyKind::Hash | KeyKind::Set | KeyKind::ZSet)
 }
 
 /// Whether `meta` is a collection whose elements (or Roaring containers) are packed in it,
 /// with no records elsewhere.
 pub(crate) fn is_packed(meta: &Metadata) -> bool {
-    matches!(meta.kind, KeyKind::Hash | KeyKind::Set | KeyKind::Roaring)
+    (packs_elements(meta.kind) || meta.kind == KeyKind::Roaring)
         && matches!(&meta.body, Body::Collection { extra, .. } if !extra.is_empty())
+}
+
+/// A point read of a packed collection's element `sub` in `cf`, through `find`, which looks
+/// a packed element up. A packed sorted set's score-index entry `score · member` is there if
+/// the member has that score.
+fn packed_lookup<'p>(
+    cf: Cf,
+    sub: &[u8],
+    find: impl Fn(&[u8]) -> Result<Option<&'p [u8]>, Error>,
+) -> Result<Option<Vec<u8>>, Error> {
+    if cf != Cf::Score {
+        return Ok(find(sub)?.map(<[u8]>::to_vec));
+    }
+    let member = sub.get(8..).unwrap_or_default();
+    let score = find(member)?;
+    Ok(score
+        .filter(|score| k::score_suffix(decode_score(score), member) == sub)
+        .map(|_| Vec::new()))
+}
+
+/// The score-index suffixes of a packed sorted set, in index order.
+fn derived_score_index(packed: &[u8]) -> Result<Vec<Vec<u8>>, Error> {
+    let mut index = packed_elements::entries(packed)
+        .map(|entry| {
+            let (member, score) = entry.ok_or_else(corrupt_packing)?;
+            Ok(k::score_suffix(decode_score(score), member))
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    index.sort_unstable();
+    Ok(index)
 }
 
 fn corrupt_packing() -> Error {
@@ -246,16 +278,26 @@ impl<'a> Db<'a> {
         direction: ScanDirection,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), Error> {
-        if !(collection.packed && cf == Cf::Data) {
+        if !collection.packed {
             return self.scan_records(cf, key, collection.version, bounds, direction, visit);
         }
-        let mut within = Vec::new();
-        for entry in packed_elements::entries(&collection.extra) {
-            let (sub, value) = entry.ok_or_else(corrupt_packing)?;
-            if sub >= bounds.0 && bounds.1.is_none_or(|end| sub < end) {
-                within.push((sub, value));
-            }
-        }
+        let score_index = match cf {
+            Cf::Score => derived_score_index(&collection.extra)?,
+            _ => Vec::new(),
+        };
+        let entries: Vec<(&[u8], &[u8])> = match cf {
+            Cf::Score => score_index
+                .iter()
+                .map(|sub| (sub.as_slice(), &[][..]))
+                .collect(),
+            _ => packed_elements::entries(&collection.extra)
+                .map(|entry| entry.ok_or_else(corrupt_packing))
+                .collect::<Result<_, Error>>()?,
+        };
+        let mut within: Vec<(&[u8], &[u8])> = entries
+            .into_iter()
+            .filter(|(sub, _)| *sub >= bounds.0 && bounds.1.is_none_or(|end| *sub < end))
+            .collect();
         if direction == ScanDirection::Reverse {
             within.reverse();
         }
@@ -333,14 +375,13 @@ impl<'a> Db<'a> {
         collection: &Collection,
         subs: &[&[u8]],
     ) -> Result<Vec<Option<Vec<u8>>>, Error> {
-        if !(collection.packed && cf == Cf::Data) {
+        if !collection.packed {
             return self.get_records(cf, key, collection.version, subs);
         }
+        let find =
+            |sub: &[u8]| packed_elements::find(&collection.extra, sub).ok_or_else(corrupt_packing);
         subs.iter()
-            .map(|sub| {
-                let found = packed_elements::find(&collection.extra, sub);
-                Ok(found.ok_or_else(corrupt_packing)?.map(<[u8]>::to_vec))
-            })
+            .map(|sub| packed_lookup(cf, sub, find))
             .collect()
     }
 
@@ -351,11 +392,10 @@ impl<'a> Db<'a> {
         collection: &Collection,
         sub: &[u8],
     ) -> Result<Option<Vec<u8>>, Error> {
-        if !(collection.packed && cf == Cf::Data) {
-            return self.get_record(cf, key, collection.version, sub);
-        }
-        let found = packed_elements::find(&collection.extra, sub).ok_or_else(corrupt_packing)?;
-        Ok(found.map(<[u8]>::to_vec))
+        Ok(self
+            .get_elements(cf, key, collection, &[sub])?
+            .pop()
+            .flatten())
     }
 
     /// Point reads of several element records of one collection version.
@@ -485,16 +525,23 @@ impl CollectionWrite<'_> {
         self.packed.as_mut().filter(|_| cf == Cf::Data)
     }
 
+    /// Whether a change to `cf` is already part of the packed elements: a packed sorted set
+    /// has no score index of its own to change.
+    fn derived(&self, cf: Cf) -> bool {
+        self.packed.is_some() && cf == Cf::Score
+    }
+
     pub fn get(&self, cf: Cf, sub: &[u8]) -> Result<Option<Vec<u8>>, Error> {
         Ok(self.get_many(cf, &[sub])?.pop().flatten())
     }
 
     pub fn get_many(&self, cf: Cf, subs: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, Error> {
-        if let Some(packed) = self.packed.as_ref().filter(|_| cf == Cf::Data) {
-            return Ok(subs
+        if let Some(packed) = &self.packed {
+            let find = |sub: &[u8]| Ok(packed.elements.get(sub).map(|v| v.as_ref()));
+            return subs
                 .iter()
-                .map(|sub| packed.elements.get(*sub).map(|v| v.to_vec()))
-                .collect());
+                .map(|sub| packed_lookup(cf, sub, find))
+                .collect();
         }
         if !self.existed {
             return Ok(vec![None; subs.len()]);
@@ -514,6 +561,9 @@ impl CollectionWrite<'_> {
             }
             return;
         }
+        if self.derived(cf) {
+            return;
+        }
         let key = self.element_key(sub);
         self.change.batch.put(cf, key, value);
     }
@@ -523,6 +573,9 @@ impl CollectionWrite<'_> {
             if let Some(old) = packed.elements.remove(sub) {
                 packed.len -= packed_elements::entry_len(sub, &old);
             }
+            return;
+        }
+        if self.derived(cf) {
             return;
         }
         let key = self.element_key(sub);
@@ -542,6 +595,9 @@ impl CollectionWrite<'_> {
             }
             return;
         }
+        if self.derived(cf) {
+            return;
+        }
         let (from, to) = (self.element_key(start), self.element_key(end));
         self.change.batch.delete_range(cf, from, to);
     }
@@ -553,6 +609,11 @@ impl CollectionWrite<'_> {
             return;
         };
         for (sub, value) in packed.elements {
+            if self.kind == KeyKind::ZSet {
+                let index = k::score_suffix(decode_score(&value), &sub);
+                let key = self.element_key(&index);
+                self.change.batch.put(Cf::Score, key, Vec::new());
+            }
             let key = self.element_key(&sub);
             self.change.batch.put(Cf::Data, key, value.to_vec());
         }

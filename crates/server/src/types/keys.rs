@@ -278,6 +278,7 @@ impl<'a> Db<'a> {
                 }
             }
             (KeyKind::Set, _) => "hashtable",
+            (KeyKind::ZSet, _) if packed => "listpack",
             (KeyKind::ZSet, _) => "skiplist",
             (KeyKind::Roaring, _) => "roaring",
         }))

@@ -64,7 +64,7 @@ pub enum Aggregate {
 
 pub type ScoredMember = (Bytes, f64);
 
-fn decode_score(raw: &[u8]) -> f64 {
+pub(super) fn decode_score(raw: &[u8]) -> f64 {
     raw.try_into()
         .map(|b: [u8; 8]| f64::from_bits(u64::from_be_bytes(b)))
         .unwrap_or(0.0)
