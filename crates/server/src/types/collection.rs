@@ -104,7 +104,7 @@ pub(crate) struct Collection {
     pub version: u64,
     pub size: u64,
     pub extra: Bytes,
-    /// The elements are packed in `extra` (a small hash or set), not records.
+    /// The elements are packed in `extra` (a small hash, set or sorted set), not records.
     pub packed: bool,
 }
 
@@ -127,7 +127,7 @@ impl Collection {
     }
 }
 
-/// The elements of a packed hash or set that a write changes in memory, and the length of
+/// The elements of a packed collection that a write changes in memory, and the length of
 /// their packed form.
 struct PackedWrite {
     elements: Elements,
@@ -185,8 +185,8 @@ impl<'a> Db<'a> {
             Some(_) => return Err(Error::WrongType),
             None => (false, self.ks.versions.next()?, 0, Bytes::new(), 0),
         };
-        // A new hash or set starts packed; a stored one is packed if its extra field holds
-        // elements.
+        // A new hash, set or sorted set starts packed; a stored one is packed if its extra
+        // field holds elements.
         let packed = if packs_elements(kind) && (!existed || !extra.is_empty()) {
             Some(PackedWrite {
                 elements: packed_elements::unpack(&extra).ok_or_else(corrupt_packing)?,
@@ -268,7 +268,8 @@ impl<'a> Db<'a> {
 
     /// Visits the elements of `collection` in `cf` within `bounds` (suffixes after the
     /// prefix, the upper one excluded; empty and `None` for all) in `direction`; `visit` gets
-    /// the suffix and the value and returns whether to go on.
+    /// the suffix and the value and returns whether to go on. A packed collection is read
+    /// from its metadata (a sorted set's score index derived from its members).
     pub(crate) fn scan_elements(
         &self,
         cf: Cf,
