@@ -129,8 +129,12 @@ def templates(rng):
         lambda: ["PEXPIRE", k(), one(["100000", "-5"]), *one([[], ["NX"], ["XX"], ["GT"], ["LT"]])],
         lambda: ["SETRANGE", k(), one(["0", "-1", "536870912"]), v()],
         lambda: ["BITCOUNT", k()], lambda: ["BITPOS", k(), one(["0", "1"]), n(), n(), "BIT"],
-        # strings past 4 KB live in fragments; collections past 128 elements are deleted by
-        # range
+        # strings past 4 KB live in fragments; hashes, sets and sorted sets are packed in one
+        # record up to 128 elements and 4 KB, records of their own past that; collections past
+        # 128 elements are deleted by range
+        lambda: ["HSET", k(), v(), "x" * rng.choice([100, 1000, 5000])],
+        lambda: ["SADD", k(), "m" * rng.choice([100, 1000, 5000])],
+        lambda: ["ZADD", k(), one(["1", "-2"]), "z" * rng.choice([100, 1000, 5000])],
         lambda: ["SETRANGE", k(), str(rng.randint(4000, 9000)), v()],
         lambda: ["SETBIT", k(), str(rng.randint(30000, 70000)), one(["0", "1"])],
         lambda: ["GETRANGE", k(), str(rng.randint(0, 9000)), str(rng.randint(-9000, 9000))],
