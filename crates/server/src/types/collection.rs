@@ -20,21 +20,17 @@ fn packs_elements(kind: KeyKind) -> bool {
     matches!(kind, KeyKind::Hash | KeyKind::Set | KeyKind::ZSet)
 }
 
-/// Whether `meta` is a collection whose elements (or Roaring containers) are packed in it,
-/// with no records elsewhere.
-pub(crate) fn is_packed(meta: &Metadata) -> bool {
+/// Whether `meta` is a collection whose elements (or Roaring containers) are all packed in
+/// it, so it has no records elsewhere.
+pub(crate) fn holds_no_records(meta: &Metadata) -> bool {
     (packs_elements(meta.kind) || meta.kind == KeyKind::Roaring)
         && matches!(&meta.body, Body::Collection { extra, .. } if !extra.is_empty())
 }
 
-/// A point read of a packed collection's element `sub` in `cf`, through `find`, which looks
-/// a packed element up. A packed sorted set's score-index entry `score · member` is there if
-/// the member has that score.
-fn packed_lookup<'p>(
-    cf: Cf,
-    sub: &[u8],
-    find: impl Fn(&[u8]) -> Result<Option<&'p [u8]>, Error>,
-) -> Result<Option<Vec<u8>>, Error> {
+/// A point read of element `sub` in `cf` of a packed collection. A packed sorted set's
+/// score-index entry `score · member` is there if the member has that score.
+fn packed_lookup(packed: &[u8], cf: Cf, sub: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+    let find = |sub: &[u8]| packed_elements::find(packed, sub).ok_or_else(corrupt_packing);
     if cf != Cf::Score {
         return Ok(find(sub)?.map(<[u8]>::to_vec));
     }
@@ -145,6 +141,8 @@ pub(crate) struct CollectionWrite<'a> {
     pub existed: bool,
     pub version: u64,
     pub size: u64,
+    /// The type's own bytes (a list's head and tail, a Roaring bitmap's packed containers);
+    /// for a hash, set or sorted set, `stage` replaces them with the packed elements, if any.
     pub extra: Bytes,
     pub change: Change,
     /// `Some` while the elements are packed: changes go to this map, and `stage` packs it.
@@ -379,10 +377,8 @@ impl<'a> Db<'a> {
         if !collection.packed {
             return self.get_records(cf, key, collection.version, subs);
         }
-        let find =
-            |sub: &[u8]| packed_elements::find(&collection.extra, sub).ok_or_else(corrupt_packing);
         subs.iter()
-            .map(|sub| packed_lookup(cf, sub, find))
+            .map(|sub| packed_lookup(&collection.extra, cf, sub))
             .collect()
     }
 
@@ -536,18 +532,13 @@ impl CollectionWrite<'_> {
         Ok(self.get_many(cf, &[sub])?.pop().flatten())
     }
 
+    /// Point reads of the collection as stored, this write's changes aside, whichever its
+    /// layout (so a command reads the same on either side of the move to records).
     pub fn get_many(&self, cf: Cf, subs: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, Error> {
-        if let Some(packed) = &self.packed {
-            let find = |sub: &[u8]| Ok(packed.elements.get(sub).map(|v| v.as_ref()));
-            return subs
-                .iter()
-                .map(|sub| packed_lookup(cf, sub, find))
-                .collect();
-        }
         if !self.existed {
             return Ok(vec![None; subs.len()]);
         }
-        self.db.get_records(cf, self.key, self.version, subs)
+        self.db.get_elements(cf, self.key, &self.collection(), subs)
     }
 
     pub fn put(&mut self, cf: Cf, sub: &[u8], value: Vec<u8>) {
@@ -586,11 +577,13 @@ impl CollectionWrite<'_> {
     /// Deletes the elements in `[start, end)` of this version's suffixes in `cf`.
     pub fn delete_range(&mut self, cf: Cf, start: &[u8], end: &[u8]) {
         if let Some(packed) = self.packed_in(cf) {
-            let doomed: Vec<Bytes> = packed
-                .elements
-                .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
-                .map(|(sub, _)| sub.clone())
-                .collect();
+            let doomed: Vec<Bytes> = if start < end {
+                let range = (Bound::Included(start), Bound::Excluded(end));
+                let within = packed.elements.range::<[u8], _>(range);
+                within.map(|(sub, _)| sub.clone()).collect()
+            } else {
+                Vec::new()
+            };
             for sub in doomed {
                 self.delete(cf, &sub);
             }

@@ -63,8 +63,7 @@ impl<'a> Db<'a> {
             .collect())
     }
 
-    /// Every field and value, in field order.
-    /// Every field and its value, one after the other.
+    /// Every field and its value, one after the other, in field order.
     pub(crate) fn hgetall(&self, key: &[u8]) -> Result<ScanBuffer, Error> {
         let Some(hash) = self.collection(key, KeyKind::Hash)? else {
             return Ok(ScanBuffer::default());

@@ -7,7 +7,7 @@ use shale_storage::keys as k;
 use shale_storage::metadata::{peek_header, Body, KeyKind, Metadata};
 use shale_storage::{Cf, ScanDirection};
 
-use super::collection::is_packed;
+use super::collection::holds_no_records;
 use super::packed_elements;
 use super::{now_ms, Change, Db, Keyspace};
 use crate::error::Error;
@@ -226,7 +226,12 @@ impl<'a> Db<'a> {
         let old_prefix = k::element_prefix(self.index, src, *version);
         let new_prefix = k::element_prefix(target.index, dst, new_version);
         let end = k::prefix_end(&old_prefix);
-        for cf in [Cf::Data, Cf::Score] {
+        let families = if holds_no_records(meta) {
+            &[][..]
+        } else {
+            &[Cf::Data, Cf::Score][..]
+        };
+        for &cf in families {
             self.engine().scan(
                 cf,
                 &old_prefix,
@@ -259,7 +264,7 @@ impl<'a> Db<'a> {
         let Some(meta) = self.live_meta(key)? else {
             return Ok(None);
         };
-        let packed = is_packed(&meta);
+        let packed = holds_no_records(&meta);
         Ok(Some(match (&meta.kind, &meta.body) {
             (KeyKind::String, Body::Inline(v)) if is_redis_int(v) => "int",
             (KeyKind::String, Body::Inline(v)) if v.len() <= 44 => "embstr",

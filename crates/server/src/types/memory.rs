@@ -9,7 +9,7 @@ use shale_storage::keys as k;
 use shale_storage::metadata::{Body, KeyKind};
 use shale_storage::{Cf, ScanDirection};
 
-use super::collection::is_packed;
+use super::collection::holds_no_records;
 use super::fragments::FRAGMENT;
 use super::Db;
 use crate::error::Error;
@@ -32,7 +32,7 @@ impl Db<'_> {
         let elements = match meta.kind {
             // `size` is the string's length, in 4 KiB fragments.
             KeyKind::String => size.div_ceil(FRAGMENT) * (prefix + FRAGMENT_SUFFIX) + size,
-            _ if is_packed(&meta) => 0,
+            _ if holds_no_records(&meta) => 0,
             // `size` counts bits, not containers (at most 65,536): all are read.
             KeyKind::Roaring => self.element_bytes(key, version, prefix, None)?.0,
             kind => {

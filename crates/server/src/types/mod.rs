@@ -304,7 +304,7 @@ impl<'a> Db<'a> {
         new: Option<&Metadata>,
     ) -> Result<(), Error> {
         if let Some(Body::Collection { version, size, .. }) = old.map(|m| &m.body) {
-            let has_records = !old.is_some_and(collection::is_packed);
+            let has_records = !old.is_some_and(collection::holds_no_records);
             if has_records && new.and_then(Metadata::version) != Some(*version) {
                 self.stage_element_deletes(&mut change.batch, key, *version, *size)?;
             }

@@ -399,6 +399,10 @@ impl<'a> Db<'a> {
             },
         )?;
         let mut write = self.open_for_write(key, KeyKind::ZSet)?;
+        if !write.existed {
+            // It expired since the range was read.
+            return Ok(0);
+        }
         for (member, score) in &doomed {
             write.delete(Cf::Data, member);
             write.delete(Cf::Score, &score_suffix(*score, member));
@@ -448,6 +452,10 @@ impl<'a> Db<'a> {
         };
         let popped = self.zrange_of(key, &zset, &spec)?;
         let mut write = self.open_for_write(key, KeyKind::ZSet)?;
+        if !write.existed {
+            // It expired since the range was read.
+            return Ok(Vec::new());
+        }
         for (member, score) in &popped {
             write.delete(Cf::Data, member);
             write.delete(Cf::Score, &score_suffix(*score, member));
