@@ -129,9 +129,10 @@ def templates(rng):
         lambda: ["PEXPIRE", k(), one(["100000", "-5"]), *one([[], ["NX"], ["XX"], ["GT"], ["LT"]])],
         lambda: ["SETRANGE", k(), one(["0", "-1", "536870912"]), v()],
         lambda: ["BITCOUNT", k()], lambda: ["BITPOS", k(), one(["0", "1"]), n(), n(), "BIT"],
-        # strings past 4 KB live in fragments; hashes, sets and sorted sets are packed in one
-        # record up to 128 elements and 4 KB, records of their own past that; collections past
-        # 128 elements are deleted by range
+        # strings past 4 KB live in fragments; hashes, sets, sorted sets and lists are packed
+        # in one record up to 128 elements and 4 KB, records of their own past that;
+        # collections past 128 elements are deleted by range
+        lambda: [one(["LPUSH", "RPUSH"]), k(), "l" * rng.choice([100, 1000, 5000])],
         lambda: ["HSET", k(), v(), "x" * rng.choice([100, 1000, 5000])],
         lambda: ["SADD", k(), "m" * rng.choice([100, 1000, 5000])],
         lambda: ["ZADD", k(), one(["1", "-2"]), "z" * rng.choice([100, 1000, 5000])],

@@ -35,7 +35,7 @@ fn generic_commands_on_every_type() {
     run::<()>(&mut con, &["ZADD", "z", "1", "m"]);
     for (key, kind, encoding) in [
         ("h", "hash", "listpack"),
-        ("l", "list", "quicklist"),
+        ("l", "list", "listpack"),
         ("s", "set", "listpack"),
         ("z", "zset", "listpack"),
     ] {
@@ -180,7 +180,7 @@ fn expired_hash_vanishes_and_its_elements_leave_the_disk() {
 }
 
 #[test]
-fn small_hashes_sets_and_sorted_sets_live_in_their_metadata_until_they_grow() {
+fn small_collections_live_in_their_metadata_until_they_grow() {
     let mut server = TestServer::start();
     let mut con = server.client();
     fill_hash(&mut con, "small", 10);
@@ -190,6 +190,7 @@ fn small_hashes_sets_and_sorted_sets_live_in_their_metadata_until_they_grow() {
         &mut con,
         &["ZADD", "scores", "2", "b", "-1.5", "a", "2", "c"],
     );
+    run::<()>(&mut con, &["RPUSH", "queue", "a", "b", "c"]);
     // Past 128 elements, past 4 KiB, and past 128 in one command: records.
     fill_hash(&mut con, "many", 129);
     let long = "x".repeat(5000);
@@ -215,12 +216,17 @@ fn small_hashes_sets_and_sorted_sets_live_in_their_metadata_until_they_grow() {
     }
     zadd.extend(["-1".to_string(), "m050".to_string()]);
     assert_eq!(run::<i64>(&mut con, &strs(&zadd)), 30);
+    let mut rpush = vec!["RPUSH".to_string(), "long_list".to_string()];
+    rpush.extend((0..130).map(|i| i.to_string()));
+    assert_eq!(run::<i64>(&mut con, &strs(&rpush)), 130);
     for (key, encoding) in [
         ("small", "listpack"),
         ("ints", "intset"),
         ("words", "listpack"),
         ("scores", "listpack"),
         ("ranked", "skiplist"),
+        ("queue", "listpack"),
+        ("long_list", "quicklist"),
         ("many", "hashtable"),
         ("long", "hashtable"),
         ("big", "hashtable"),
@@ -252,6 +258,26 @@ fn small_hashes_sets_and_sorted_sets_live_in_their_metadata_until_they_grow() {
         ["b", "c"]
     );
     assert_eq!(run::<i64>(&mut con, &["ZREVRANK", "scores", "a"]), 2);
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["LRANGE", "long_list", "-3", "-1"]),
+        ["127", "128", "129"]
+    );
+    // A queue that packed pushes and pops go through, with the list commands that rewrite it.
+    for round in 0..50 {
+        run::<()>(&mut con, &["LPUSH", "queue", &round.to_string()]);
+        run::<()>(&mut con, &["RPOP", "queue"]);
+    }
+    run::<()>(&mut con, &["LINSERT", "queue", "BEFORE", "49", "x"]);
+    run::<()>(&mut con, &["LSET", "queue", "-1", "y"]);
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["LRANGE", "queue", "0", "-1"]),
+        ["x", "49", "48", "y"]
+    );
+    assert_eq!(
+        run::<String>(&mut con, &["LMOVE", "queue", "queue", "LEFT", "RIGHT"]),
+        "x"
+    );
+    assert_eq!(run::<i64>(&mut con, &["LPOS", "queue", "x"]), 3);
     // A collection that moved to records stays there when it shrinks.
     let mut hdel = vec!["HDEL".to_string(), "many".to_string()];
     hdel.extend((1..129).map(|i| format!("field:{i:07}")));
@@ -309,8 +335,8 @@ fn small_hashes_sets_and_sorted_sets_live_in_their_metadata_until_they_grow() {
     server.stop();
     assert_eq!(
         server.count_records(Cf::Data),
-        1 + 1 + 200 + 130,
-        "records only for many, long, big and ranked"
+        1 + 1 + 200 + 130 + 130,
+        "records only for many, long, big, ranked and long_list"
     );
     assert_eq!(server.count_records(Cf::Score), 130);
     server.start_again();
@@ -324,10 +350,24 @@ fn small_hashes_sets_and_sorted_sets_live_in_their_metadata_until_they_grow() {
     );
     assert_eq!(run::<i64>(&mut con, &["SISMEMBER", "ints", "-2"]), 1);
     assert_eq!(run::<f64>(&mut con, &["ZSCORE", "scores", "a"]), -1.5);
-    let keys = ["small", "ints", "many", "long", "big", "scores", "ranked"];
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["LRANGE", "queue", "0", "-1"]),
+        ["49", "48", "y", "x"]
+    );
+    let keys = [
+        "small",
+        "ints",
+        "many",
+        "long",
+        "big",
+        "scores",
+        "ranked",
+        "queue",
+        "long_list",
+    ];
     let mut del = vec!["DEL"];
     del.extend(keys);
-    assert_eq!(run::<i64>(&mut con, &del), 7);
+    assert_eq!(run::<i64>(&mut con, &del), 9);
     assert_eq!(
         run::<i64>(&mut con, &["DBSIZE"]),
         2,

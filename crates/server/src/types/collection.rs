@@ -17,14 +17,35 @@ use crate::error::Error;
 /// small (see `packed_elements`). A packed sorted set packs its members and scores (its data
 /// family records); the score index is derived from them when a scan asks for it.
 fn packs_elements(kind: KeyKind) -> bool {
-    matches!(kind, KeyKind::Hash | KeyKind::Set | KeyKind::ZSet)
+    matches!(
+        kind,
+        KeyKind::Hash | KeyKind::Set | KeyKind::ZSet | KeyKind::List
+    )
+}
+
+/// How many bytes at the start of a collection's extra field are its type's own (a list's
+/// head and tail), before any packed elements.
+fn own_extra_len(kind: KeyKind) -> usize {
+    match kind {
+        KeyKind::List => 16,
+        _ => 0,
+    }
+}
+
+/// The packed elements in a collection's extra field, `None` if its elements are records.
+fn packed_part(kind: KeyKind, extra: &Bytes) -> Option<Bytes> {
+    let own = own_extra_len(kind);
+    (packs_elements(kind) && extra.len() > own).then(|| extra.slice(own..))
 }
 
 /// Whether `meta` is a collection whose elements (or Roaring containers) are all packed in
 /// it, so it has no records elsewhere.
 pub(crate) fn holds_no_records(meta: &Metadata) -> bool {
-    (packs_elements(meta.kind) || meta.kind == KeyKind::Roaring)
-        && matches!(&meta.body, Body::Collection { extra, .. } if !extra.is_empty())
+    match &meta.body {
+        Body::Collection { extra, .. } if meta.kind == KeyKind::Roaring => !extra.is_empty(),
+        Body::Collection { extra, .. } => packed_part(meta.kind, extra).is_some(),
+        Body::Inline(_) => false,
+    }
 }
 
 /// A point read of element `sub` in `cf` of a packed collection. A packed sorted set's
@@ -100,8 +121,9 @@ pub(crate) struct Collection {
     pub version: u64,
     pub size: u64,
     pub extra: Bytes,
-    /// The elements are packed in `extra` (a small hash, set or sorted set), not records.
-    pub packed: bool,
+    /// The elements packed in `extra` (of a small hash, set, sorted set or list), `None` if
+    /// they are records.
+    pub packed: Option<Bytes>,
 }
 
 impl Collection {
@@ -115,7 +137,7 @@ impl Collection {
             } => Some(Collection {
                 version,
                 size,
-                packed: packs_elements(meta.kind) && !extra.is_empty(),
+                packed: packed_part(meta.kind, &extra),
                 extra,
             }),
             Body::Inline(_) => None,
@@ -142,7 +164,7 @@ pub(crate) struct CollectionWrite<'a> {
     pub version: u64,
     pub size: u64,
     /// The type's own bytes (a list's head and tail, a Roaring bitmap's packed containers);
-    /// for a hash, set or sorted set, `stage` replaces them with the packed elements, if any.
+    /// `stage` puts the packed elements, if any, after them.
     pub extra: Bytes,
     pub change: Change,
     /// `Some` while the elements are packed: changes go to this map, and `stage` packs it.
@@ -183,15 +205,18 @@ impl<'a> Db<'a> {
             Some(_) => return Err(Error::WrongType),
             None => (false, self.ks.versions.next()?, 0, Bytes::new(), 0),
         };
-        // A new hash, set or sorted set starts packed; a stored one is packed if its extra
-        // field holds elements.
-        let packed = if packs_elements(kind) && (!existed || !extra.is_empty()) {
-            Some(PackedWrite {
-                elements: packed_elements::unpack(&extra).ok_or_else(corrupt_packing)?,
-                len: extra.len(),
-            })
-        } else {
-            None
+        // A new hash, set, sorted set or list starts packed; a stored one is packed if its
+        // extra field holds elements.
+        let packed = match packed_part(kind, &extra) {
+            Some(packed) => Some(PackedWrite {
+                elements: packed_elements::unpack(&packed).ok_or_else(corrupt_packing)?,
+                len: packed.len(),
+            }),
+            None if !existed && packs_elements(kind) => Some(PackedWrite {
+                elements: Elements::new(),
+                len: 0,
+            }),
+            None => None,
         };
         Ok(CollectionWrite {
             db: *self,
@@ -277,11 +302,11 @@ impl<'a> Db<'a> {
         direction: ScanDirection,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), Error> {
-        if !collection.packed {
+        let Some(packed) = &collection.packed else {
             return self.scan_records(cf, key, collection.version, bounds, direction, visit);
-        }
+        };
         let score_index = match cf {
-            Cf::Score => derived_score_index(&collection.extra)?,
+            Cf::Score => derived_score_index(packed)?,
             _ => Vec::new(),
         };
         let entries: Vec<(&[u8], &[u8])> = match cf {
@@ -289,7 +314,7 @@ impl<'a> Db<'a> {
                 .iter()
                 .map(|sub| (sub.as_slice(), &[][..]))
                 .collect(),
-            _ => packed_elements::entries(&collection.extra)
+            _ => packed_elements::entries(packed)
                 .map(|entry| entry.ok_or_else(corrupt_packing))
                 .collect::<Result<_, Error>>()?,
         };
@@ -374,11 +399,11 @@ impl<'a> Db<'a> {
         collection: &Collection,
         subs: &[&[u8]],
     ) -> Result<Vec<Option<Vec<u8>>>, Error> {
-        if !collection.packed {
+        let Some(packed) = &collection.packed else {
             return self.get_records(cf, key, collection.version, subs);
-        }
+        };
         subs.iter()
-            .map(|sub| packed_lookup(&collection.extra, cf, sub))
+            .map(|sub| packed_lookup(packed, cf, sub))
             .collect()
     }
 
@@ -509,7 +534,7 @@ impl CollectionWrite<'_> {
             version: self.version,
             size: self.size,
             extra: self.extra.clone(),
-            packed: packs_elements(self.kind) && !self.extra.is_empty(),
+            packed: packed_part(self.kind, &self.extra),
         }
     }
 
@@ -624,9 +649,13 @@ impl CollectionWrite<'_> {
     /// commands that change several keys in one batch.
     pub fn stage(mut self) -> Result<Change, Error> {
         if packs_elements(self.kind) {
+            let own = own_extra_len(self.kind).min(self.extra.len());
+            let own = self.extra.slice(..own);
             self.extra = match &self.packed {
-                Some(packed) => packed_elements::pack(&packed.elements).into(),
-                None => Bytes::new(),
+                Some(packed) => [own.as_ref(), &packed_elements::pack(&packed.elements)]
+                    .concat()
+                    .into(),
+                None => own,
             };
         }
         let new = (self.size > 0).then(|| Metadata {

@@ -271,6 +271,7 @@ impl<'a> Db<'a> {
             (KeyKind::String, _) => "raw",
             (KeyKind::Hash, _) if packed => "listpack",
             (KeyKind::Hash, _) => "hashtable",
+            (KeyKind::List, _) if packed => "listpack",
             (KeyKind::List, _) => "quicklist",
             // As Redis 7.2 names its small sets.
             (KeyKind::Set, Body::Collection { extra, .. }) if packed => {

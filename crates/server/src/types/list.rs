@@ -1,7 +1,8 @@
 //! Lists: elements at consecutive positions `key|version|position:u64`, between a head and a
 //! tail kept in the metadata. Pushes and pops at either end touch one element and the
 //! metadata: O(1) whatever the length; LINDEX and LSET are point reads and writes; LRANGE
-//! reads only the positions it returns.
+//! reads only the positions it returns. A small list keeps the same position-keyed elements
+//! packed in its metadata after the head and tail (`packed_elements`).
 
 use bytes::Bytes;
 use shale_storage::keys::list_suffix;
@@ -73,7 +74,7 @@ impl<'a> ListWrite<'a> {
     }
 
     /// Removes up to `count` elements from one end, reading them first.
-    fn pop(&mut self, db: &Db<'_>, key: &[u8], end: End, count: u64) -> Result<Vec<Bytes>, Error> {
+    fn pop(&mut self, end: End, count: u64) -> Result<Vec<Bytes>, Error> {
         let count = count.min(self.tail - self.head);
         if count == 0 {
             return Ok(Vec::new());
@@ -88,8 +89,9 @@ impl<'a> ListWrite<'a> {
             End::Right => (from..to).rev().map(list_suffix).collect(),
         };
         let subs: Vec<&[u8]> = positions.iter().map(|p| p.as_slice()).collect();
-        let values: Vec<Bytes> = db
-            .get_records(Cf::Data, key, self.inner.version, &subs)?
+        let values: Vec<Bytes> = self
+            .inner
+            .get_many(Cf::Data, &subs)?
             .into_iter()
             .map(|v| Bytes::from(v.unwrap_or_default()))
             .collect();
@@ -185,7 +187,7 @@ impl<'a> Db<'a> {
         if !list.inner.existed {
             return Ok(None);
         }
-        let values = list.pop(self, key, end, count)?;
+        let values = list.pop(end, count)?;
         list.finish().commit()?;
         Ok(Some(values))
     }
@@ -433,7 +435,7 @@ impl<'a> Db<'a> {
             // A wrong-typed destination must fail before anything moves.
             self.open_list(dst)?;
         }
-        let Some(value) = source.pop(self, src, from, 1)?.pop() else {
+        let Some(value) = source.pop(from, 1)?.pop() else {
             return Ok(None);
         };
         if src == dst {
