@@ -277,15 +277,15 @@ impl<'a> Db<'a> {
         value: &Bytes,
     ) -> Result<i64, Error> {
         let _guard = self.lock(&[key])?;
-        let Some(current) = self.list_of(key)? else {
+        let mut list = self.open_list(key)?;
+        if !list.inner.existed {
             return Ok(0);
-        };
-        let elements = self.list_elements(key, &current)?;
+        }
+        let elements = self.list_elements(key, &list.inner.collection())?;
         let Some(index) = elements.iter().position(|(_, v)| v.as_ref() == pivot) else {
             return Ok(-1);
         };
         let at = if before { index } else { index + 1 };
-        let mut list = self.open_list(key)?;
         let mut rest: Vec<Bytes> = vec![value.clone()];
         rest.extend(elements[at..].iter().map(|(_, v)| v.clone()));
         let from = list.head + at as u64;
@@ -298,10 +298,11 @@ impl<'a> Db<'a> {
     /// LREM: removes up to |count| occurrences (all if 0; from the tail if negative).
     pub fn lrem(&self, key: &'a [u8], count: i64, value: &[u8]) -> Result<i64, Error> {
         let _guard = self.lock(&[key])?;
-        let Some(current) = self.list_of(key)? else {
+        let mut list = self.open_list(key)?;
+        if !list.inner.existed {
             return Ok(0);
-        };
-        let elements = self.list_elements(key, &current)?;
+        }
+        let elements = self.list_elements(key, &list.inner.collection())?;
         let limit = if count == 0 {
             usize::MAX
         } else {
@@ -326,7 +327,6 @@ impl<'a> Db<'a> {
         let Some(first) = doomed.iter().position(|&d| d) else {
             return Ok(0);
         };
-        let mut list = self.open_list(key)?;
         let rest: Vec<Bytes> = elements[first..]
             .iter()
             .zip(&doomed[first..])
@@ -431,23 +431,27 @@ impl<'a> Db<'a> {
         if !source.inner.existed {
             return Ok(None);
         }
-        if src != dst {
-            // A wrong-typed destination must fail before anything moves.
-            self.open_list(dst)?;
-        }
+        // A wrong-typed destination must fail before anything moves.
+        let target = if src == dst {
+            None
+        } else {
+            Some(self.open_list(dst)?)
+        };
         let Some(value) = source.pop(from, 1)?.pop() else {
             return Ok(None);
         };
-        if src == dst {
-            source.push(to, &value);
-            source.finish().commit()?;
-            return Ok(Some(value));
+        match target {
+            None => {
+                source.push(to, &value);
+                source.finish().commit()?;
+            }
+            Some(mut target) => {
+                let mut change = source.finish().stage()?;
+                target.push(to, &value);
+                change.append(target.finish().stage()?);
+                self.write(change)?;
+            }
         }
-        let mut change = source.finish().stage()?;
-        let mut target = self.open_list(dst)?;
-        target.push(to, &value);
-        change.append(target.finish().stage()?);
-        self.write(change)?;
         Ok(Some(value))
     }
 }
