@@ -241,6 +241,12 @@ pub fn format_double(d: f64) -> String {
             "0".into()
         };
     }
+    // Most scores are whole numbers, which `%.17g` prints as integers below 10^17 (and below
+    // 2^53 each is exact). Rust's exact float formatting takes its big-number fallback for
+    // them, which was a sixth of the CPU of a ZRANGE WITHSCORES.
+    if d.fract() == 0.0 && d.abs() < 9_007_199_254_740_992.0 {
+        return itoa::Buffer::new().format(d as i64).to_string();
+    }
     let sci = format!("{:.16e}", d);
     let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exponent: i32 = exponent.parse().unwrap_or(0);
@@ -261,7 +267,6 @@ fn trim_fraction_zeros(s: &str) -> &str {
         s
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,6 +321,33 @@ mod tests {
         assert_eq!(encode(&push, false), "*2\r\n$7\r\nmessage\r\n$1\r\nc\r\n");
         let two = Reply::Sequence(vec![Reply::Integer(1), Reply::Integer(2)]);
         assert_eq!(encode(&two, false), ":1\r\n:2\r\n");
+    }
+
+    #[test]
+    fn whole_numbers_print_as_the_float_formatting_does() {
+        fn formatted(d: f64) -> String {
+            let decimals = (16 - d.abs().log10().floor() as i32).max(0) as usize;
+            trim_fraction_zeros(&format!("{:.*}", decimals, d)).to_string()
+        }
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut samples = vec![1.0, -1.0, 1e16, 9007199254740991.0, -9007199254740991.0];
+        for _ in 0..100_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let magnitude =
+                (state >> 11) as f64 / (1u64 << 53) as f64 * 10f64.powi((state % 17) as i32);
+            samples.push(magnitude.trunc().max(1.0) * if state & 1 == 0 { 1.0 } else { -1.0 });
+        }
+        for d in samples {
+            assert_eq!(format_double(d), formatted(d), "{d}");
+        }
+        // Past 2^53 whole numbers take the float path, which gives their 17 digits.
+        assert_eq!(format_double(9007199254740992.0), "9007199254740992");
+        assert_eq!(
+            format_double(123456789012345678.0),
+            "1.2345678901234568e+17"
+        );
     }
 
     #[test]
