@@ -1,14 +1,12 @@
 //! What every collection type shares: opening a collection for a read or a write, element
 //! keys under the collection's `key|version` prefix, and committing the new metadata.
 
-use std::ops::Bound;
-
 use bytes::{Bytes, BytesMut};
 use shale_storage::keys as k;
 use shale_storage::metadata::{Body, KeyKind, Metadata};
 use shale_storage::{Cf, ScanDirection, StorageError};
 
-use super::packed_elements::{self, Elements, PACKED_LIMIT, PACKED_MAX_ELEMENTS};
+use super::packed_elements::{self, PackedEdit, PACKED_LIMIT, PACKED_MAX_ELEMENTS};
 use super::zset::decode_score;
 use super::{now_ms, Change, Db};
 use crate::error::Error;
@@ -145,13 +143,6 @@ impl Collection {
     }
 }
 
-/// The elements of a packed collection that a write changes in memory, and the length of
-/// their packed form.
-struct PackedWrite {
-    elements: Elements,
-    len: usize,
-}
-
 /// A collection opened for writing under its key lock: the current state (or a fresh, empty
 /// version if the key does not exist), the pending changes, and what is stored now.
 pub(crate) struct CollectionWrite<'a> {
@@ -167,8 +158,8 @@ pub(crate) struct CollectionWrite<'a> {
     /// `stage` puts the packed elements, if any, after them.
     pub extra: Bytes,
     pub change: Change,
-    /// `Some` while the elements are packed: changes go to this map, and `stage` packs it.
-    packed: Option<PackedWrite>,
+    /// `Some` while the elements are packed: changes go to it, and `stage` packs them.
+    packed: Option<PackedEdit>,
 }
 
 impl<'a> Db<'a> {
@@ -208,14 +199,8 @@ impl<'a> Db<'a> {
         // A new hash, set, sorted set or list starts packed; a stored one is packed if its
         // extra field holds elements.
         let packed = match packed_part(kind, &extra) {
-            Some(packed) => Some(PackedWrite {
-                elements: packed_elements::unpack(&packed).ok_or_else(corrupt_packing)?,
-                len: packed.len(),
-            }),
-            None if !existed && packs_elements(kind) => Some(PackedWrite {
-                elements: Elements::new(),
-                len: 0,
-            }),
+            Some(packed) => Some(PackedEdit::open(packed).ok_or_else(corrupt_packing)?),
+            None if !existed && packs_elements(kind) => PackedEdit::open(Bytes::new()),
             None => None,
         };
         Ok(CollectionWrite {
@@ -243,10 +228,7 @@ impl<'a> Db<'a> {
     ) -> Result<(), Error> {
         let mut write = self.fresh_write(key, kind, self.ks.versions.next()?)?;
         if packs_elements(kind) {
-            write.packed = Some(PackedWrite {
-                elements: Elements::new(),
-                len: 0,
-            });
+            write.packed = PackedEdit::open(Bytes::new());
         }
         fill(&mut write);
         write.commit()
@@ -543,7 +525,7 @@ impl CollectionWrite<'_> {
     }
 
     /// The packed elements this write changes, if they are packed and `cf` is theirs.
-    fn packed_in(&mut self, cf: Cf) -> Option<&mut PackedWrite> {
+    fn packed_in(&mut self, cf: Cf) -> Option<&mut PackedEdit> {
         self.packed.as_mut().filter(|_| cf == Cf::Data)
     }
 
@@ -568,12 +550,8 @@ impl CollectionWrite<'_> {
 
     pub fn put(&mut self, cf: Cf, sub: &[u8], value: Vec<u8>) {
         if let Some(packed) = self.packed_in(cf) {
-            packed.len += packed_elements::entry_len(sub, &value);
-            let value = Bytes::from(value);
-            if let Some(old) = packed.elements.insert(Bytes::copy_from_slice(sub), value) {
-                packed.len -= packed_elements::entry_len(sub, &old);
-            }
-            if packed.len > PACKED_LIMIT || packed.elements.len() > PACKED_MAX_ELEMENTS {
+            packed.set(sub, Some(Bytes::from(value)));
+            if packed.len() > PACKED_LIMIT || packed.count() > PACKED_MAX_ELEMENTS {
                 self.unpack();
             }
             return;
@@ -587,9 +565,7 @@ impl CollectionWrite<'_> {
 
     pub fn delete(&mut self, cf: Cf, sub: &[u8]) {
         if let Some(packed) = self.packed_in(cf) {
-            if let Some(old) = packed.elements.remove(sub) {
-                packed.len -= packed_elements::entry_len(sub, &old);
-            }
+            packed.set(sub, None);
             return;
         }
         if self.derived(cf) {
@@ -602,15 +578,14 @@ impl CollectionWrite<'_> {
     /// Deletes the elements in `[start, end)` of this version's suffixes in `cf`.
     pub fn delete_range(&mut self, cf: Cf, start: &[u8], end: &[u8]) {
         if let Some(packed) = self.packed_in(cf) {
-            let doomed: Vec<Bytes> = if start < end {
-                let range = (Bound::Included(start), Bound::Excluded(end));
-                let within = packed.elements.range::<[u8], _>(range);
-                within.map(|(sub, _)| sub.clone()).collect()
-            } else {
-                Vec::new()
-            };
+            let doomed: Vec<Vec<u8>> = packed
+                .elements()
+                .into_iter()
+                .filter(|(sub, _)| start <= *sub && *sub < end)
+                .map(|(sub, _)| sub.to_vec())
+                .collect();
             for sub in doomed {
-                self.delete(cf, &sub);
+                packed.set(&sub, None);
             }
             return;
         }
@@ -627,13 +602,13 @@ impl CollectionWrite<'_> {
         let Some(packed) = self.packed.take() else {
             return;
         };
-        for (sub, value) in packed.elements {
+        for (sub, value) in packed.elements() {
             if self.kind == KeyKind::ZSet {
-                let index = k::score_suffix(decode_score(&value), &sub);
+                let index = k::score_suffix(decode_score(value), sub);
                 let key = self.element_key(&index);
                 self.change.batch.put(Cf::Score, key, Vec::new());
             }
-            let key = self.element_key(&sub);
+            let key = self.element_key(sub);
             self.change.batch.put(Cf::Data, key, value.to_vec());
         }
     }
@@ -652,9 +627,7 @@ impl CollectionWrite<'_> {
             let own = own_extra_len(self.kind).min(self.extra.len());
             let own = self.extra.slice(..own);
             self.extra = match &self.packed {
-                Some(packed) => [own.as_ref(), &packed_elements::pack(&packed.elements)]
-                    .concat()
-                    .into(),
+                Some(packed) => packed.pack_after(&own).into(),
                 None => own,
             };
         }

@@ -9,6 +9,7 @@
 //! the order of element records, so a scan sees the same elements in the same order either
 //! way. Varints are LEB128, so a set member's empty value costs one byte.
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
@@ -20,9 +21,6 @@ pub const PACKED_LIMIT: usize = 4096;
 /// Collections of at most this many elements stay packed: random sampling reads such small
 /// collections whole, so it never has to seek within a packed one.
 pub const PACKED_MAX_ELEMENTS: usize = 128;
-
-/// The elements of a packed collection, by their suffix.
-pub type Elements = BTreeMap<Bytes, Bytes>;
 
 fn read_varint(bytes: &[u8], at: &mut usize) -> Option<usize> {
     let mut value = 0usize;
@@ -86,64 +84,187 @@ pub fn find<'p>(packed: &'p [u8], sub: &[u8]) -> Option<Option<&'p [u8]>> {
     Some(None)
 }
 
-/// Splits a packed collection into its elements, which share its buffer; `None` if the bytes
-/// are malformed.
-pub fn unpack(packed: &Bytes) -> Option<Elements> {
-    let base = packed.as_ptr() as usize;
-    let share = |part: &[u8]| {
-        let start = part.as_ptr() as usize - base;
-        packed.slice(start..start + part.len())
-    };
-    entries(packed)
-        .map(|entry| entry.map(|(sub, value)| (share(sub), share(value))))
-        .collect()
-}
-
-/// The packed form of `elements`.
-pub fn pack(elements: &Elements) -> Vec<u8> {
-    let len = elements.iter().map(|(s, v)| entry_len(s, v)).sum();
-    let mut out = Vec::with_capacity(len);
+/// Appends the packed form of `elements`, which must be in ascending order, to `out`.
+fn pack_into<'e>(out: &mut Vec<u8>, elements: impl IntoIterator<Item = (&'e [u8], &'e [u8])>) {
     for (sub, value) in elements {
-        put_varint(&mut out, sub.len());
+        put_varint(out, sub.len());
         out.extend_from_slice(sub);
-        put_varint(&mut out, value.len());
+        put_varint(out, value.len());
         out.extend_from_slice(value);
     }
-    out
+}
+
+/// A packed collection as a write changes it: the stored packed form, untouched, and the
+/// changes on top, merged only when the write is staged. Splitting every stored element out
+/// for a write that changes one cost two reference counts per element.
+pub struct PackedEdit {
+    stored: Bytes,
+    /// Changed elements: `Some` is the new value, `None` a delete.
+    changes: BTreeMap<Bytes, Option<Bytes>>,
+    /// The length of the packed form and the number of elements, the changes included.
+    len: usize,
+    count: usize,
+}
+
+impl PackedEdit {
+    /// Edits `stored`; `None` if its bytes are malformed.
+    pub fn open(stored: Bytes) -> Option<PackedEdit> {
+        let mut count = 0;
+        for entry in entries(&stored) {
+            entry?;
+            count += 1;
+        }
+        Some(PackedEdit {
+            len: stored.len(),
+            count,
+            stored,
+            changes: BTreeMap::new(),
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Puts (`Some`) or deletes (`None`) element `sub`.
+    pub fn set(&mut self, sub: &[u8], value: Option<Bytes>) {
+        let current = match self.changes.get(sub) {
+            Some(change) => change.as_deref(),
+            None => find(&self.stored, sub).flatten(),
+        };
+        if let Some(old) = current {
+            self.len -= entry_len(sub, old);
+            self.count -= 1;
+        }
+        if let Some(new) = &value {
+            self.len += entry_len(sub, new);
+            self.count += 1;
+        }
+        self.changes.insert(Bytes::copy_from_slice(sub), value);
+    }
+
+    /// The elements with the changes applied, in order.
+    pub fn elements(&self) -> Vec<(&[u8], &[u8])> {
+        let mut out = Vec::with_capacity(self.count);
+        // `open` checked the stored bytes, so no entry is malformed.
+        let mut stored = entries(&self.stored).flatten().peekable();
+        let mut changes = self.changes.iter().peekable();
+        loop {
+            let order = match (stored.peek(), changes.peek()) {
+                (None, None) => break,
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some((sub, _)), Some((changed, _))) => (*sub).cmp(changed.as_ref()),
+            };
+            if order != Ordering::Greater {
+                let unchanged = stored.next().filter(|_| order == Ordering::Less);
+                out.extend(unchanged);
+            }
+            if order != Ordering::Less {
+                if let Some((sub, Some(value))) = changes.next() {
+                    out.push((sub.as_ref(), value.as_ref()));
+                }
+            }
+        }
+        out
+    }
+
+    /// `own` followed by the packed form of the elements.
+    pub fn pack_after(&self, own: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(own.len() + self.len);
+        out.extend_from_slice(own);
+        pack_into(&mut out, self.elements());
+        out
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn sample() -> Elements {
-        let long = Bytes::from(vec![b'x'; 300]);
+    type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+    fn sample() -> Model {
+        let long = vec![b'x'; 300];
         [
-            (Bytes::new(), Bytes::new()),
-            (Bytes::from_static(b"a"), Bytes::from_static(b"1")),
-            (Bytes::from_static(b"ab"), long.clone()),
-            (long, Bytes::from_static(b"")),
+            (vec![], vec![]),
+            (b"a".to_vec(), b"1".to_vec()),
+            (b"ab".to_vec(), long.clone()),
+            (long, vec![]),
         ]
         .into_iter()
         .collect()
     }
 
+    fn packed(model: &Model) -> Bytes {
+        let mut edit = PackedEdit::open(Bytes::new()).unwrap();
+        for (sub, value) in model {
+            edit.set(sub, Some(Bytes::copy_from_slice(value)));
+        }
+        Bytes::from(edit.pack_after(&[]))
+    }
+
+    fn read_back(packed: &[u8]) -> Model {
+        entries(packed)
+            .map(|e| e.map(|(s, v)| (s.to_vec(), v.to_vec())).unwrap())
+            .collect()
+    }
+
     #[test]
-    fn unpack_returns_what_was_packed() {
-        let elements = sample();
-        let packed = Bytes::from(pack(&elements));
-        let expected: usize = elements.iter().map(|(s, v)| entry_len(s, v)).sum();
+    fn packing_keeps_every_element_in_order() {
+        let model = sample();
+        let packed = packed(&model);
+        let expected: usize = model.iter().map(|(s, v)| entry_len(s, v)).sum();
         assert_eq!(packed.len(), expected);
-        assert_eq!(unpack(&packed), Some(elements));
-        assert_eq!(unpack(&Bytes::new()), Some(Elements::new()));
+        assert_eq!(read_back(&packed), model);
+        assert!(read_back(&[]).is_empty());
+    }
+
+    #[test]
+    fn edits_merge_as_a_map_would() {
+        let mut model = sample();
+        let mut edit = PackedEdit::open(packed(&model)).unwrap();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for step in 0..2000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let sub = vec![b'a' + (state % 7) as u8; (state >> 8) as usize % 3];
+            if state & 0x30000 == 0 {
+                model.remove(&sub);
+                edit.set(&sub, None);
+            } else {
+                let value = vec![b'v'; (state >> 20) as usize % 200];
+                model.insert(sub.clone(), value.clone());
+                edit.set(&sub, Some(Bytes::from(value)));
+            }
+            let merged: Model = edit
+                .elements()
+                .into_iter()
+                .map(|(s, v)| (s.to_vec(), v.to_vec()))
+                .collect();
+            assert_eq!(merged, model, "step {step}");
+            let packed = edit.pack_after(b"own");
+            assert_eq!(&packed[..3], b"own");
+            assert_eq!(edit.len(), packed.len() - 3, "step {step}");
+            assert_eq!(edit.count(), model.len(), "step {step}");
+            if step % 100 == 0 {
+                // Start over from what was packed, as the next write would.
+                edit = PackedEdit::open(Bytes::copy_from_slice(&packed[3..])).unwrap();
+            }
+        }
     }
 
     #[test]
     fn find_answers_as_the_map_does() {
-        let elements = sample();
-        let packed = pack(&elements);
-        for (sub, value) in &elements {
-            assert_eq!(find(&packed, sub), Some(Some(value.as_ref())));
+        let model = sample();
+        let packed = packed(&model);
+        for (sub, value) in &model {
+            assert_eq!(find(&packed, sub), Some(Some(value.as_slice())));
         }
         for missing in [&b"0"[..], b"aa", b"b", b"\xff"] {
             assert_eq!(find(&packed, missing), Some(None));
@@ -162,9 +283,9 @@ mod tests {
 
     #[test]
     fn malformed_bytes_are_reported_not_trusted() {
-        let packed = pack(&sample());
+        let packed = packed(&sample());
         for cut in 1..packed.len() {
-            let truncated = Bytes::copy_from_slice(&packed[..cut]);
+            let truncated = packed.slice(..cut);
             // Every cut ends inside an element except those between two of them.
             let whole = entries(&packed)
                 .scan(0, |at, e| {
@@ -173,9 +294,13 @@ mod tests {
                     Some(*at)
                 })
                 .any(|end| end == cut);
-            assert_eq!(unpack(&truncated).is_some(), whole, "cut at {cut}");
+            assert_eq!(
+                PackedEdit::open(truncated.clone()).is_some(),
+                whole,
+                "cut at {cut}"
+            );
             let _ = find(&truncated, b"\xff");
         }
-        assert_eq!(unpack(&Bytes::from_static(&[0xff; 11])), None);
+        assert!(PackedEdit::open(Bytes::from_static(&[0xff; 11])).is_none());
     }
 }
