@@ -287,6 +287,22 @@ impl<'a> Db<'a> {
         let Some(packed) = &collection.packed else {
             return self.scan_records(cf, key, collection.version, bounds, direction, visit);
         };
+        let (lower, upper) = bounds;
+        let below = |sub: &[u8]| !lower.is_empty() && sub < lower;
+        let past = |sub: &[u8]| upper.is_some_and(|end| sub >= end);
+        if cf == Cf::Data && direction == ScanDirection::Forward {
+            // The common case, straight from the packed bytes.
+            for entry in packed_elements::entries(packed) {
+                let (sub, value) = entry.ok_or_else(corrupt_packing)?;
+                if below(sub) {
+                    continue;
+                }
+                if past(sub) || !visit(sub, value) {
+                    break;
+                }
+            }
+            return Ok(());
+        }
         let score_index = match cf {
             Cf::Score => derived_score_index(packed)?,
             _ => Vec::new(),
@@ -302,7 +318,7 @@ impl<'a> Db<'a> {
         };
         let mut within: Vec<(&[u8], &[u8])> = entries
             .into_iter()
-            .filter(|(sub, _)| *sub >= bounds.0 && bounds.1.is_none_or(|end| *sub < end))
+            .filter(|(sub, _)| !below(sub) && !past(sub))
             .collect();
         if direction == ScanDirection::Reverse {
             within.reverse();
