@@ -1,5 +1,7 @@
 //! What every collection type shares: opening a collection for a read or a write, element
-//! keys under the collection's `key|version` prefix, and committing the new metadata.
+//! keys under the collection's `key|version` prefix, small collections' elements packed in
+//! their metadata instead (read and written here, so no command sees the difference), and
+//! committing the new metadata.
 
 use bytes::{Bytes, BytesMut};
 use shale_storage::keys as k;
@@ -12,8 +14,9 @@ use super::{now_ms, Change, Db};
 use crate::error::Error;
 
 /// Whether collections of `kind` keep their elements packed in their metadata while they are
-/// small (see `packed_elements`). A packed sorted set packs its members and scores (its data
-/// family records); the score index is derived from them when a scan asks for it.
+/// small (see `packed_elements`): the data-family records they would have. A sorted set's
+/// score index is derived from its members and scores when a scan asks for it; a list's
+/// elements follow its head and tail.
 fn packs_elements(kind: KeyKind) -> bool {
     matches!(
         kind,
