@@ -63,18 +63,6 @@ fn packed_lookup(packed: &[u8], cf: Cf, sub: &[u8]) -> Result<Option<Vec<u8>>, E
         .map(|_| Vec::new()))
 }
 
-/// The score-index suffixes of a packed sorted set, in index order.
-fn derived_score_index(packed: &[u8]) -> Result<Vec<Vec<u8>>, Error> {
-    let mut index = packed_elements::entries(packed)
-        .map(|entry| {
-            let (member, score) = entry.ok_or_else(corrupt_packing)?;
-            Ok(k::score_suffix(decode_score(score), member))
-        })
-        .collect::<Result<Vec<_>, Error>>()?;
-    index.sort_unstable();
-    Ok(index)
-}
-
 fn corrupt_packing() -> Error {
     Error::Storage(StorageError::Corrupt("packed collection elements"))
 }
@@ -293,7 +281,7 @@ impl<'a> Db<'a> {
         let (lower, upper) = bounds;
         let below = |sub: &[u8]| !lower.is_empty() && sub < lower;
         let past = |sub: &[u8]| upper.is_some_and(|end| sub >= end);
-        if cf == Cf::Data && direction == ScanDirection::Forward {
+        if cf != Cf::Score && direction == ScanDirection::Forward {
             // The common case, straight from the packed bytes.
             for entry in packed_elements::entries(packed) {
                 let (sub, value) = entry.ok_or_else(corrupt_packing)?;
@@ -306,27 +294,39 @@ impl<'a> Db<'a> {
             }
             return Ok(());
         }
-        let score_index = match cf {
-            Cf::Score => derived_score_index(packed)?,
-            _ => Vec::new(),
-        };
-        let entries: Vec<(&[u8], &[u8])> = match cf {
-            Cf::Score => score_index
-                .iter()
-                .map(|sub| (sub.as_slice(), &[][..]))
-                .collect(),
-            _ => packed_elements::entries(packed)
-                .map(|entry| entry.ok_or_else(corrupt_packing))
-                .collect::<Result<_, Error>>()?,
-        };
-        let mut within: Vec<(&[u8], &[u8])> = entries
-            .into_iter()
-            .filter(|(sub, _)| !below(sub) && !past(sub))
-            .collect();
-        if direction == ScanDirection::Reverse {
-            within.reverse();
+        if cf == Cf::Score {
+            // The index a packed sorted set derives from its members: score bytes, then
+            // member, so sorting the pairs sorts the suffixes.
+            let mut index = packed_elements::entries(packed)
+                .map(|entry| {
+                    let (member, score) = entry.ok_or_else(corrupt_packing)?;
+                    Ok((k::score_bytes(decode_score(score)), member))
+                })
+                .collect::<Result<Vec<_>, Error>>()?;
+            index.sort_unstable();
+            if direction == ScanDirection::Reverse {
+                index.reverse();
+            }
+            let mut sub = Vec::new();
+            for (score, member) in index {
+                sub.clear();
+                sub.extend_from_slice(&score);
+                sub.extend_from_slice(member);
+                if !below(&sub) && !past(&sub) && !visit(&sub, &[]) {
+                    break;
+                }
+            }
+            return Ok(());
         }
-        for (sub, value) in within {
+        // What is left is a reverse scan of the packed elements.
+        let mut within: Vec<(&[u8], &[u8])> = Vec::new();
+        for entry in packed_elements::entries(packed) {
+            let (sub, value) = entry.ok_or_else(corrupt_packing)?;
+            if !below(sub) && !past(sub) {
+                within.push((sub, value));
+            }
+        }
+        for (sub, value) in within.into_iter().rev() {
             if !visit(sub, value) {
                 break;
             }
