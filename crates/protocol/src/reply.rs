@@ -389,24 +389,26 @@ mod tests {
         assert_eq!(encode(&two, false), ":1\r\n:2\r\n");
     }
 
+    /// The next number of a xorshift sequence, for sampling doubles.
+    fn xorshift(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
     #[test]
     fn whole_numbers_print_as_the_float_formatting_does() {
-        fn formatted(d: f64) -> String {
-            let decimals = (16 - d.abs().log10().floor() as i32).max(0) as usize;
-            trim_fraction_zeros(&format!("{:.*}", decimals, d)).to_string()
-        }
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
         let mut samples = vec![1.0, -1.0, 1e16, 9007199254740991.0, -9007199254740991.0];
         for _ in 0..100_000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
+            let state = xorshift(&mut state);
             let magnitude =
                 (state >> 11) as f64 / (1u64 << 53) as f64 * 10f64.powi((state % 17) as i32);
             samples.push(magnitude.trunc().max(1.0) * if state & 1 == 0 { 1.0 } else { -1.0 });
         }
         for d in samples {
-            assert_eq!(format_double(d), formatted(d), "{d}");
+            assert_eq!(format_double(d), format_with_float_formatting(d), "{d}");
         }
         // Past 2^53 whole numbers take the float path, which gives their 17 digits.
         assert_eq!(format_double(9007199254740992.0), "9007199254740992");
@@ -435,9 +437,7 @@ mod tests {
             -3.14243905e-3,
         ];
         for _ in 0..300_000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
+            let state = xorshift(&mut state);
             // Any bit pattern, and numbers spread over the positional range and its edges.
             samples.push(f64::from_bits(state));
             let scale = 10f64.powi((state % 24) as i32 - 6);

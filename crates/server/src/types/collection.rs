@@ -191,7 +191,7 @@ impl<'a> Db<'a> {
         // extra field holds elements.
         let packed = match packed_part(kind, &extra) {
             Some(packed) => Some(PackedEdit::open(packed).ok_or_else(corrupt_packing)?),
-            None if !existed && packs_elements(kind) => PackedEdit::open(Bytes::new()),
+            None if !existed && packs_elements(kind) => Some(PackedEdit::empty()),
             None => None,
         };
         Ok(CollectionWrite {
@@ -219,7 +219,7 @@ impl<'a> Db<'a> {
     ) -> Result<(), Error> {
         let mut write = self.fresh_write(key, kind, self.ks.versions.next()?)?;
         if packs_elements(kind) {
-            write.packed = PackedEdit::open(Bytes::new());
+            write.packed = Some(PackedEdit::empty());
         }
         fill(&mut write);
         write.commit()

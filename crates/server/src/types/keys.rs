@@ -7,7 +7,7 @@ use shale_storage::keys as k;
 use shale_storage::metadata::{peek_header, Body, KeyKind, Metadata};
 use shale_storage::{Cf, ScanDirection};
 
-use super::collection::holds_no_records;
+use super::collection::{holds_no_records, Collection};
 use super::packed_elements;
 use super::{now_ms, Change, Db, Keyspace};
 use crate::error::Error;
@@ -264,27 +264,28 @@ impl<'a> Db<'a> {
         let Some(meta) = self.live_meta(key)? else {
             return Ok(None);
         };
-        let packed = holds_no_records(&meta);
+        // The elements packed in the metadata of a small hash, set, sorted set or list.
+        let packed = Collection::of(meta.clone()).and_then(|c| c.packed);
         Ok(Some(match (&meta.kind, &meta.body) {
             (KeyKind::String, Body::Inline(v)) if is_redis_int(v) => "int",
             (KeyKind::String, Body::Inline(v)) if v.len() <= 44 => "embstr",
             (KeyKind::String, _) => "raw",
-            (KeyKind::Hash, _) if packed => "listpack",
+            (KeyKind::Hash, _) if packed.is_some() => "listpack",
             (KeyKind::Hash, _) => "hashtable",
-            (KeyKind::List, _) if packed => "listpack",
+            (KeyKind::List, _) if packed.is_some() => "listpack",
             (KeyKind::List, _) => "quicklist",
             // As Redis 7.2 names its small sets.
-            (KeyKind::Set, Body::Collection { extra, .. }) if packed => {
-                let integers = packed_elements::entries(extra)
-                    .all(|entry| entry.is_some_and(|(member, _)| is_redis_int(member)));
-                if integers {
+            (KeyKind::Set, _) => match &packed {
+                Some(members)
+                    if packed_elements::entries(members)
+                        .all(|entry| entry.is_some_and(|(member, _)| is_redis_int(member))) =>
+                {
                     "intset"
-                } else {
-                    "listpack"
                 }
-            }
-            (KeyKind::Set, _) => "hashtable",
-            (KeyKind::ZSet, _) if packed => "listpack",
+                Some(_) => "listpack",
+                None => "hashtable",
+            },
+            (KeyKind::ZSet, _) if packed.is_some() => "listpack",
             (KeyKind::ZSet, _) => "skiplist",
             (KeyKind::Roaring, _) => "roaring",
         }))

@@ -107,6 +107,16 @@ pub struct PackedEdit {
 }
 
 impl PackedEdit {
+    /// A collection with no elements yet.
+    pub fn empty() -> PackedEdit {
+        PackedEdit {
+            stored: Bytes::new(),
+            changes: BTreeMap::new(),
+            len: 0,
+            count: 0,
+        }
+    }
+
     /// Edits `stored`; `None` if its bytes are malformed.
     pub fn open(stored: Bytes) -> Option<PackedEdit> {
         let mut count = 0;
@@ -201,7 +211,7 @@ mod tests {
     }
 
     fn packed(model: &Model) -> Bytes {
-        let mut edit = PackedEdit::open(Bytes::new()).unwrap();
+        let mut edit = PackedEdit::empty();
         for (sub, value) in model {
             edit.set(sub, Some(Bytes::copy_from_slice(value)));
         }

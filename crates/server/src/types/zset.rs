@@ -386,23 +386,19 @@ impl<'a> Db<'a> {
     /// ZREMRANGEBYRANK/SCORE/LEX: removes what the range selects.
     pub fn zremrange(&self, key: &[u8], by: RangeBy) -> Result<i64, Error> {
         let _guard = self.lock(&[key])?;
-        let Some(zset) = self.zset_of(key)? else {
+        let mut write = self.open_for_write(key, KeyKind::ZSet)?;
+        if !write.existed {
             return Ok(0);
-        };
+        }
         let doomed = self.zrange_of(
             key,
-            &zset,
+            &write.collection(),
             &RangeSpec {
                 by,
                 rev: false,
                 limit: None,
             },
         )?;
-        let mut write = self.open_for_write(key, KeyKind::ZSet)?;
-        if !write.existed {
-            // It expired since the range was read.
-            return Ok(0);
-        }
         for (member, score) in &doomed {
             write.delete(Cf::Data, member);
             write.delete(Cf::Score, &score_suffix(*score, member));
@@ -438,24 +434,17 @@ impl<'a> Db<'a> {
     }
 
     fn zpop_locked(&self, key: &[u8], max: bool, count: u64) -> Result<Vec<ScoredMember>, Error> {
-        let Some(zset) = self.zset_of(key)? else {
-            return Ok(Vec::new());
-        };
-        if count == 0 {
+        let mut write = self.open_for_write(key, KeyKind::ZSet)?;
+        if !write.existed || count == 0 {
             return Ok(Vec::new());
         }
-        let last = count.min(zset.size) as i64 - 1;
+        let last = count.min(write.size) as i64 - 1;
         let spec = RangeSpec {
             by: RangeBy::Rank(0, last),
             rev: max,
             limit: None,
         };
-        let popped = self.zrange_of(key, &zset, &spec)?;
-        let mut write = self.open_for_write(key, KeyKind::ZSet)?;
-        if !write.existed {
-            // It expired since the range was read.
-            return Ok(Vec::new());
-        }
+        let popped = self.zrange_of(key, &write.collection(), &spec)?;
         for (member, score) in &popped {
             write.delete(Cf::Data, member);
             write.delete(Cf::Score, &score_suffix(*score, member));
