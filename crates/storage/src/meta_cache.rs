@@ -47,8 +47,12 @@ struct EntryWeight;
 
 impl Weighter<Vec<u8>, Vec<u8>> for EntryWeight {
     fn weight(&self, key: &Vec<u8>, value: &Vec<u8>) -> u64 {
-        (key.len() + value.len()) as u64 + ENTRY_OVERHEAD
+        entry_weight(key, value)
     }
+}
+
+fn entry_weight(key: &[u8], value: &[u8]) -> u64 {
+    (key.len() + value.len()) as u64 + ENTRY_OVERHEAD
 }
 
 /// A read that missed, to be filled in with what RocksDB holds.
@@ -167,6 +171,20 @@ impl MetaCache {
         }
         let mut shard = self.shards[miss.shard].lock();
         if shard.writes == miss.writes_seen && shard.in_flight == 0 {
+            shard.entries.insert(key.to_vec(), value.to_vec());
+        }
+    }
+
+    /// Like [`MetaCache::fill`], but only into room the cache has spare, evicting nothing.
+    pub fn fill_spare(&self, miss: Miss, key: &[u8], value: &[u8]) {
+        if value.len() > VALUE_LIMIT {
+            return;
+        }
+        let mut shard = self.shards[miss.shard].lock();
+        if shard.writes == miss.writes_seen
+            && shard.in_flight == 0
+            && shard.entries.weight() + entry_weight(key, value) <= shard.entries.capacity()
+        {
             shard.entries.insert(key.to_vec(), value.to_vec());
         }
     }
@@ -385,6 +403,31 @@ mod tests {
         cache.written(b"j", Some(b"v1".to_vec()), first);
         cache.written(b"j", None, second);
         assert!(cache.get(b"j").is_err(), "j was deleted after v1");
+    }
+
+    #[test]
+    fn fill_spare_evicts_nothing() {
+        let cache = MetaCache::new(64 << 10).expect("a cache");
+        let Err(miss) = cache.get(b"first") else {
+            panic!("an empty cache misses");
+        };
+        cache.fill_spare(miss, b"first", b"v");
+        assert!(cache.get(b"first").is_ok(), "an empty cache has room");
+        let keys: Vec<Vec<u8>> = (0..10_000u32).map(|i| i.to_be_bytes().to_vec()).collect();
+        for key in &keys {
+            read(&cache, key, &[0; 100]);
+        }
+        let cached: Vec<&Vec<u8>> = keys.iter().filter(|key| cache.get(key).is_ok()).collect();
+        for i in 0..1_000u32 {
+            let key = format!("late{i}");
+            if let Err(miss) = cache.get(key.as_bytes()) {
+                cache.fill_spare(miss, key.as_bytes(), &[0; 100]);
+            }
+        }
+        assert!(
+            cached.iter().all(|key| cache.get(key).is_ok()),
+            "a full cache keeps what it holds"
+        );
     }
 
     #[test]

@@ -95,6 +95,18 @@ impl RocksEngine {
             ColumnFamilyDescriptor::new(cf.name(), family_options(cf, &db_options, &cache, config))
         });
         let db = DB::open_cf_descriptors(&db_options, path, descriptors)?;
+        // Blocks a flush writes go into the block cache as well, so the reads that follow
+        // (every write reads its key's metadata first) do not load them back from the new
+        // file. The crate has no setter for this table option; RocksDB takes it this way.
+        for cf in Cf::ALL {
+            db.set_options_cf(
+                Self::handle_in(&db, cf)?,
+                &[(
+                    "block_based_table_factory",
+                    "{prepopulate_block_cache=kFlushOnly;}",
+                )],
+            )?;
+        }
         Ok(RocksEngine {
             db,
             options: db_options,
@@ -107,8 +119,11 @@ impl RocksEngine {
     }
 
     fn handle(&self, cf: Cf) -> Result<&ColumnFamily, StorageError> {
-        self.db
-            .cf_handle(cf.name())
+        Self::handle_in(&self.db, cf)
+    }
+
+    fn handle_in(db: &DB, cf: Cf) -> Result<&ColumnFamily, StorageError> {
+        db.cf_handle(cf.name())
             .ok_or_else(|| StorageError::Engine(format!("missing column family {}", cf.name())))
     }
 
@@ -194,6 +209,12 @@ fn family_options(cf: Cf, base: &Options, cache: &Cache, config: &RocksConfig) -
     // a hash lookup instead of a binary search over its restart points.
     table.set_data_block_index_type(DataBlockIndexType::BinaryAndHash);
     table.set_data_block_hash_ratio(0.75);
+    if cf == Cf::Meta {
+        // The hash lookup lands on a restart point and decodes entries from there: one every 4
+        // entries instead of 16 took 6% off the CPU of MGETs of 32 keys of 64 B-1 KB values
+        // read from SST files. Element families keep 16, as their keys share long prefixes.
+        table.set_block_restart_interval(4);
+    }
     table.set_cache_index_and_filter_blocks(true);
     table.set_pin_l0_filter_and_index_blocks_in_cache(true);
     table.set_format_version(6);
@@ -207,7 +228,11 @@ fn family_options(cf: Cf, base: &Options, cache: &Cache, config: &RocksConfig) -
     // filter over whole keys in the memtable answers those misses without a skiplist search.
     opts.set_memtable_prefix_bloom_ratio(0.1);
     opts.set_memtable_whole_key_filtering(true);
-    opts.set_compression_type(DBCompressionType::Lz4);
+    // Flushes write level 0 uncompressed: its files live only until the next compaction, and
+    // under MSETs of 32 keys LZ4 in the flush thread was 6% of the server's CPU.
+    let mut per_level = [DBCompressionType::Lz4; 7];
+    per_level[0] = DBCompressionType::None;
+    opts.set_compression_per_level(&per_level);
     opts.set_bottommost_compression_type(DBCompressionType::Zstd);
     if cf == Cf::Meta {
         opts.set_merge_operator_associative("shale-counter-add", add_counters);
@@ -325,9 +350,12 @@ impl Engine for RocksEngine {
             Err(misses) => misses,
         };
         let values = self.read_many(cf, keys.iter())?;
+        // Only into spare room: a batch of keys drawn from more than the cache holds is
+        // almost never cached whole, so evicting for it only churned the cache. Under MGETs
+        // of 32 keys from 200,000 that churn was a fifth of the server's CPU.
         for ((miss, key), value) in misses.into_iter().zip(keys).zip(&values) {
             if let Some(value) = value {
-                cache.fill(miss, key, value);
+                cache.fill_spare(miss, key, value);
             }
         }
         Ok(values)
