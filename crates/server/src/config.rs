@@ -427,6 +427,15 @@ pub const PARAMS: &[Param] = &[
         }
     ),
     param!(
+        "rocksdb.data-cache-size",
+        false,
+        |c| c.rocks.data_cache_size.to_string(),
+        |c, v| {
+            c.rocks.data_cache_size = parse_memory(v)?;
+            Ok(())
+        }
+    ),
+    param!(
         "rocksdb.write-buffer-size",
         false,
         |c| c.rocks.write_buffer_size.to_string(),

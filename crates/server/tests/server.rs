@@ -767,14 +767,48 @@ fn reads_never_go_back_in_time_while_a_key_is_written() {
 }
 
 #[test]
-fn metadata_cache_can_be_turned_off() {
-    let server = TestServer::start_with(&["--rocksdb.meta-cache-size", "0"]);
+fn record_caches_can_be_turned_off() {
+    let server = TestServer::start_with(&[
+        "--rocksdb.meta-cache-size",
+        "0",
+        "--rocksdb.data-cache-size",
+        "0",
+    ]);
     let mut con = server.client();
     run::<()>(&mut con, &["SET", "k", "v"]);
-    assert_eq!(run::<String>(&mut con, &["GET", "k"]), "v");
-    assert_eq!(run::<String>(&mut con, &["GET", "k"]), "v");
+    run::<i64>(&mut con, &["SETBIT", "bits", "100000", "1"]);
+    for _ in 0..2 {
+        assert_eq!(run::<String>(&mut con, &["GET", "k"]), "v");
+        assert_eq!(run::<i64>(&mut con, &["GETBIT", "bits", "100000"]), 1);
+    }
     assert_eq!(info_field(&mut con, "memory", "meta_cache_capacity"), 0);
     assert_eq!(info_field(&mut con, "rocksdb", "meta_cache_hits"), 0);
+    assert_eq!(info_field(&mut con, "memory", "data_cache_capacity"), 0);
+    assert_eq!(info_field(&mut con, "rocksdb", "data_cache_hits"), 0);
+}
+
+#[test]
+fn data_cache_answers_repeated_reads_of_fragments_and_follows_their_patches() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    // Bit 100,000 lies in the fourth 4 KB fragment of the bitmap.
+    run::<i64>(&mut con, &["SETBIT", "bits", "100000", "1"]);
+    for _ in 0..3 {
+        assert_eq!(run::<i64>(&mut con, &["GETBIT", "bits", "100000"]), 1);
+    }
+    assert!(info_field(&mut con, "rocksdb", "data_cache_hits") >= 2);
+    assert!(info_field(&mut con, "memory", "data_cache_used") > 0);
+    // A SETBIT patches the cached fragment; a read of it sees both bits.
+    run::<i64>(&mut con, &["SETBIT", "bits", "100001", "1"]);
+    assert_eq!(run::<i64>(&mut con, &["GETBIT", "bits", "100001"]), 1);
+    assert_eq!(run::<i64>(&mut con, &["BITCOUNT", "bits"]), 2);
+    run::<i64>(&mut con, &["SETBIT", "bits", "100000", "0"]);
+    assert_eq!(run::<i64>(&mut con, &["GETBIT", "bits", "100000"]), 0);
+    run::<()>(&mut con, &["DEL", "bits"]);
+    assert_eq!(run::<i64>(&mut con, &["GETBIT", "bits", "100001"]), 0);
+    run::<i64>(&mut con, &["SETBIT", "bits", "100002", "1"]);
+    assert_eq!(run::<i64>(&mut con, &["BITCOUNT", "bits"]), 1);
+    assert_eq!(run::<i64>(&mut con, &["GETBIT", "bits", "100001"]), 0);
 }
 
 #[test]

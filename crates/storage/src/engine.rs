@@ -2,7 +2,7 @@
 
 use thiserror::Error;
 
-use crate::meta_cache::MetaCacheStats;
+use crate::record_cache::RecordCacheStats;
 
 /// The column families. Each holds one kind of record so that each can be tuned, scanned and
 /// range-deleted on its own.
@@ -158,7 +158,8 @@ pub enum ScanDirection {
 /// Figures for INFO: memory held by the engine and its size on disk.
 #[derive(Debug, Default, Clone)]
 pub struct EngineStats {
-    pub meta_cache: MetaCacheStats,
+    pub meta_cache: RecordCacheStats,
+    pub data_cache: RecordCacheStats,
     pub block_cache_usage: u64,
     pub block_cache_capacity: u64,
     pub memtable_usage: u64,

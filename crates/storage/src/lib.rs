@@ -7,8 +7,8 @@
 //!   inline payload of small strings.
 //! - [`Engine`] is the narrow interface the rest of the server uses: point reads, atomic write
 //!   batches, bounded scans and WAL syncs over a fixed set of column families.
-//! - [`RocksEngine`] implements it on RocksDB, with a cache of metadata records kept in step
-//!   by its own writes (`meta_cache`); [`MemoryEngine`] is its in-memory twin for fast tests of
+//! - [`RocksEngine`] implements it on RocksDB, with caches of metadata and data records kept
+//!   in step by its own writes (`record_cache`); [`MemoryEngine`] is its in-memory twin for fast tests of
 //!   type logic. The same conformance tests run against both.
 //! - [`Overlay`] stages writes over an engine and lets reads see them, for transactions.
 //! - `patch` encodes the byte patches that change part of a record without rewriting it.
@@ -16,14 +16,14 @@
 mod engine;
 pub mod keys;
 mod memory;
-mod meta_cache;
 pub mod metadata;
 mod overlay;
 mod patch;
+mod record_cache;
 mod rocks;
 
 pub use engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
 pub use memory::MemoryEngine;
-pub use meta_cache::MetaCacheStats;
 pub use overlay::Overlay;
+pub use record_cache::RecordCacheStats;
 pub use rocks::{RocksConfig, RocksEngine};

@@ -259,6 +259,53 @@ mod conformance {
     }
 
     #[test]
+    fn reads_after_every_kind_of_write_see_it() {
+        // RocksEngine caches what these reads find: each write must update or drop it.
+        for (engine, dir) in engines() {
+            let engine = engine.as_ref();
+            let read = |cf, key: &[u8]| engine.get(cf, key).unwrap();
+            let mut batch = WriteBatch::new();
+            batch.put(Cf::Data, b"k".to_vec(), b"abcd".to_vec());
+            batch.put(Cf::Meta, b"m".to_vec(), b"v1".to_vec());
+            engine.write(batch).unwrap();
+            for _ in 0..2 {
+                assert_eq!(read(Cf::Data, b"k"), Some(b"abcd".to_vec()));
+                assert_eq!(read(Cf::Meta, b"m"), Some(b"v1".to_vec()));
+            }
+
+            let mut batch = WriteBatch::new();
+            batch.patch(b"k".to_vec(), 1, b"XY");
+            batch.patch(b"k".to_vec(), 5, b"Z");
+            engine.write(batch).unwrap();
+            assert_eq!(read(Cf::Data, b"k"), Some(b"aXYd\0Z".to_vec()));
+            assert_eq!(read(Cf::Data, b"k"), Some(b"aXYd\0Z".to_vec()));
+
+            let mut batch = WriteBatch::new();
+            batch.put(Cf::Data, b"k".to_vec(), b"new".to_vec());
+            batch.put(Cf::Meta, b"m".to_vec(), b"v2".to_vec());
+            engine.write(batch).unwrap();
+            assert_eq!(read(Cf::Data, b"k"), Some(b"new".to_vec()));
+            assert_eq!(read(Cf::Meta, b"m"), Some(b"v2".to_vec()));
+
+            let mut batch = WriteBatch::new();
+            batch.delete_range(Cf::Data, b"a".to_vec(), b"z".to_vec());
+            batch.delete(Cf::Meta, b"m".to_vec());
+            engine.write(batch).unwrap();
+            assert_eq!(read(Cf::Data, b"k"), None);
+            assert_eq!(read(Cf::Meta, b"m"), None);
+
+            let mut batch = WriteBatch::new();
+            batch.patch(b"k".to_vec(), 0, b"P");
+            engine.write(batch).unwrap();
+            assert_eq!(read(Cf::Data, b"k"), Some(b"P".to_vec()));
+            if dir.is_some() {
+                let stats = engine.stats();
+                assert!(stats.data_cache.hits >= 2 && stats.meta_cache.hits >= 1);
+            }
+        }
+    }
+
+    #[test]
     fn scans_respect_bounds_and_direction() {
         for (engine, _dir) in engines() {
             let engine = engine.as_ref();

@@ -13,16 +13,17 @@ use rocksdb::{
 
 use crate::engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
 use crate::keys::{element_prefix_len, prefix_end, INTERNAL_PREFIX};
-use crate::meta_cache::{MetaCache, MetaCacheStats};
 use crate::metadata::is_expired_inline_string;
 use crate::patch;
+use crate::record_cache::{RecordCache, RecordCacheStats};
 
 /// Engine settings, from the `rocksdb.*` options of the config file.
 #[derive(Debug, Clone)]
 pub struct RocksConfig {
     pub block_cache_size: usize,
-    /// Bound on the cache of metadata records ([`MetaCache`]); 0 turns it off.
+    /// Bound on the cache of metadata records ([`RecordCache`]); 0 turns it off.
     pub meta_cache_size: usize,
+    pub data_cache_size: usize,
     pub write_buffer_size: usize,
     pub max_write_buffer_number: i32,
     /// Bound on the memtables of all column families together.
@@ -39,6 +40,7 @@ impl Default for RocksConfig {
         RocksConfig {
             block_cache_size: 256 << 20,
             meta_cache_size: 64 << 20,
+            data_cache_size: 64 << 20,
             write_buffer_size: 64 << 20,
             max_write_buffer_number: 4,
             memtable_budget: 256 << 20,
@@ -58,7 +60,7 @@ pub struct RocksEngine {
     db: DB,
     options: Options,
     cache: Cache,
-    meta_cache: Option<MetaCache>,
+    caches: Caches,
     write_buffers: WriteBufferManager,
     memtable_budget: u64,
     block_cache_capacity: u64,
@@ -111,7 +113,10 @@ impl RocksEngine {
             db,
             options: db_options,
             cache,
-            meta_cache: MetaCache::new(config.meta_cache_size),
+            caches: Caches {
+                meta: RecordCache::new(config.meta_cache_size),
+                data: RecordCache::new(config.data_cache_size),
+            },
             write_buffers,
             memtable_budget: config.memtable_budget as u64,
             block_cache_capacity: config.block_cache_size as u64,
@@ -135,11 +140,6 @@ impl RocksEngine {
             .sum()
     }
 
-    /// The metadata cache, if it is on and `cf` is the family it caches.
-    fn meta_cache_for(&self, cf: Cf) -> Option<&MetaCache> {
-        self.meta_cache.as_ref().filter(|_| cf == Cf::Meta)
-    }
-
     /// A batched read of `keys` in one column family, past the metadata cache.
     fn read_many<'k>(
         &self,
@@ -157,45 +157,77 @@ impl RocksEngine {
     }
 }
 
-/// Takes the metadata records a write changes out of the cache before it is written; returns,
-/// per op, whether its record was cached.
-fn withdraw_written(cache: &MetaCache, batch: &WriteBatch) -> Vec<bool> {
+/// The caches of records in front of RocksDB: of metadata, and of the data family's records
+/// (elements of collections, fragments of strings, Roaring containers).
+struct Caches {
+    meta: Option<RecordCache>,
+    data: Option<RecordCache>,
+}
+
+impl Caches {
+    /// The cache of `cf`'s records, if it has one and it is on.
+    fn of(&self, cf: Cf) -> Option<&RecordCache> {
+        match cf {
+            Cf::Meta => self.meta.as_ref(),
+            Cf::Data => self.data.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// Takes the records a write changes out of the caches before it is written; returns, per op,
+/// the record it took out, if it was cached.
+fn withdraw_written(caches: &Caches, batch: &WriteBatch) -> Vec<Option<Vec<u8>>> {
     batch
         .ops
         .iter()
         .map(|op| match op {
-            Op::Put {
-                cf: Cf::Meta, key, ..
+            Op::Put { cf, key, .. } | Op::Delete { cf, key } | Op::AddCounter { cf, key, .. } => {
+                caches.of(*cf)?.withdraw(key)
             }
-            | Op::Delete { cf: Cf::Meta, key }
-            | Op::AddCounter {
-                cf: Cf::Meta, key, ..
-            } => cache.withdraw(key),
-            Op::DeleteRange { cf: Cf::Meta, .. } => {
-                cache.withdraw_all();
-                false
+            Op::Patch { key, .. } => caches.of(Cf::Data)?.withdraw(key),
+            Op::DeleteRange { cf, .. } => {
+                caches.of(*cf)?.withdraw_all();
+                None
             }
-            _ => false,
         })
         .collect()
 }
 
-/// Brings the metadata cache in line with a write [withdrawn](withdraw_written) from it: the
-/// new values of the records it put that were cached, if the write succeeded.
-fn note_written(cache: &MetaCache, batch: WriteBatch, was_cached: Vec<bool>, succeeded: bool) {
-    for (op, was_cached) in batch.ops.into_iter().zip(was_cached) {
+/// Brings the caches in line with a write [withdrawn](withdraw_written) from them: the new
+/// values of the records it put or patched that were cached, if the write succeeded.
+fn note_written(
+    caches: &Caches,
+    batch: WriteBatch,
+    withdrawn: Vec<Option<Vec<u8>>>,
+    succeeded: bool,
+) {
+    for (op, withdrawn) in batch.ops.into_iter().zip(withdrawn) {
+        let was_cached = withdrawn.is_some();
         match op {
-            Op::Put {
-                cf: Cf::Meta,
-                key,
-                value,
-            } => cache.written(&key, succeeded.then_some(value), was_cached),
-            Op::Delete { cf: Cf::Meta, key }
-            | Op::AddCounter {
-                cf: Cf::Meta, key, ..
-            } => cache.written(&key, None, was_cached),
-            Op::DeleteRange { cf: Cf::Meta, .. } => cache.written_all(),
-            _ => {}
+            Op::Put { cf, key, value } => {
+                if let Some(cache) = caches.of(cf) {
+                    cache.written(&key, succeeded.then_some(value), was_cached);
+                }
+            }
+            Op::Delete { cf, key } | Op::AddCounter { cf, key, .. } => {
+                if let Some(cache) = caches.of(cf) {
+                    cache.written(&key, None, was_cached);
+                }
+            }
+            Op::Patch { key, patch } => {
+                if let Some(cache) = caches.of(Cf::Data) {
+                    let patched = withdrawn.filter(|_| succeeded).and_then(|mut value| {
+                        patch::apply(&mut value, &patch).ok().map(|()| value)
+                    });
+                    cache.written(&key, patched, was_cached);
+                }
+            }
+            Op::DeleteRange { cf, .. } => {
+                if let Some(cache) = caches.of(cf) {
+                    cache.written_all();
+                }
+            }
         }
     }
 }
@@ -321,7 +353,7 @@ fn drop_expired_strings(_level: u32, key: &[u8], value: &[u8]) -> Decision {
 
 impl Engine for RocksEngine {
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        let Some(cache) = self.meta_cache_for(cf) else {
+        let Some(cache) = self.caches.of(cf) else {
             return Ok(self.db.get_cf(self.handle(cf)?, key)?);
         };
         let miss = match cache.get(key) {
@@ -342,7 +374,7 @@ impl Engine for RocksEngine {
         }
         // All from the cache or all from one batched read, which answers every key from one
         // snapshot: a reader (MGET) sees all of a transaction's writes or none.
-        let Some(cache) = self.meta_cache_for(cf) else {
+        let Some(cache) = self.caches.of(cf) else {
             return self.read_many(cf, keys.iter());
         };
         let misses = match cache.get_all(keys) {
@@ -350,14 +382,7 @@ impl Engine for RocksEngine {
             Err(misses) => misses,
         };
         let values = self.read_many(cf, keys.iter())?;
-        // Only into spare room: a batch of keys drawn from more than the cache holds is
-        // almost never cached whole, so evicting for it only churned the cache. Under MGETs
-        // of 32 keys from 200,000 that churn was a fifth of the server's CPU.
-        for ((miss, key), value) in misses.into_iter().zip(keys).zip(&values) {
-            if let Some(value) = value {
-                cache.fill_spare(miss, key, value);
-            }
-        }
+        cache.fill_batch(misses, keys, &values);
         Ok(values)
     }
 
@@ -378,12 +403,9 @@ impl Engine for RocksEngine {
         }
         let mut options = WriteOptions::default();
         options.set_sync(false);
-        let Some(cache) = &self.meta_cache else {
-            return Ok(self.db.write_opt(raw, &options)?);
-        };
-        let was_cached = withdraw_written(cache, &batch);
+        let withdrawn = withdraw_written(&self.caches, &batch);
         let result = self.db.write_opt(raw, &options);
-        note_written(cache, batch, was_cached, result.is_ok());
+        note_written(&self.caches, batch, withdrawn, result.is_ok());
         Ok(result?)
     }
 
@@ -450,12 +472,14 @@ impl Engine for RocksEngine {
     }
 
     fn stats(&self) -> EngineStats {
-        let meta_cache = self
-            .meta_cache
-            .as_ref()
-            .map_or_else(MetaCacheStats::default, MetaCache::stats);
+        let cache_stats = |cache: &Option<RecordCache>| {
+            cache
+                .as_ref()
+                .map_or_else(RecordCacheStats::default, RecordCache::stats)
+        };
         EngineStats {
-            meta_cache,
+            meta_cache: cache_stats(&self.caches.meta),
+            data_cache: cache_stats(&self.caches.data),
             block_cache_usage: self.cache.get_usage() as u64,
             block_cache_capacity: self.block_cache_capacity,
             memtable_usage: self.write_buffers.get_usage() as u64,

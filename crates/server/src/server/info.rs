@@ -204,6 +204,8 @@ fn memory(services: &Services, keyspace: &Keyspace, out: &mut String) {
     line(out, "block_cache_capacity", engine.block_cache_capacity);
     line(out, "meta_cache_used", engine.meta_cache.usage);
     line(out, "meta_cache_capacity", engine.meta_cache.capacity);
+    line(out, "data_cache_used", engine.data_cache.usage);
+    line(out, "data_cache_capacity", engine.data_cache.capacity);
     line(out, "memtables_used", engine.memtable_usage);
     line(out, "memtables_limit", engine.memtable_limit);
     line(out, "table_readers_used", engine.table_readers_usage);
@@ -333,6 +335,10 @@ fn rocksdb(services: &Services, keyspace: &Keyspace, out: &mut String) {
     line(out, "meta_cache_capacity", engine.meta_cache.capacity);
     line(out, "meta_cache_hits", engine.meta_cache.hits);
     line(out, "meta_cache_misses", engine.meta_cache.misses);
+    line(out, "data_cache_usage", engine.data_cache.usage);
+    line(out, "data_cache_capacity", engine.data_cache.capacity);
+    line(out, "data_cache_hits", engine.data_cache.hits);
+    line(out, "data_cache_misses", engine.data_cache.misses);
     line(out, "memtable_usage", engine.memtable_usage);
     line(out, "memtable_limit", engine.memtable_limit);
     line(
