@@ -23,6 +23,7 @@ pub struct RocksConfig {
     pub block_cache_size: usize,
     /// Bound on the cache of metadata records ([`RecordCache`]); 0 turns it off.
     pub meta_cache_size: usize,
+    /// Bound on the cache of the data family's records; 0 turns it off.
     pub data_cache_size: usize,
     pub write_buffer_size: usize,
     pub max_write_buffer_number: i32,
@@ -140,7 +141,7 @@ impl RocksEngine {
             .sum()
     }
 
-    /// A batched read of `keys` in one column family, past the metadata cache.
+    /// A batched read of `keys` in one column family, past the record caches.
     fn read_many<'k>(
         &self,
         cf: Cf,
