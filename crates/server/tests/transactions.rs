@@ -5,7 +5,7 @@ mod common;
 use std::thread;
 use std::time::Duration;
 
-use common::{fails, run, TestServer};
+use common::{fails, info_field, run, TestServer};
 
 #[test]
 fn exec_runs_the_queue_and_reports_each_reply() {
@@ -137,9 +137,9 @@ fn watch_fails_exec_after_writes_from_anyone_expiry_or_flush() {
     );
 }
 
-#[test]
-fn readers_never_see_half_a_transaction() {
-    let server = TestServer::start();
+/// Runs `transactions` MULTIs that set x to i and y to i followed by `y_suffix`, while another
+/// client checks with MGET that it always finds both from the same one.
+fn check_mget_sees_whole_transactions(server: &TestServer, transactions: i64, y_suffix: &str) {
     let mut writer = server.client();
     let mut reader = server.client();
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -147,17 +147,18 @@ fn readers_never_see_half_a_transaction() {
     let checker = thread::spawn(move || {
         let mut checks = 0;
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-            let (x, y): (Option<i64>, Option<i64>) = redis::cmd("MGET")
+            let (x, y): (Option<String>, Option<String>) = redis::cmd("MGET")
                 .arg("x")
                 .arg("y")
                 .query(&mut reader)
                 .unwrap();
+            let y = y.map(|y| y.split(':').next().unwrap_or_default().to_string());
             assert_eq!(x, y, "x and y are written by one EXEC");
             checks += 1;
         }
         checks
     });
-    for i in 0..300 {
+    for i in 0..transactions {
         let _: () = redis::pipe()
             .atomic()
             .cmd("SET")
@@ -166,13 +167,29 @@ fn readers_never_see_half_a_transaction() {
             .ignore()
             .cmd("SET")
             .arg("y")
-            .arg(i)
+            .arg(format!("{i}{y_suffix}"))
             .ignore()
             .query(&mut writer)
             .unwrap();
     }
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(checker.join().unwrap() > 0);
+}
+
+#[test]
+fn readers_never_see_half_a_transaction() {
+    let server = TestServer::start();
+    check_mget_sees_whole_transactions(&server, 300, "");
+}
+
+#[test]
+fn readers_never_see_half_a_transaction_of_cached_and_uncached_keys() {
+    // x is small and stays in the metadata cache; y is over 8 KB, which the cache never holds,
+    // so every MGET takes x from the cache and y from RocksDB.
+    let server = TestServer::start();
+    check_mget_sees_whole_transactions(&server, 20_000, &format!(":{}", "p".repeat(9000)));
+    let mut con = server.client();
+    assert!(info_field(&mut con, "rocksdb", "meta_cache_hits") > 0);
 }
 
 #[test]

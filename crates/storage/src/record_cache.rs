@@ -63,6 +63,16 @@ fn entry_weight(key: &[u8], value: &[u8]) -> u64 {
     (key.len() + value.len()) as u64 + ENTRY_OVERHEAD
 }
 
+/// What a read of several keys found in the cache.
+pub struct CachedMany {
+    /// Per key, its cached record.
+    pub values: Vec<Option<Vec<u8>>>,
+    /// Per key not cached, in order, its miss.
+    pub misses: Vec<Miss>,
+    /// The shards that answered, with the writes each had seen.
+    hit_shards: Vec<(usize, u64)>,
+}
+
 /// A read that missed, to be filled in with what RocksDB holds.
 pub struct Miss {
     shard: usize,
@@ -128,9 +138,9 @@ impl RecordCache {
         })
     }
 
-    /// The cached records of all `keys`, read at one moment (every shard they fall in locked
-    /// at once), or a [`Miss`] per key if any of them is not cached.
-    pub fn get_all(&self, keys: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, Vec<Miss>> {
+    /// What the cache holds of `keys`, read at one moment (every shard they fall in locked at
+    /// once): a value per key it holds, and a [`Miss`] per key it does not.
+    pub fn get_many(&self, keys: &[Vec<u8>]) -> CachedMany {
         let indexes: Vec<usize> = keys.iter().map(|key| self.shard_of(key)).collect();
         let mut order = indexes.clone();
         order.sort_unstable();
@@ -147,30 +157,40 @@ impl RecordCache {
             let at = locked.partition_point(|(i, _)| *i < index);
             &mut locked[at].1
         }
-        let mut values = Vec::with_capacity(keys.len());
+        let mut found = CachedMany {
+            values: Vec::with_capacity(keys.len()),
+            misses: Vec::new(),
+            hit_shards: Vec::new(),
+        };
         for (key, &index) in keys.iter().zip(&indexes) {
-            match shard(&mut locked, index).entries.get(key) {
-                Some(value) => values.push(value.clone()),
-                None => break,
-            }
-        }
-        if values.len() == keys.len() {
-            for &index in &indexes {
-                shard(&mut locked, index).hits += 1;
-            }
-            return Ok(values);
-        }
-        Err(indexes
-            .iter()
-            .map(|&index| {
-                let shard = shard(&mut locked, index);
+            let shard = shard(&mut locked, index);
+            let value = shard.entries.get(key).cloned();
+            if value.is_some() {
+                shard.hits += 1;
+                found.hit_shards.push((index, shard.writes));
+            } else {
                 shard.misses += 1;
-                Miss {
+                found.misses.push(Miss {
                     shard: index,
                     writes_seen: shard.writes,
-                }
-            })
-            .collect())
+                });
+            }
+            found.values.push(value);
+        }
+        found.hit_shards.sort_unstable();
+        found.hit_shards.dedup();
+        found
+    }
+
+    /// Whether no write has come to a shard that answered part of `found` since: then every
+    /// value it found is still what RocksDB holds. A write withdraws its records before it
+    /// writes RocksDB, so one that changed a cached key after the lookup shows here, and one
+    /// that was under way during it had its keys among the misses.
+    pub fn still_current(&self, found: &CachedMany) -> bool {
+        found
+            .hit_shards
+            .iter()
+            .all(|&(index, writes)| self.shards[index].lock().writes == writes)
     }
 
     /// Caches what a read that missed found, unless a write came to the shard meanwhile.
@@ -178,13 +198,17 @@ impl RecordCache {
         self.fill_one(miss, key, value, true);
     }
 
-    /// Caches what a batched read that missed found. A batch is answered from the cache only
-    /// if all its keys are there, which for keys drawn from more than the cache holds almost
-    /// never happens, so evicting for every batch only churned the cache: under MGETs of 32
+    /// Caches what a batched read found of the keys it missed. For keys drawn from more than
+    /// the cache holds, evicting for every batch only churned the cache: under MGETs of 32
     /// keys from 200,000 that churn was a fifth of the server's CPU. Batches fill spare room;
     /// one in [`EVICTING_BATCH_EVERY`] may evict, so that a new set of keys read only in
     /// batches still comes in over time.
-    pub fn fill_batch(&self, misses: Vec<Miss>, keys: &[Vec<u8>], values: &[Option<Vec<u8>>]) {
+    pub fn fill_batch<'k>(
+        &self,
+        misses: Vec<Miss>,
+        keys: impl Iterator<Item = &'k Vec<u8>>,
+        values: &[Option<Vec<u8>>],
+    ) {
         let evict = self.batches.fetch_add(1, Ordering::Relaxed) % EVICTING_BATCH_EVERY
             == EVICTING_BATCH_EVERY - 1;
         for ((miss, key), value) in misses.into_iter().zip(keys).zip(values) {
@@ -359,28 +383,55 @@ mod tests {
         );
     }
 
+    fn all_cached(cache: &RecordCache, keys: &[Vec<u8>]) -> bool {
+        cache.get_many(keys).misses.is_empty()
+    }
+
     #[test]
-    fn get_all_answers_only_when_every_key_is_cached() {
+    fn get_many_answers_what_is_cached_and_misses_the_rest() {
         let cache = cache();
         let keys: Vec<Vec<u8>> = (0..40u32).map(|i| i.to_be_bytes().to_vec()).collect();
         for key in &keys[..39] {
             read(&cache, key, key);
         }
-        let Err(misses) = cache.get_all(&keys) else {
-            panic!("one key is not cached");
-        };
-        assert_eq!(misses.len(), keys.len());
-        for (miss, key) in misses.into_iter().zip(&keys) {
-            cache.fill(miss, key, key);
+        let found = cache.get_many(&keys);
+        assert_eq!(found.misses.len(), 1);
+        assert_eq!(
+            found.values[..39],
+            keys[..39].iter().cloned().map(Some).collect::<Vec<_>>()
+        );
+        assert_eq!(found.values[39], None);
+        for miss in found.misses {
+            cache.fill(miss, &keys[39], &keys[39]);
         }
-        assert_eq!(cache.get_all(&keys).ok(), Some(keys.clone()));
+        assert!(all_cached(&cache, &keys));
         let was_cached = cache.withdraw(&keys[7]).is_some();
-        assert!(cache.get_all(&keys).is_err(), "a key is being written");
+        assert!(!all_cached(&cache, &keys), "a key is being written");
         cache.written(&keys[7], Some(b"seven".to_vec()), was_cached);
         assert_eq!(
-            cache.get_all(&keys[7..8]).ok(),
-            Some(vec![b"seven".to_vec()])
+            cache.get_many(&keys[7..8]).values,
+            vec![Some(b"seven".to_vec())]
         );
+    }
+
+    #[test]
+    fn what_get_many_found_is_current_until_a_write_reaches_its_shards() {
+        let cache = cache();
+        let keys: Vec<Vec<u8>> = (0..8u32).map(|i| i.to_be_bytes().to_vec()).collect();
+        for key in &keys[..4] {
+            read(&cache, key, b"v");
+        }
+        let found = cache.get_many(&keys);
+        assert!(cache.still_current(&found));
+        // A write of a key that missed goes unnoticed unless it shares a shard with a hit; a
+        // write of a key that was found is always noticed.
+        write(&cache, &keys[2], Some(b"new"));
+        assert!(!cache.still_current(&found));
+        let found = cache.get_many(&keys);
+        write(&cache, b"elsewhere", None);
+        let shared = cache.shard_of(b"elsewhere");
+        let answered = keys[..4].iter().any(|key| cache.shard_of(key) == shared);
+        assert_eq!(cache.still_current(&found), !answered);
     }
 
     #[test]
@@ -426,14 +477,19 @@ mod tests {
     fn batched_reads_fill_spare_room_and_rarely_evict() {
         let cache = RecordCache::new(64 << 10).expect("a cache");
         let batch_read = |keys: &[Vec<u8>]| {
-            if let Err(misses) = cache.get_all(keys) {
-                let values = vec![Some(vec![0; 100]); keys.len()];
-                cache.fill_batch(misses, keys, &values);
-            }
+            let found = cache.get_many(keys);
+            let missing: Vec<&Vec<u8>> = keys
+                .iter()
+                .zip(&found.values)
+                .filter(|(_, cached)| cached.is_none())
+                .map(|(key, _)| key)
+                .collect();
+            let values = vec![Some(vec![0; 100]); missing.len()];
+            cache.fill_batch(found.misses, missing.into_iter(), &values);
         };
         let first = [b"a".to_vec(), b"b".to_vec()];
         batch_read(&first);
-        assert!(cache.get_all(&first).is_ok(), "an empty cache has room");
+        assert!(all_cached(&cache, &first), "an empty cache has room");
 
         let keys: Vec<Vec<u8>> = (0..10_000u32).map(|i| i.to_be_bytes().to_vec()).collect();
         for key in &keys {

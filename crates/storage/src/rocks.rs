@@ -373,18 +373,34 @@ impl Engine for RocksEngine {
             // A batched read of one key costs more than a plain one.
             return Ok(vec![self.get(cf, only)?]);
         }
-        // All from the cache or all from one batched read, which answers every key from one
-        // snapshot: a reader (MGET) sees all of a transaction's writes or none.
+        // The keys the cache holds come from it, the others from one batched read, which sees
+        // one snapshot. Together they are one state of the database if no write came to the
+        // shards that answered meanwhile; otherwise every key is read again in one batch.
+        // Either way a reader (MGET) sees all of a transaction's writes or none.
         let Some(cache) = self.caches.of(cf) else {
             return self.read_many(cf, keys.iter());
         };
-        let misses = match cache.get_all(keys) {
-            Ok(values) => return Ok(values.into_iter().map(Some).collect()),
-            Err(misses) => misses,
+        let found = cache.get_many(keys);
+        if found.misses.is_empty() {
+            return Ok(found.values);
+        }
+        let missing = || {
+            keys.iter()
+                .zip(&found.values)
+                .filter(|(_, cached)| cached.is_none())
+                .map(|(key, _)| key)
         };
-        let values = self.read_many(cf, keys.iter())?;
-        cache.fill_batch(misses, keys, &values);
-        Ok(values)
+        let read = self.read_many(cf, missing())?;
+        if !cache.still_current(&found) {
+            return self.read_many(cf, keys.iter());
+        }
+        cache.fill_batch(found.misses, missing(), &read);
+        let mut read = read.into_iter();
+        Ok(found
+            .values
+            .into_iter()
+            .map(|cached| cached.or_else(|| read.next().flatten()))
+            .collect())
     }
 
     fn write(&self, batch: WriteBatch) -> Result<(), StorageError> {
