@@ -11,7 +11,9 @@
 //! A write takes the records it changes out of the cache before it writes RocksDB and puts the
 //! new values back after, so a record is cached only while no write to it is under way: a
 //! reader never finds an older value here than RocksDB shows, and a read of several keys that
-//! finds them all cached at one moment sees one state of the database.
+//! finds them all cached at one moment sees one state of the database. One that finds only some
+//! reads the rest from RocksDB and then asks [`RecordCache::still_current`] whether what it
+//! found here can stand beside what it read there.
 //!
 //! A read that misses fills the cache after it has read RocksDB, and a write may land in
 //! between. Each shard therefore counts the writes it has seen, and a fill goes in only if
