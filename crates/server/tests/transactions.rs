@@ -138,20 +138,29 @@ fn watch_fails_exec_after_writes_from_anyone_expiry_or_flush() {
 }
 
 /// Runs `transactions` MULTIs that set x to i and y to i followed by `y_suffix`, while another
-/// client checks with MGET that it always finds both from the same one.
+/// client checks with MGET that it always finds both from the same one. The MGET also reads
+/// 30 other keys, so that its reads of x and y are further apart.
 fn check_mget_sees_whole_transactions(server: &TestServer, transactions: i64, y_suffix: &str) {
     let mut writer = server.client();
     let mut reader = server.client();
+    let others: Vec<String> = (0..30).map(|n| format!("other{n}")).collect();
+    for other in &others {
+        run::<()>(&mut writer, &["SET", other, "v"]);
+    }
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stop = done.clone();
     let checker = thread::spawn(move || {
         let mut checks = 0;
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-            let (x, y): (Option<String>, Option<String>) = redis::cmd("MGET")
+            let mut values: Vec<Option<String>> = redis::cmd("MGET")
                 .arg("x")
+                .arg(&others)
                 .arg("y")
                 .query(&mut reader)
                 .unwrap();
+            let (Some(y), Some(x)) = (values.pop(), values.first().cloned()) else {
+                panic!("MGET of 32 keys answers 32 values");
+            };
             let y = y.map(|y| y.split(':').next().unwrap_or_default().to_string());
             assert_eq!(x, y, "x and y are written by one EXEC");
             checks += 1;
@@ -179,7 +188,7 @@ fn check_mget_sees_whole_transactions(server: &TestServer, transactions: i64, y_
 #[test]
 fn readers_never_see_half_a_transaction() {
     let server = TestServer::start();
-    check_mget_sees_whole_transactions(&server, 300, "");
+    check_mget_sees_whole_transactions(&server, 20_000, "");
 }
 
 #[test]

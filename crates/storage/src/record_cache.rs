@@ -10,10 +10,10 @@
 //!
 //! A write takes the records it changes out of the cache before it writes RocksDB and puts the
 //! new values back after, so a record is cached only while no write to it is under way: a
-//! reader never finds an older value here than RocksDB shows, and a read of several keys that
-//! finds them all cached at one moment sees one state of the database. One that finds only some
-//! reads the rest from RocksDB and then asks [`RecordCache::still_current`] whether what it
-//! found here can stand beside what it read there.
+//! reader never finds an older value here than RocksDB shows. A read of several keys looks them
+//! up shard by shard, reads what it did not find from RocksDB, and then asks
+//! [`RecordCache::still_current`] whether what it found here is still one state of the
+//! database, with what it read there.
 //!
 //! A read that misses fills the cache after it has read RocksDB, and a write may land in
 //! between. Each shard therefore counts the writes it has seen, and a fill goes in only if
@@ -21,7 +21,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 use quick_cache::unsync::Cache;
 use quick_cache::Weighter;
 
@@ -30,6 +30,10 @@ const VALUE_LIMIT: usize = 8 << 10;
 /// Bytes of bookkeeping counted per entry besides its key and value.
 const ENTRY_OVERHEAD: u64 = 64;
 const SHARDS: usize = 32;
+const _: () = assert!(
+    SHARDS <= u32::BITS as usize,
+    "CachedMany keeps a bit per shard"
+);
 /// One batched read in this many may evict records to fill the cache.
 const EVICTING_BATCH_EVERY: u64 = 16;
 
@@ -71,8 +75,10 @@ pub struct CachedMany {
     pub values: Vec<Option<Vec<u8>>>,
     /// Per key not cached, in order, its miss.
     pub misses: Vec<Miss>,
-    /// The shards that answered, with the writes each had seen.
-    hit_shards: Vec<(usize, u64)>,
+    /// The shards that answered, one bit each.
+    hit_shards: u32,
+    /// Per shard, the writes it had seen at the lookup.
+    writes_seen: [u64; SHARDS],
 }
 
 /// A read that missed, to be filled in with what RocksDB holds.
@@ -140,59 +146,73 @@ impl RecordCache {
         })
     }
 
-    /// What the cache holds of `keys`, read at one moment (every shard they fall in locked at
-    /// once): a value per key it holds, and a [`Miss`] per key it does not.
+    /// What the cache holds of `keys`: a value per key it holds, and a [`Miss`] per key it
+    /// does not. Each shard is locked once, for all of its keys, and never two at once (two
+    /// readers of a hundred keys each used to queue for all of them); the values found are one
+    /// state of the database if [`RecordCache::still_current`] says so afterwards.
     pub fn get_many(&self, keys: &[Vec<u8>]) -> CachedMany {
-        let indexes: Vec<usize> = keys.iter().map(|key| self.shard_of(key)).collect();
-        let mut order = indexes.clone();
-        order.sort_unstable();
-        order.dedup();
-        // Ascending, as no other holder of a shard lock takes a second one.
-        let mut locked: Vec<(usize, MutexGuard<'_, Shard>)> = order
-            .into_iter()
-            .map(|index| (index, self.shards[index].lock()))
-            .collect();
-        fn shard<'a, 'g>(
-            locked: &'a mut [(usize, MutexGuard<'g, Shard>)],
-            index: usize,
-        ) -> &'a mut Shard {
-            let at = locked.partition_point(|(i, _)| *i < index);
-            &mut locked[at].1
+        let shard_of: Vec<u8> = keys.iter().map(|key| self.shard_of(key) as u8).collect();
+        // The keys' positions grouped by shard (a counting sort).
+        let mut starts = [0usize; SHARDS + 1];
+        for &index in &shard_of {
+            starts[index as usize + 1] += 1;
         }
-        let mut found = CachedMany {
-            values: Vec::with_capacity(keys.len()),
-            misses: Vec::new(),
-            hit_shards: Vec::new(),
-        };
-        for (key, &index) in keys.iter().zip(&indexes) {
-            let shard = shard(&mut locked, index);
-            let value = shard.entries.get(key).cloned();
-            if value.is_some() {
-                shard.hits += 1;
-                found.hit_shards.push((index, shard.writes));
-            } else {
-                shard.misses += 1;
-                found.misses.push(Miss {
-                    shard: index,
-                    writes_seen: shard.writes,
-                });
+        for index in 0..SHARDS {
+            starts[index + 1] += starts[index];
+        }
+        let mut next = starts;
+        let mut by_shard = vec![0usize; keys.len()];
+        for (at, &index) in shard_of.iter().enumerate() {
+            by_shard[next[index as usize]] = at;
+            next[index as usize] += 1;
+        }
+        let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+        let mut writes_seen = [0u64; SHARDS];
+        let mut hit_shards = 0u32;
+        for index in 0..SHARDS {
+            let positions = &by_shard[starts[index]..starts[index + 1]];
+            if positions.is_empty() {
+                continue;
             }
-            found.values.push(value);
+            let mut shard = self.shards[index].lock();
+            writes_seen[index] = shard.writes;
+            for &at in positions {
+                values[at] = shard.entries.get(&keys[at]).cloned();
+                if values[at].is_some() {
+                    shard.hits += 1;
+                    hit_shards |= 1 << index;
+                } else {
+                    shard.misses += 1;
+                }
+            }
         }
-        found.hit_shards.sort_unstable();
-        found.hit_shards.dedup();
-        found
+        let misses = values
+            .iter()
+            .zip(&shard_of)
+            .filter(|(value, _)| value.is_none())
+            .map(|(_, &index)| Miss {
+                shard: index as usize,
+                writes_seen: writes_seen[index as usize],
+            })
+            .collect();
+        CachedMany {
+            values,
+            misses,
+            hit_shards,
+            writes_seen,
+        }
     }
 
-    /// Whether no write has come to a shard that answered part of `found` since: then every
-    /// value it found is still what RocksDB holds. A write withdraws its records before it
-    /// writes RocksDB, so one that changed a cached key after the lookup shows here, and one
-    /// that was under way during it had its keys among the misses.
+    /// Whether no write has come to a shard that answered part of `found` since its lookup.
+    /// Then each value found was what RocksDB held from its lookup until this check, and as
+    /// every lookup came before every check, all of them at once at the first check. A write
+    /// withdraws its records before it writes RocksDB and puts them back after, so one that
+    /// changed a cached key shows here, and one under way during a lookup had its keys among
+    /// the misses.
     pub fn still_current(&self, found: &CachedMany) -> bool {
-        found
-            .hit_shards
-            .iter()
-            .all(|&(index, writes)| self.shards[index].lock().writes == writes)
+        (0..SHARDS)
+            .filter(|index| found.hit_shards & (1 << index) != 0)
+            .all(|index| self.shards[index].lock().writes == found.writes_seen[index])
     }
 
     /// Caches what a read that missed found, unless a write came to the shard meanwhile.

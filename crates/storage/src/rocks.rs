@@ -382,7 +382,10 @@ impl Engine for RocksEngine {
         };
         let found = cache.get_many(keys);
         if found.misses.is_empty() {
-            return Ok(found.values);
+            if cache.still_current(&found) {
+                return Ok(found.values);
+            }
+            return self.read_many(cf, keys.iter());
         }
         let missing = || {
             keys.iter()

@@ -429,10 +429,8 @@ impl<'a> Db<'a> {
         version: u64,
         subs: &[&[u8]],
     ) -> Result<Vec<Option<Vec<u8>>>, Error> {
-        let raw: Vec<Vec<u8>> = subs
-            .iter()
-            .map(|s| k::element_key(self.index, key, version, s))
-            .collect();
+        let prefix = k::element_prefix(self.index, key, version);
+        let raw: Vec<Vec<u8>> = subs.iter().map(|sub| [&prefix, *sub].concat()).collect();
         Ok(self.engine().multi_get(cf, &raw)?)
     }
 
