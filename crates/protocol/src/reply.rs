@@ -207,14 +207,23 @@ fn line(out: &mut BytesMut, prefix: u8, text: &[u8]) {
     out.put_slice(b"\r\n");
 }
 
+/// A line of a number: digits need none of [`line`]'s care.
 fn int_line(out: &mut BytesMut, prefix: u8, n: i64) {
     let mut digits = itoa::Buffer::new();
-    line(out, prefix, digits.format(n).as_bytes());
+    let digits = digits.format(n).as_bytes();
+    out.reserve(digits.len() + 3);
+    out.put_u8(prefix);
+    out.put_slice(digits);
+    out.put_slice(b"\r\n");
 }
 
 fn bulk(out: &mut BytesMut, prefix: u8, data: &[u8]) {
-    int_line(out, prefix, data.len() as i64);
-    out.reserve(data.len() + 2);
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(data.len()).as_bytes();
+    out.reserve(digits.len() + data.len() + 5);
+    out.put_u8(prefix);
+    out.put_slice(digits);
+    out.put_slice(b"\r\n");
     out.put_slice(data);
     out.put_slice(b"\r\n");
 }

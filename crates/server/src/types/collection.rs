@@ -76,7 +76,19 @@ pub(crate) struct ScanBuffer {
 }
 
 impl ScanBuffer {
+    /// A buffer for `items` strings, sized at the first push as if all were as long as it
+    /// (a list's elements usually are alike), instead of growing by doubling.
+    pub fn for_items(items: usize) -> Self {
+        ScanBuffer {
+            bytes: BytesMut::new(),
+            ends: Vec::with_capacity(items),
+        }
+    }
+
     pub fn push(&mut self, item: &[u8]) {
+        if self.ends.is_empty() {
+            self.bytes.reserve(item.len() * self.ends.capacity().max(1));
+        }
         self.bytes.extend_from_slice(item);
         self.ends.push(self.bytes.len());
     }
