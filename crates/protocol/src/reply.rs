@@ -209,8 +209,8 @@ fn line(out: &mut BytesMut, prefix: u8, text: &[u8]) {
 
 /// A line of a number: digits need none of [`line`]'s care.
 fn int_line(out: &mut BytesMut, prefix: u8, n: i64) {
-    let mut digits = itoa::Buffer::new();
-    let digits = digits.format(n).as_bytes();
+    let mut buffer = itoa::Buffer::new();
+    let digits = buffer.format(n).as_bytes();
     out.reserve(digits.len() + 3);
     out.put_u8(prefix);
     out.put_slice(digits);
@@ -218,8 +218,8 @@ fn int_line(out: &mut BytesMut, prefix: u8, n: i64) {
 }
 
 fn bulk(out: &mut BytesMut, prefix: u8, data: &[u8]) {
-    let mut digits = itoa::Buffer::new();
-    let digits = digits.format(data.len()).as_bytes();
+    let mut buffer = itoa::Buffer::new();
+    let digits = buffer.format(data.len()).as_bytes();
     out.reserve(digits.len() + data.len() + 5);
     out.put_u8(prefix);
     out.put_slice(digits);

@@ -437,6 +437,36 @@ mod tests {
     }
 
     #[test]
+    fn get_many_pairs_each_key_with_its_own_value_or_miss() {
+        let cache = cache();
+        let keys: Vec<Vec<u8>> = (0..200u32).map(|i| i.to_be_bytes().to_vec()).collect();
+        // Every third key cached, so hits and misses interleave across every shard.
+        for key in keys.iter().step_by(3) {
+            read(&cache, key, key);
+        }
+        let found = cache.get_many(&keys);
+        for (i, (key, value)) in keys.iter().zip(&found.values).enumerate() {
+            assert_eq!(value.as_ref(), (i % 3 == 0).then_some(key), "key {i}");
+        }
+        let missing: Vec<&Vec<u8>> = keys
+            .iter()
+            .zip(&found.values)
+            .filter(|(_, cached)| cached.is_none())
+            .map(|(key, _)| key)
+            .collect();
+        assert_eq!(found.misses.len(), missing.len());
+        let values: Vec<Option<Vec<u8>>> = missing.iter().map(|key| Some(key.to_vec())).collect();
+        cache.fill_batch(found.misses, missing.into_iter(), &values);
+        for key in &keys {
+            assert_eq!(
+                cache.get(key).ok().as_ref(),
+                Some(key),
+                "each filled with its own"
+            );
+        }
+    }
+
+    #[test]
     fn what_get_many_found_is_current_until_a_write_reaches_its_shards() {
         let cache = cache();
         let keys: Vec<Vec<u8>> = (0..8u32).map(|i| i.to_be_bytes().to_vec()).collect();

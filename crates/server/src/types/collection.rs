@@ -67,6 +67,9 @@ fn corrupt_packing() -> Error {
     Error::Storage(StorageError::Corrupt("packed collection elements"))
 }
 
+/// The most a [`ScanBuffer`] reserves ahead of what it holds.
+const RESERVE_LIMIT: usize = 1 << 20;
+
 /// Byte strings read by one scan, copied into one buffer that they then share: one allocation
 /// for all of them instead of one each (LRANGE 0 99 reads 100 values per command).
 #[derive(Default)]
@@ -77,7 +80,7 @@ pub(crate) struct ScanBuffer {
 
 impl ScanBuffer {
     /// A buffer for `items` strings, sized at the first push as if all were as long as it
-    /// (a list's elements usually are alike), instead of growing by doubling.
+    /// (a list's elements usually are alike), up to 1 MiB, instead of growing by doubling.
     pub fn for_items(items: usize) -> Self {
         ScanBuffer {
             bytes: BytesMut::new(),
@@ -87,7 +90,9 @@ impl ScanBuffer {
 
     pub fn push(&mut self, item: &[u8]) {
         if self.ends.is_empty() {
-            self.bytes.reserve(item.len() * self.ends.capacity().max(1));
+            let expected = item.len().saturating_mul(self.ends.capacity());
+            self.bytes
+                .reserve(expected.min(RESERVE_LIMIT).max(item.len()));
         }
         self.bytes.extend_from_slice(item);
         self.ends.push(self.bytes.len());
@@ -684,6 +689,21 @@ impl CollectionWrite<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scan_buffer_reserves_for_its_window_but_at_most_a_mebibyte() {
+        let mut small = ScanBuffer::for_items(100);
+        small.push(&[7; 128]);
+        assert!(small.bytes.capacity() >= 128 * 100);
+        // A first element of 2 MiB in a window of 1,024 must not reserve 2 GiB.
+        let mut large = ScanBuffer::for_items(1024);
+        large.push(&vec![7; 2 << 20]);
+        assert!(large.bytes.capacity() < 4 << 20);
+        assert_eq!(
+            large.into_items().next().map(|item| item.len()),
+            Some(2 << 20)
+        );
+    }
 
     #[test]
     fn scan_buffer_hands_back_what_was_pushed_in_order() {

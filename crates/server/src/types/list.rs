@@ -16,7 +16,7 @@ use crate::error::Error;
 /// Where a new list starts, so it can grow a long way in both directions.
 const MIDDLE: u64 = 1 << 63;
 /// An LRANGE reserves room for at most this many elements up front.
-const RESERVE_LIMIT: u64 = 1024;
+const RESERVED_ITEMS: u64 = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum End {
@@ -206,7 +206,7 @@ impl<'a> Db<'a> {
             return Ok(ScanBuffer::default());
         };
         let (head, _) = bounds(&list.extra);
-        let mut read = ScanBuffer::for_items((last - first + 1).min(RESERVE_LIMIT) as usize);
+        let mut read = ScanBuffer::for_items((last - first + 1).min(RESERVED_ITEMS) as usize);
         let (from, to) = (list_suffix(head + first), list_suffix(head + last + 1));
         self.scan_elements(
             Cf::Data,

@@ -13,9 +13,8 @@ use parking_lot::{ArcMutexGuard, Mutex, MutexGuard, RawMutex};
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::Notify;
 
-/// Key locks. Fifty MSETs of 32 keys hold 1,600 stripes at a time, so with 4,096 nearly every
-/// one waited behind another; 16,384 took the seed's MSET line 5% of server CPU per call and
-/// gave it 13% more calls a second, for about 1 MB.
+/// Key locks: fifty clients' MSETs of 32 keys hold 1,600 stripes at once, and among 4,096
+/// nearly every one of them waited behind another (docs/design.md, "Writes").
 pub const STRIPES: usize = 16384;
 
 /// How long a runtime worker thread waits for a stripe before it hands its other connections
