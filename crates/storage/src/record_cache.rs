@@ -405,6 +405,15 @@ mod tests {
         );
     }
 
+    /// The keys `found` has no value for, in order.
+    fn missed<'k>(keys: &'k [Vec<u8>], found: &CachedMany) -> Vec<&'k Vec<u8>> {
+        keys.iter()
+            .zip(&found.values)
+            .filter(|(_, cached)| cached.is_none())
+            .map(|(key, _)| key)
+            .collect()
+    }
+
     fn all_cached(cache: &RecordCache, keys: &[Vec<u8>]) -> bool {
         cache.get_many(keys).misses.is_empty()
     }
@@ -448,12 +457,7 @@ mod tests {
         for (i, (key, value)) in keys.iter().zip(&found.values).enumerate() {
             assert_eq!(value.as_ref(), (i % 3 == 0).then_some(key), "key {i}");
         }
-        let missing: Vec<&Vec<u8>> = keys
-            .iter()
-            .zip(&found.values)
-            .filter(|(_, cached)| cached.is_none())
-            .map(|(key, _)| key)
-            .collect();
+        let missing = missed(&keys, &found);
         assert_eq!(found.misses.len(), missing.len());
         let values: Vec<Option<Vec<u8>>> = missing.iter().map(|key| Some(key.to_vec())).collect();
         cache.fill_batch(found.misses, missing.into_iter(), &values);
@@ -530,12 +534,7 @@ mod tests {
         let cache = RecordCache::new(64 << 10).expect("a cache");
         let batch_read = |keys: &[Vec<u8>]| {
             let found = cache.get_many(keys);
-            let missing: Vec<&Vec<u8>> = keys
-                .iter()
-                .zip(&found.values)
-                .filter(|(_, cached)| cached.is_none())
-                .map(|(key, _)| key)
-                .collect();
+            let missing = missed(keys, &found);
             let values = vec![Some(vec![0; 100]); missing.len()];
             cache.fill_batch(found.misses, missing.into_iter(), &values);
         };
