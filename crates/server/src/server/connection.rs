@@ -144,6 +144,12 @@ impl Connection {
         let mut output = BytesMut::with_capacity(READ_CHUNK);
         let mut shutdown = self.services.shutdown.subscribe();
         let handle = self.client.handle.clone();
+        // Made once and polled on every wake: made afresh each time, they registered with (and
+        // left) their notifiers' waiter lists around every request.
+        let killed = handle.killed();
+        tokio::pin!(killed);
+        let stopping = shutdown.wait_for(|&stop| stop);
+        tokio::pin!(stopping);
         loop {
             let (idle_timeout, query_limit) = {
                 let config = self.services.config.read();
@@ -170,8 +176,8 @@ impl Connection {
             let event = tokio::select! {
                 read = self.stream.read_buf(&mut input) => Wake::Read(read?),
                 Some(message) = self.messages.recv() => Wake::Message(message),
-                _ = handle.killed() => return Ok(()),
-                _ = shutdown.wait_for(|&stop| stop) => return Ok(()),
+                _ = &mut killed => return Ok(()),
+                _ = &mut stopping => return Ok(()),
                 _ = idle(idle_timeout) => return Ok(()),
             };
             let read = match event {
