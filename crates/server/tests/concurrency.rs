@@ -52,6 +52,52 @@ fn writes_to_hot_keys_from_many_clients_lose_nothing() {
 }
 
 #[test]
+fn scripts_and_transactions_on_hot_keys_lose_nothing() {
+    // Both hold their declared keys from before their first command until their writes are
+    // committed, which their connections do after the reply is ready: a script's GET and SET
+    // must still see no other write in between, whether from a script or from an EXEC.
+    let server = TestServer::start_with(&["--threads", "2"]);
+    let script = "local v = tonumber(redis.call('GET', KEYS[1]) or '0'); \
+                  redis.call('SET', KEYS[1], v + 1); return v + 1";
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let mut con = server.client();
+            thread::spawn(move || {
+                for round in 0..ROUNDS {
+                    let key = format!("hot{}", round % 3);
+                    if i % 2 == 0 {
+                        run::<i64>(&mut con, &["EVAL", script, "1", &key]);
+                    } else {
+                        let _: () = redis::pipe()
+                            .atomic()
+                            .cmd("INCR")
+                            .arg(&key)
+                            .ignore()
+                            .cmd("INCR")
+                            .arg("total")
+                            .ignore()
+                            .query(&mut con)
+                            .expect("EXEC");
+                    }
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().expect("client thread");
+    }
+    let mut con = server.client();
+    let sum: i64 = (0..3)
+        .map(|k| run::<i64>(&mut con, &["GET", &format!("hot{k}")]))
+        .sum();
+    assert_eq!(sum, (CLIENTS * ROUNDS) as i64);
+    assert_eq!(
+        run::<i64>(&mut con, &["GET", "total"]),
+        (CLIENTS / 2 * ROUNDS) as i64
+    );
+}
+
+#[test]
 fn commands_that_lock_keys_in_other_databases_run_beside_writers() {
     // COPY ... DB and MOVE lock a key of another database, which the connection did not
     // take before the command ran.
