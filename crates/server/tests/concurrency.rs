@@ -54,8 +54,8 @@ fn writes_to_hot_keys_from_many_clients_lose_nothing() {
 #[test]
 fn scripts_and_transactions_on_hot_keys_lose_nothing() {
     // Both hold their declared keys from before their first command until their writes are
-    // committed, which their connections do after the reply is ready: a script's GET and SET
-    // must still see no other write in between, whether from a script or from an EXEC.
+    // committed: a script's GET and SET must see no other write in between, whether from a
+    // script or from an EXEC.
     let server = TestServer::start_with(&["--threads", "2"]);
     let script = "local v = tonumber(redis.call('GET', KEYS[1]) or '0'); \
                   redis.call('SET', KEYS[1], v + 1); return v + 1";

@@ -38,7 +38,6 @@ pub use notify::{expired_event, format_classes, parse_classes, publish_committed
 pub use table::{
     command_keys, lookup, position, resolve, CommandSpec, Flags, Unresolved, ALL_COMMANDS, COMMANDS,
 };
-pub use transaction::{begin_declared, declared_keys, finish_transaction, Committing};
 
 /// What a command may reach: the keyspace, its own connection and the server's services.
 pub struct Context<'a> {
@@ -61,13 +60,6 @@ pub struct Context<'a> {
     pub error_counted: bool,
     /// The command runs for a script (`redis.call`).
     pub in_script: bool,
-    /// The stripes of the keys an EXEC or a script declares, locked by its connection without
-    /// holding up a thread: the transaction takes them over, and is left in `committing` for
-    /// the connection to commit.
-    pub declared_locks: Option<HeldStripes>,
-    /// The transaction an EXEC or a script ran, for its connection to commit (see
-    /// [`finish_transaction`]).
-    pub committing: Option<Committing>,
 }
 
 impl<'a> Context<'a> {
@@ -89,8 +81,6 @@ impl<'a> Context<'a> {
             events: Vec::new(),
             error_counted: false,
             in_script: false,
-            declared_locks: None,
-            committing: None,
         }
     }
 

@@ -10,10 +10,7 @@ use shale_protocol::Reply;
 
 use super::args::{int, is};
 use super::notify::Event;
-use super::{
-    begin_declared, execute_nested, finish_transaction, help_reply, resolve, CommandSpec, Context,
-    Flags,
-};
+use super::{execute_nested, help_reply, publish_committed, resolve, CommandSpec, Context, Flags};
 use crate::error::Error;
 use crate::scripting::{sha1_hex, Invocation};
 use crate::server::monitor::Origin;
@@ -94,14 +91,13 @@ fn run_in_transaction(
         ctx.events.extend(events);
         return Ok(reply);
     }
-    let declared_locks = ctx.declared_locks.take();
-    let declared_held = declared_locks.is_some();
     let db = ctx.client.db as u8;
     let keys: Vec<(u8, &[u8])> = invocation.keys.iter().map(|k| (db, k.as_ref())).collect();
-    let txn = begin_declared(ctx.keyspace, declared_locks, &keys)?;
+    let txn = ctx.keyspace.begin(&keys)?;
     let (reply, events, killed) = run_script(ctx, &txn, invocation, read_only, true)?;
     if !killed {
-        finish_transaction(ctx, txn, events, declared_held)?;
+        ctx.keyspace.commit(&txn)?;
+        publish_committed(ctx.services, events);
     }
     Ok(reply)
 }

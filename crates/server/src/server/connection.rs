@@ -27,8 +27,8 @@ use super::blocking::BlockRequest;
 use super::monitor::Origin;
 use super::{pubsub, ClientState, Closing, Services};
 use crate::commands::{
-    command_keys, declared_keys, execute, monitored, publish_committed, resolve, CommandSpec,
-    Committing, Context, Event, Flags, Outcome,
+    command_keys, execute, monitored, publish_committed, resolve, CommandSpec, Context, Event,
+    Flags, Outcome,
 };
 use crate::config::FsyncPolicy;
 use crate::error::Error;
@@ -247,9 +247,7 @@ impl Connection {
                     && (more || batch.is_some())
                     && self.join_batch(&mut batch, keys, output.len())
                 {
-                    wrote |= self
-                        .run_command(&args, Locks::Own, batch.as_mut(), output)
-                        .wrote;
+                    wrote |= self.run_command(&args, None, batch.as_mut(), output).0;
                     let full = batch.as_ref().is_some_and(|b| b.commands >= BATCH_LIMIT);
                     if full || output.len() >= OUTPUT_FLUSH_THRESHOLD {
                         self.commit_batch(&mut batch, output).await;
@@ -262,31 +260,21 @@ impl Connection {
                 }
             }
             self.commit_batch(&mut batch, output).await;
-            let ran = match lockable {
+            let (wrote_now, block) = match lockable {
                 Some((spec, keys)) => match self.combinable_stripe(spec, &keys) {
-                    Some(stripe) => Ran::wrote(self.run_combined(&args, stripe, output).await),
+                    Some(stripe) => (self.run_combined(&args, stripe, output).await, None),
                     None if may_batch(spec) => {
                         let held = self.hold_keys(&keys).await;
-                        Ran::wrote(self.run_alone(&args, held, output).await)
+                        (self.run_alone(&args, held, output).await, None)
                     }
                     None => {
                         let held = self.hold_keys(&keys).await;
-                        self.run_command(&args, Locks::Command(held), None, output)
+                        self.run_command(&args, Some(held), None, output)
                     }
                 },
-                None => match self.declared_stripes(&args) {
-                    Some(stripes) => {
-                        let held = self.services.keyspace.hold_async(stripes).await;
-                        self.run_command(&args, Locks::Declared(held), None, output)
-                    }
-                    None => self.run_command(&args, Locks::Own, None, output),
-                },
+                None => self.run_command(&args, None, None, output),
             };
-            wrote |= ran.wrote;
-            if let Some((committing, reply_from)) = ran.committing {
-                self.commit(committing, reply_from, output).await;
-            }
-            let block = ran.block;
+            wrote |= wrote_now;
             if let Some(request) = block {
                 // Earlier replies go out before the wait, as Redis sends them.
                 self.flush(output, wrote).await?;
@@ -439,9 +427,7 @@ impl Connection {
         let services = self.services.clone();
         let keyspace = &services.keyspace;
         let mut batch = PipelineBatch::new(keyspace.begin_holding(held), output.len());
-        let wrote = self
-            .run_command(args, Locks::Own, Some(&mut batch), output)
-            .wrote;
+        let wrote = self.run_command(args, None, Some(&mut batch), output).0;
         let mut ran = Vec::with_capacity(guests.len());
         for Guest { job, handback } in guests {
             let GuestCommand { args, mut client } = job;
@@ -472,9 +458,7 @@ impl Connection {
     ) -> bool {
         let txn = self.services.keyspace.begin_holding(held);
         let mut batch = PipelineBatch::new(txn, output.len());
-        let wrote = self
-            .run_command(args, Locks::Own, Some(&mut batch), output)
-            .wrote;
+        let wrote = self.run_command(args, None, Some(&mut batch), output).0;
         self.commit_batch(&mut Some(batch), output).await;
         wrote
     }
@@ -545,34 +529,6 @@ impl Connection {
         (!keys.is_empty()).then_some((spec, keys))
     }
 
-    /// The stripes of the keys an EXEC or a script (EVAL, EVALSHA) declares, which the
-    /// connection locks before it runs so that the transaction may wait for its storage write
-    /// holding them (see [`crate::commands::finish_transaction`]); `None` for any other
-    /// command, or if there
-    /// are none.
-    fn declared_stripes(&self, args: &[Bytes]) -> Option<Vec<usize>> {
-        let client = &self.client;
-        if !client.authenticated || !client.subscriptions.is_empty() {
-            return None;
-        }
-        let spec = resolve(args).ok()?;
-        let keyspace = &self.services.keyspace;
-        let keys = match (spec.name, &client.multi) {
-            ("exec", Some(queued)) if !queued.refused => {
-                declared_keys(keyspace, client, queued.commands())
-            }
-            ("eval" | "evalsha" | "eval_ro" | "evalsha_ro", None) => {
-                let db = client.db as u8;
-                command_keys(spec, args)
-                    .into_iter()
-                    .map(|key| (db, key))
-                    .collect()
-            }
-            _ => return None,
-        };
-        (!keys.is_empty()).then(|| keyspace.stripes_of(&keys))
-    }
-
     /// Locks a write command's keys before it runs, suspending this task (not the worker
     /// thread) while another client holds one: a hot key then costs waiting clients no thread
     /// switches.
@@ -582,15 +538,14 @@ impl Connection {
     }
 
     /// Executes one command, in `batch` if given, and appends its reply; returns whether it
-    /// was a write, what to wait for if it blocks (then it appends no reply), and the
-    /// transaction an EXEC or a script left for [`Connection::commit`].
+    /// was a write, and what to wait for if it blocks (then it appends no reply).
     fn run_command(
         &mut self,
         args: &[Bytes],
-        locks: Locks,
+        held: Option<HeldStripes>,
         batch: Option<&mut PipelineBatch>,
         output: &mut BytesMut,
-    ) -> Ran {
+    ) -> (bool, Option<BlockRequest>) {
         if self
             .tally
             .as_ref()
@@ -601,16 +556,9 @@ impl Connection {
         let services = self.services.clone();
         let started = Instant::now();
         let txn = batch.as_deref().map(|b| &b.txn);
-        let (held, declared_locks) = match locks {
-            Locks::Own => (None, None),
-            Locks::Command(held) => (Some(held), None),
-            Locks::Declared(held) => (None, Some(held)),
-        };
         let mut ctx = Context::new(&services, &mut self.client, txn, held.as_ref());
-        ctx.declared_locks = declared_locks;
         let outcome = execute(&mut ctx, args);
         let block = ctx.block.take();
-        let committing = ctx.committing.take();
         let events = std::mem::take(&mut ctx.events);
         // A blocked command's reply, and so CLIENT REPLY's verdict on it, comes after its wait.
         let answered = block.is_none() && self.client.replies.finish_command();
@@ -628,38 +576,10 @@ impl Connection {
         }
         let finished = Instant::now();
         let elapsed = finished.duration_since(started).as_micros() as u64;
-        let reply_from = output.len();
         if answered || (block.is_none() && is_push(&outcome.reply)) {
             outcome.reply.encode(output, self.client.resp3);
         }
-        Ran {
-            wrote: self.account(args, &outcome, elapsed, finished),
-            block,
-            committing: committing.map(|committing| (committing, reply_from)),
-        }
-    }
-
-    /// Commits the transaction an EXEC or a script ran, sharing the storage write with other
-    /// connections, and then serves the clients its writes unblocked. Its reply is already in
-    /// `output` from `reply_from`; if the commit fails, none of its writes happened and the
-    /// error replaces that reply.
-    async fn commit(&self, committing: Committing, reply_from: usize, output: &mut BytesMut) {
-        let services = &self.services;
-        let result = match services.keyspace.commit_combined(&committing.txn).await {
-            Ok(()) => committing.committed(services),
-            Err(err) => Err(err),
-        };
-        if let Err(err) = result {
-            let reply = err.to_reply();
-            if let Reply::Error(line) = &reply {
-                services.stats.record_errors(line, 1);
-            }
-            if output.len() > reply_from {
-                output.truncate(reply_from);
-                reply.encode(output, self.client.resp3);
-            }
-        }
-        services.blocking.serve_ready(&services.keyspace);
+        (self.account(args, &outcome, elapsed, finished), block)
     }
 
     /// Books a command that ran for `elapsed` µs until `finished`: statistics, the slow log,
@@ -799,38 +719,6 @@ impl Connection {
 /// stripes, so it cannot deadlock; a command whose key is busy commits the batch and runs on
 /// its own. Other clients see none of its writes until the commit, which comes before any of
 /// its replies are sent. No batch starts while a client blocks on a key.
-/// The locks a command runs under.
-enum Locks {
-    /// It takes them as it runs.
-    Own,
-    /// Its keys' stripes, which the connection locked.
-    Command(HeldStripes),
-    /// The stripes of the keys an EXEC or a script declares, which the connection locked: its
-    /// transaction takes them over and the connection commits it.
-    Declared(HeldStripes),
-}
-
-/// What running one command left to do.
-struct Ran {
-    /// Whether it was a write.
-    wrote: bool,
-    /// What it waits for, if it blocked.
-    block: Option<BlockRequest>,
-    /// The transaction it ran, still to commit, and where its reply begins in the output.
-    committing: Option<(Committing, usize)>,
-}
-
-impl Ran {
-    /// A command that ran to the end, committed.
-    fn wrote(wrote: bool) -> Self {
-        Ran {
-            wrote,
-            block: None,
-            committing: None,
-        }
-    }
-}
-
 struct PipelineBatch {
     txn: Transaction,
     /// Keyspace events of its commands, published after the commit.

@@ -177,19 +177,6 @@ impl Keyspace {
         self.locks.hold_async(stripes).await
     }
 
-    /// The stripes of `keys` (database, key), to lock with [`Keyspace::hold_async`].
-    pub fn stripes_of(&self, keys: &[(u8, &[u8])]) -> Vec<usize> {
-        keys.iter()
-            .map(|(db, key)| self.locks.stripe(*db, key))
-            .collect()
-    }
-
-    /// Takes `stripes` in ascending order, suspending the task (not the thread) while another
-    /// client holds one: the keys an EXEC or a script declares, before it runs.
-    pub async fn hold_async(&self, stripes: Vec<usize>) -> HeldStripes {
-        self.locks.hold_async(stripes).await
-    }
-
     /// [`Keyspace::hold_for_command`] for a command whose keys all lie in `stripe` (see
     /// [`Keyspace::shared_stripe`]).
     pub async fn hold_stripe(&self, stripe: usize) -> HeldStripes {
