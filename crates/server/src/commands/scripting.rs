@@ -12,7 +12,7 @@ use super::args::{int, is};
 use super::notify::Event;
 use super::{execute_nested, help_reply, publish_committed, resolve, CommandSpec, Context, Flags};
 use crate::error::Error;
-use crate::scripting::{sha1_hex, Invocation};
+use crate::scripting::Invocation;
 use crate::server::monitor::Origin;
 use crate::types::{off_worker, Transaction};
 
@@ -52,10 +52,9 @@ fn run(
     ctx.services.monitors.feed(ctx.client.db, origin, args);
     let scripts = &ctx.services.scripts;
     let (sha, source) = if by_sha {
-        let source = scripts.source(&args[1]).ok_or_else(|| {
+        scripts.lookup(&args[1]).ok_or_else(|| {
             Error::Prefixed("NOSCRIPT No matching script. Please use EVAL.".into())
-        })?;
-        (sha1_hex(&source), source)
+        })?
     } else {
         (scripts.load(args[1].clone()), args[1].clone())
     };

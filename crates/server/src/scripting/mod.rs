@@ -62,14 +62,15 @@ impl Scripts {
         sha
     }
 
-    /// A cached script's source, by SHA1 (any case).
-    pub fn source(&self, sha: &[u8]) -> Option<Bytes> {
+    /// A cached script, by SHA1 (any case): its SHA1 as `load` returned it, and its source.
+    pub fn lookup(&self, sha: &[u8]) -> Option<(String, Bytes)> {
         let sha = std::str::from_utf8(sha).ok()?.to_ascii_lowercase();
-        self.sources.read().get(&sha).cloned()
+        let source = self.sources.read().get(&sha).cloned()?;
+        Some((sha, source))
     }
 
     pub fn exists(&self, sha: &[u8]) -> bool {
-        self.source(sha).is_some()
+        self.lookup(sha).is_some()
     }
 
     /// Whether the script's last run was short; a script never run counts as long.
