@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use shale_storage::RocksConfig;
 
 use crate::commands::{format_classes, parse_classes};
+use crate::types::MAX_STRING_LEN;
 
 /// When acknowledged writes reach the disk (Redis's `appendfsync`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -304,8 +305,10 @@ pub const PARAMS: &[Param] = &[
         |c| c.proto_max_bulk_len.to_string(),
         |c, v| {
             let n = parse_memory(v)?;
-            if n < 1024 * 1024 {
-                return Err("argument must be a memory value of at least 1mb".into());
+            if n < 1024 * 1024 || n as u64 > MAX_STRING_LEN {
+                return Err(format!(
+                    "argument must be a memory value between 1mb and {MAX_STRING_LEN} bytes"
+                ));
             }
             c.proto_max_bulk_len = n;
             Ok(())

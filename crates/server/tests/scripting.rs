@@ -386,3 +386,72 @@ fn nothing_a_script_changes_outlives_it() {
     let hidden: bool = run(&mut con, &["EVAL", "return getmetatable('') == false", "0"]);
     assert!(hidden, "the string metatable is not reachable");
 }
+
+#[test]
+fn loaded_chunks_are_source_text_and_run_in_the_scripts_globals() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    // A binary chunk is refused, however it is handed over.
+    let refused: bool = run(
+        &mut con,
+        &[
+            "EVAL",
+            "local dumped = string.dump(function() return 1 end)\n\
+             local pieces = {dumped}\n\
+             local f = load(function() return table.remove(pieces, 1) end)\n\
+             return loadstring(dumped) == nil and f == nil",
+            "0",
+        ],
+    );
+    assert!(refused);
+    let got: String = run(
+        &mut con,
+        &["EVAL", "return loadstring('return KEYS[1]')()", "1", "k"],
+    );
+    assert_eq!(got, "k");
+    let from_reader: i64 = run(
+        &mut con,
+        &[
+            "EVAL",
+            "local pieces = {'return ', '41 + 1'}\n\
+             return load(function() return table.remove(pieces, 1) end)()",
+            "0",
+        ],
+    );
+    assert_eq!(from_reader, 42);
+    // What a loaded chunk writes to its globals stays in its run, as the script's own would.
+    for _ in 0..4 {
+        assert!(fails(
+            &mut con,
+            &["EVAL", "loadstring('leaked = 1')() return 1", "0"]
+        )
+        .contains("Script attempted to create global variable 'leaked'"));
+    }
+    assert!(fails(
+        &mut con,
+        &["EVAL", "return loadstring('return leaked')()", "0"]
+    )
+    .contains("Script attempted to access nonexistent global variable 'leaked'"));
+}
+
+#[test]
+fn a_table_that_holds_itself_is_refused_not_expanded() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    assert_eq!(
+        fails(
+            &mut con,
+            &["EVAL", "local t = {} t[1] = t t[2] = t return t", "0"]
+        ),
+        "ERR reached lua stack limit",
+        "as Redis answers"
+    );
+    let pong: String = run(&mut con, &["PING"]);
+    assert_eq!(pong, "PONG");
+    // Shared tables are expanded where they appear, as long as the reply stays small.
+    let nested: Vec<Vec<i64>> = run(
+        &mut con,
+        &["EVAL", "local t = {1, 2} return {t, t, t}", "0"],
+    );
+    assert_eq!(nested, vec![vec![1, 2]; 3]);
+}

@@ -155,6 +155,21 @@ fn config_get_set_rewrite() {
         memory.contains("maxmemory_policy:noeviction\r\n"),
         "{memory}"
     );
+    // Fragment indexes are 32 bits: a longer string would wrap around onto its first bytes.
+    assert!(fails(
+        &mut con,
+        &["CONFIG", "SET", "proto-max-bulk-len", "100000gb"]
+    )
+    .starts_with("ERR CONFIG SET failed (possibly related to argument 'proto-max-bulk-len')"));
+    run::<()>(
+        &mut con,
+        &["CONFIG", "SET", "proto-max-bulk-len", "16384gb"],
+    );
+    assert_eq!(
+        fails(&mut con, &["SETRANGE", "s", "17592186044416", "X"]),
+        "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
+    );
+    run::<()>(&mut con, &["CONFIG", "SET", "proto-max-bulk-len", "512mb"]);
     assert_eq!(
         fails(&mut con, &["CONFIG", "SET", "port", "1"]),
         "ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config"

@@ -269,9 +269,10 @@ pub fn rangebitarray(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Err
         return Ok(Reply::Null);
     }
     let mut text = vec![b'0'; len as usize];
-    for bit in db.tr_range(&args[1], start, end, u64::MAX)? {
+    db.tr_visit_range(&args[1], start, end, &mut |bit| {
         text[(bit - start) as usize] = b'1';
-    }
+        true
+    })?;
     Ok(Reply::Bulk(Bytes::from(text)))
 }
 

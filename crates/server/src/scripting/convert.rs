@@ -105,12 +105,41 @@ pub fn error_table(lua: &Lua, line: &str) -> mlua::Result<Table> {
 }
 
 /// A script's return value as the reply to EVAL. `resp3` is the protocol the script chose.
-pub fn lua_to_reply(value: &Value, resp3: bool) -> Reply {
-    lua_to_reply_at(value, resp3, 0)
+/// A table that holds itself gets Redis's "reached lua stack limit", as does nesting deeper
+/// than [`MAX_DEPTH`]; a reply larger than `limit` bytes is refused, since a table holding
+/// another one many times (`t = {u, u}; u = {v, v} ...`) stands for a reply of any size.
+pub fn lua_to_reply(value: &Value, resp3: bool, limit: usize) -> Reply {
+    let mut conversion = Conversion {
+        resp3,
+        budget: limit,
+        path: Vec::new(),
+    };
+    conversion.reply(value).unwrap_or_else(|refused| {
+        Reply::Error(match refused {
+            Refused::StackLimit => "ERR reached lua stack limit".into(),
+            Refused::TooLarge => "ERR the script's reply is too large".into(),
+        })
+    })
 }
 
-/// Nesting beyond this is cut off, so a self-referencing table cannot recurse forever.
+/// Tables nested deeper than this are refused.
 const MAX_DEPTH: usize = 128;
+
+/// What a reply element costs the budget besides its bytes.
+const ELEMENT_COST: usize = 48;
+
+enum Refused {
+    StackLimit,
+    TooLarge,
+}
+
+struct Conversion {
+    resp3: bool,
+    /// Bytes the rest of the reply may take.
+    budget: usize,
+    /// The tables being converted, outermost first.
+    path: Vec<*const std::ffi::c_void>,
+}
 
 /// A Lua number as Redis's `(long long)` cast turns it into an integer reply on x86-64:
 /// truncated toward zero, and the CPU's "integer indefinite", i64::MIN, when it is NaN or
@@ -124,65 +153,85 @@ fn as_long_long(n: f64) -> i64 {
     }
 }
 
-fn lua_to_reply_at(value: &Value, resp3: bool, depth: usize) -> Reply {
-    if depth > MAX_DEPTH {
-        return Reply::Error("ERR reached lua stack limit".into());
+impl Conversion {
+    fn spend(&mut self, bytes: usize) -> Result<(), Refused> {
+        self.budget = self
+            .budget
+            .checked_sub(ELEMENT_COST.saturating_add(bytes))
+            .ok_or(Refused::TooLarge)?;
+        Ok(())
     }
-    match value {
-        Value::String(s) => Reply::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
-        Value::Boolean(true) if !resp3 => Reply::Integer(1),
-        Value::Boolean(false) if !resp3 => Reply::Null,
-        Value::Boolean(b) => Reply::Bool(*b),
-        Value::Integer(n) => Reply::Integer(*n),
-        Value::Number(n) => Reply::Integer(as_long_long(*n)),
-        Value::Table(table) => table_to_reply(table, resp3, depth),
-        _ => Reply::Null,
-    }
-}
 
-fn table_to_reply(table: &Table, resp3: bool, depth: usize) -> Reply {
-    let field = |name: &str| table.raw_get::<Value>(name).unwrap_or(Value::Nil);
-    if let Value::String(err) = field("err") {
-        let line = err.to_string_lossy().replace(['\r', '\n'], " ");
-        return Reply::Error(line.trim_start_matches('-').to_string().into());
+    fn reply(&mut self, value: &Value) -> Result<Reply, Refused> {
+        Ok(match value {
+            Value::String(s) => {
+                let bytes = s.as_bytes();
+                self.spend(bytes.len())?;
+                Reply::Bulk(Bytes::copy_from_slice(&bytes))
+            }
+            Value::Boolean(true) if !self.resp3 => Reply::Integer(1),
+            Value::Boolean(false) if !self.resp3 => Reply::Null,
+            Value::Boolean(b) => Reply::Bool(*b),
+            Value::Integer(n) => Reply::Integer(*n),
+            Value::Number(n) => Reply::Integer(as_long_long(*n)),
+            Value::Table(table) => {
+                let at = table.to_pointer();
+                if self.path.len() >= MAX_DEPTH || self.path.contains(&at) {
+                    return Err(Refused::StackLimit);
+                }
+                self.spend(0)?;
+                self.path.push(at);
+                let reply = self.table(table);
+                self.path.pop();
+                reply?
+            }
+            _ => Reply::Null,
+        })
     }
-    if let Value::String(ok) = field("ok") {
-        return Reply::Status(ok.to_string_lossy().replace(['\r', '\n'], " ").into());
-    }
-    match field("double") {
-        Value::Number(d) => return Reply::Double(d),
-        Value::Integer(n) => return Reply::Double(n as f64),
-        _ => {}
-    }
-    if let Value::Table(map) = field("map") {
-        let pairs = map
-            .pairs::<Value, Value>()
-            .filter_map(Result::ok)
-            .map(|(k, v)| {
-                (
-                    lua_to_reply_at(&k, resp3, depth + 1),
-                    lua_to_reply_at(&v, resp3, depth + 1),
-                )
-            })
-            .collect();
-        return Reply::Map(pairs);
-    }
-    if let Value::Table(set) = field("set") {
-        let items = set
-            .pairs::<Value, Value>()
-            .filter_map(Result::ok)
-            .map(|(k, _)| lua_to_reply_at(&k, resp3, depth + 1))
-            .collect();
-        return Reply::Set(items);
-    }
-    let mut items = Vec::new();
-    for i in 1.. {
-        match table.raw_get::<Value>(i) {
-            Ok(Value::Nil) | Err(_) => break,
-            Ok(item) => items.push(lua_to_reply_at(&item, resp3, depth + 1)),
+
+    fn table(&mut self, table: &Table) -> Result<Reply, Refused> {
+        let field = |name: &str| table.raw_get::<Value>(name).unwrap_or(Value::Nil);
+        if let Value::String(err) = field("err") {
+            let line = err.to_string_lossy().replace(['\r', '\n'], " ");
+            self.spend(line.len())?;
+            return Ok(Reply::Error(
+                line.trim_start_matches('-').to_string().into(),
+            ));
         }
+        if let Value::String(ok) = field("ok") {
+            let line = ok.to_string_lossy().replace(['\r', '\n'], " ");
+            self.spend(line.len())?;
+            return Ok(Reply::Status(line.into()));
+        }
+        match field("double") {
+            Value::Number(d) => return Ok(Reply::Double(d)),
+            Value::Integer(n) => return Ok(Reply::Double(n as f64)),
+            _ => {}
+        }
+        if let Value::Table(map) = field("map") {
+            let mut pairs = Vec::new();
+            for (k, v) in map.pairs::<Value, Value>().filter_map(Result::ok) {
+                let k = self.reply(&k)?;
+                pairs.push((k, self.reply(&v)?));
+            }
+            return Ok(Reply::Map(pairs));
+        }
+        if let Value::Table(set) = field("set") {
+            let mut items = Vec::new();
+            for (k, _) in set.pairs::<Value, Value>().filter_map(Result::ok) {
+                items.push(self.reply(&k)?);
+            }
+            return Ok(Reply::Set(items));
+        }
+        let mut items = Vec::new();
+        for i in 1.. {
+            match table.raw_get::<Value>(i) {
+                Ok(Value::Nil) | Err(_) => break,
+                Ok(item) => items.push(self.reply(&item)?),
+            }
+        }
+        Ok(Reply::Array(items))
     }
-    Reply::Array(items)
 }
 
 /// The `err` field `redis.error_reply` makes of its argument: a leading `-` is dropped and a
@@ -214,4 +263,56 @@ pub fn command_args(values: &[Value]) -> Option<Vec<Bytes>> {
             _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn converted(source: &str, limit: usize) -> Reply {
+        let lua = Lua::new();
+        let value: Value = lua.load(source).eval().expect("the script runs");
+        lua_to_reply(&value, false, limit)
+    }
+
+    fn error(reply: Reply) -> String {
+        match reply {
+            Reply::Error(line) => line.to_string(),
+            other => panic!("not an error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn shared_tables_expand_within_the_budget_and_are_refused_beyond_it() {
+        let shared = converted("local t = {'ab'} return {t, t}", 1 << 20);
+        let inner = Reply::Array(vec![Reply::Bulk(Bytes::from_static(b"ab"))]);
+        assert_eq!(shared, Reply::Array(vec![inner.clone(), inner]));
+        // 2^40 leaves from 40 small tables: refused once the budget is spent.
+        let doubling = "local t = {'x'} for i = 1, 40 do t = {t, t} end return t";
+        assert_eq!(
+            error(converted(doubling, 1 << 20)),
+            "ERR the script's reply is too large"
+        );
+    }
+
+    #[test]
+    fn tables_that_hold_themselves_or_nest_too_deep_reach_the_stack_limit() {
+        for source in [
+            "local t = {} t[1] = t return t",
+            "local t = {} t[1] = {1, t} t[2] = t return t",
+            "local t = {} t[1] = {map = {k = t}} return t",
+            "local t = {1} for i = 1, 200 do t = {t} end return t",
+        ] {
+            assert_eq!(
+                error(converted(source, 1 << 30)),
+                "ERR reached lua stack limit",
+                "{source}"
+            );
+        }
+        let deep = converted(
+            "local t = {1} for i = 1, 100 do t = {t} end return t",
+            1 << 30,
+        );
+        assert!(matches!(deep, Reply::Array(_)));
+    }
 }

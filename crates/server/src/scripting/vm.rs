@@ -16,6 +16,9 @@ use crate::server::REDIS_VERSION;
 
 /// A runaway script fails instead of taking the server's memory.
 const MEMORY_LIMIT: usize = 1 << 30;
+/// Bytes a script's reply may take as it is built; one table held many times by another
+/// stands for a reply of any size.
+const REPLY_LIMIT: usize = 512 << 20;
 /// How often (in Lua instructions) a script checks whether SCRIPT KILL stopped it.
 const KILL_CHECK_INSTRUCTIONS: u32 = 10_000;
 const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
@@ -41,6 +44,32 @@ local function copy(t)
   local c = {}
   for k, v in pairs(t) do c[k] = v end
   return c
+end
+-- Scripts load source text only (a crafted binary chunk breaks the VM's memory safety, as in
+-- Redis's CVE-2015-4335), and what they load runs in the globals of the run that loaded it.
+local loadstring_, load_, byte = loadstring, load, string.byte
+local current
+local function binary(piece) return type(piece) == 'string' and byte(piece, 1) == 27 end
+local function into_run(f, err)
+  if f then setfenv(f, current) end
+  return f, err
+end
+loadstring = function(text, name)
+  if binary(text) then return nil, 'binary chunks are not loaded' end
+  return into_run(loadstring_(text, name))
+end
+load = function(reader, name)
+  if type(reader) ~= 'function' then return load_(reader, name) end
+  local first = true
+  local function text_only()
+    local piece = reader()
+    if first and piece ~= nil and piece ~= '' then
+      first = false
+      if binary(piece) then error('binary chunks are not loaded') end
+    end
+    return piece
+  end
+  return into_run(load_(text_only, name))
 end
 local libraries = {redis = true, cjson = true, string = true, table = true, math = true, coroutine = true}
 local pristine = {}
@@ -79,6 +108,7 @@ bridge.run = function(f, keys, argv)
   local env = {KEYS = keys, ARGV = argv}
   env._G = env
   setmetatable(env, globals)
+  current = env
   setfenv(f, env)
   return xpcall(f, handler)
 end
@@ -241,7 +271,7 @@ impl Vm {
             let args = strings(lua, invocation.args)?;
             let (ok, value): (bool, Value) = run.call((function, keys, args))?;
             let reply = if ok {
-                lua_to_reply(&value, resp3.get())
+                lua_to_reply(&value, resp3.get(), REPLY_LIMIT)
             } else {
                 script_error(&value, invocation.sha)
             };

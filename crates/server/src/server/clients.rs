@@ -149,7 +149,7 @@ impl ClientHandle {
                 since.store(now, Ordering::Relaxed);
                 false
             }
-            start => now.saturating_sub(start) > limit.soft_seconds * 1000,
+            start => now.saturating_sub(start) > limit.soft_seconds.saturating_mul(1000),
         }
     }
 

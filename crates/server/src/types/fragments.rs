@@ -16,6 +16,9 @@ use super::{now_ms, Change, Db};
 use crate::error::Error;
 
 pub const FRAGMENT: u64 = 4096;
+/// Fragment indexes are 32 bits, so no string may be longer than this; `proto-max-bulk-len`,
+/// which bounds every string a command writes, cannot be set above it.
+pub const MAX_STRING_LEN: u64 = FRAGMENT << 32;
 /// Strings written by range and bit commands stay inline up to this length.
 pub const INLINE_LIMIT: u64 = 4096;
 

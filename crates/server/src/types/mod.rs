@@ -46,6 +46,7 @@ use shale_storage::{Cf, Engine, ScanDirection, StorageError, WriteBatch};
 pub(crate) use collection::ScanBuffer;
 use combine::{Combiner, Entry, Guest, Handback};
 pub use cursor::CursorTable;
+pub(crate) use fragments::MAX_STRING_LEN;
 pub use keys::{ExpireCondition, KeyRange, ScanPage};
 pub use locks::{lock_off_worker, off_worker, HeldStripes, KeyGuard, LockTable, STRIPES};
 pub use ready::ReadyKeys;

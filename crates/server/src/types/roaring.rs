@@ -574,26 +574,38 @@ impl<'a> Db<'a> {
         end: u32,
         limit: u64,
     ) -> Result<Vec<u32>, Error> {
-        let Some(bitmap) = self.bitmap_of(key)? else {
-            return Ok(Vec::new());
-        };
         let mut out = Vec::new();
+        self.tr_visit_range(key, start, end, &mut |bit| {
+            if out.len() as u64 == limit {
+                return false;
+            }
+            out.push(bit);
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// Hands `visit` the set bits in `[start, end]` in ascending order until it returns false.
+    pub fn tr_visit_range(
+        &self,
+        key: &[u8],
+        start: u32,
+        end: u32,
+        visit: &mut dyn FnMut(u32) -> bool,
+    ) -> Result<(), Error> {
+        let Some(bitmap) = self.bitmap_of(key)? else {
+            return Ok(());
+        };
         self.containers(
             key,
             &bitmap,
             (split(start).0, split(end).0),
             ScanDirection::Forward,
             &mut |high, c| {
-                for low in c.range(low_bounds(high, start, end)) {
-                    if out.len() as u64 == limit {
-                        return Ok(false);
-                    }
-                    out.push(join(high, low));
-                }
-                Ok(true)
+                Ok(c.range(low_bounds(high, start, end))
+                    .all(|low| visit(join(high, low))))
             },
-        )?;
-        Ok(out)
+        )
     }
 
     pub fn tr_exists(&self, key: &[u8]) -> Result<bool, Error> {
