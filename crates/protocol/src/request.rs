@@ -64,13 +64,43 @@ pub fn parse_request(
     buf: &mut BytesMut,
     limits: &RequestLimits,
 ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
-    if buf.is_empty() {
-        return Ok(None);
-    }
-    if buf[0] == b'*' {
-        parse_multibulk(buf, limits)
-    } else {
-        parse_inline(buf)
+    RequestParser::default().parse(buf, limits)
+}
+
+/// [`parse_request`] for a connection, which remembers how far it got into a multibulk request
+/// that has not fully arrived: a request of many small arguments arriving in pieces is then
+/// read once, not again from its start at every piece (a 1 GB query of one-byte arguments
+/// would have cost hours of CPU). Between calls that return `Ok(None)`, the caller may only
+/// append to the buffer.
+#[derive(Debug, Default)]
+pub struct RequestParser {
+    partial: Option<Partial>,
+}
+
+/// The arguments of an incomplete multibulk request found so far.
+#[derive(Debug)]
+struct Partial {
+    count: usize,
+    /// Where the next argument's `$` header starts.
+    pos: usize,
+    /// Where each argument found so far starts, and its length.
+    spans: Vec<(usize, usize)>,
+}
+
+impl RequestParser {
+    pub fn parse(
+        &mut self,
+        buf: &mut BytesMut,
+        limits: &RequestLimits,
+    ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+        if buf.is_empty() {
+            return Ok(None);
+        }
+        if buf[0] == b'*' {
+            parse_multibulk(buf, limits, &mut self.partial)
+        } else {
+            parse_inline(buf)
+        }
     }
 }
 
@@ -90,34 +120,46 @@ fn parse_inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError>
     Ok(Some(args.into_iter().map(Bytes::from).collect()))
 }
 
+/// Takes a multibulk request once all of it is here, resuming at `partial`, and leaves in
+/// `partial` what it found of one that is not. Arguments are only located until the last
+/// byte arrives, then sliced out of the buffer without copying.
 fn parse_multibulk(
     buf: &mut BytesMut,
     limits: &RequestLimits,
+    partial: &mut Option<Partial>,
 ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
-    // A first pass only checks that the whole request is here, so a request that arrives in
-    // pieces costs no allocation until its last byte.
-    let mut pos = 0;
-    let Some((count, next)) = read_header(buf, pos, ProtocolError::TooBigMultibulkCount)? else {
-        return Ok(None);
+    let mut found = match partial.take() {
+        Some(found) => found,
+        None => {
+            let Some((count, next)) = read_header(buf, 0, ProtocolError::TooBigMultibulkCount)?
+            else {
+                return Ok(None);
+            };
+            if count > limits.max_multibulk_len as i64 {
+                return Err(ProtocolError::InvalidMultibulkLength);
+            }
+            if count <= 0 {
+                buf.advance(next);
+                return Ok(Some(Vec::new()));
+            }
+            Partial {
+                count: count as usize,
+                pos: next,
+                spans: Vec::with_capacity((count as usize).min(1024)),
+            }
+        }
     };
-    pos = next;
-    if count > limits.max_multibulk_len as i64 {
-        return Err(ProtocolError::InvalidMultibulkLength);
-    }
-    if count <= 0 {
-        buf.advance(pos);
-        return Ok(Some(Vec::new()));
-    }
-    let count = count as usize;
-    let mut spans = Vec::with_capacity(count.min(1024));
-    for _ in 0..count {
+    while found.spans.len() < found.count {
+        let pos = found.pos;
         if pos >= buf.len() {
+            *partial = Some(found);
             return Ok(None);
         }
         if buf[pos] != b'$' {
             return Err(ProtocolError::ExpectedDollar(buf[pos]));
         }
         let Some((len, next)) = read_header(buf, pos, ProtocolError::TooBigBulkCount)? else {
+            *partial = Some(found);
             return Ok(None);
         };
         if len < 0 || len as u64 > limits.max_bulk_len as u64 {
@@ -125,14 +167,16 @@ fn parse_multibulk(
         }
         let len = len as usize;
         if buf.len() < next + len + 2 {
+            *partial = Some(found);
             return Ok(None);
         }
-        spans.push((next, len));
-        pos = next + len + 2;
+        found.spans.push((next, len));
+        found.pos = next + len + 2;
     }
-    let frozen = buf.split_to(pos).freeze();
+    let frozen = buf.split_to(found.pos).freeze();
     Ok(Some(
-        spans
+        found
+            .spans
             .into_iter()
             .map(|(start, len)| frozen.slice(start..start + len))
             .collect(),
@@ -211,6 +255,31 @@ mod tests {
             assert_eq!(buf.len(), cut, "nothing consumed at cut {cut}");
         }
         assert_eq!(parse_all(full).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_parser_fed_byte_by_byte_resumes_where_it_stopped() {
+        let stream = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2\r\nvv\r\nPING\r\n*1\r\n$4\r\nPING\r\n";
+        let mut parser = RequestParser::default();
+        let mut buf = BytesMut::new();
+        let mut requests = Vec::new();
+        for &byte in stream {
+            buf.extend_from_slice(&[byte]);
+            while let Some(request) = parser.parse(&mut buf, &RequestLimits::default()).unwrap() {
+                requests.push(request);
+            }
+        }
+        assert_eq!(requests, parse_all(stream).unwrap());
+        assert_eq!(requests.len(), 3);
+        assert!(buf.is_empty());
+        // A bad header after arguments already found is still refused.
+        let mut buf = BytesMut::from(&b"*2\r\n$1\r\na\r\n"[..]);
+        assert_eq!(parser.parse(&mut buf, &RequestLimits::default()), Ok(None));
+        buf.extend_from_slice(b"x");
+        assert_eq!(
+            parser.parse(&mut buf, &RequestLimits::default()),
+            Err(ProtocolError::ExpectedDollar(b'x'))
+        );
     }
 
     #[test]

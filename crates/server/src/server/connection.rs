@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use shale_protocol::{parse_request, ProtocolError, Reply, RequestLimits};
+use shale_protocol::{ProtocolError, Reply, RequestLimits, RequestParser};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -85,6 +85,7 @@ pub async fn serve(services: Arc<Services>, mut stream: TcpStream, addr: SocketA
         stream,
         client,
         messages,
+        parser: RequestParser::default(),
         tally: None,
     };
     if let Err(err) = connection.run().await {
@@ -120,6 +121,8 @@ struct Connection {
     client: ClientState,
     /// Pub/sub messages for this connection.
     messages: mpsc::Receiver<Reply>,
+    /// Takes requests off the input buffer, which only the parser consumes.
+    parser: RequestParser,
     /// The latest run of calls of one command, not yet in the shared statistics.
     tally: Option<Tally>,
 }
@@ -227,7 +230,7 @@ impl Connection {
         let mut wrote = false;
         let mut batch: Option<PipelineBatch> = None;
         loop {
-            let args = match parse_request(input, &limits) {
+            let args = match self.parser.parse(input, &limits) {
                 Ok(Some(args)) if args.is_empty() => continue,
                 Ok(Some(args)) => args,
                 Ok(None) => break,
