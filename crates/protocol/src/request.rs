@@ -55,23 +55,10 @@ impl std::fmt::Display for ProtocolError {
 
 impl std::error::Error for ProtocolError {}
 
-/// Takes the next complete request off the front of `buf`.
-///
-/// Returns `Ok(None)` when more bytes are needed; nothing is consumed in that case, so the
-/// caller simply reads more and calls again. A request with no arguments (an empty inline line
-/// or `*0`) is consumed and reported as an empty vector, which the caller skips, as Redis does.
-pub fn parse_request(
-    buf: &mut BytesMut,
-    limits: &RequestLimits,
-) -> Result<Option<Vec<Bytes>>, ProtocolError> {
-    RequestParser::default().parse(buf, limits)
-}
-
-/// [`parse_request`] for a connection, which remembers how far it got into a multibulk request
-/// that has not fully arrived: a request of many small arguments arriving in pieces is then
-/// read once, not again from its start at every piece (a 1 GB query of one-byte arguments
-/// would have cost hours of CPU). Between calls that return `Ok(None)`, the caller may only
-/// append to the buffer.
+/// Takes requests off the front of a connection's input buffer. It remembers how far it got
+/// into a multibulk request that has not fully arrived: a request of many small arguments
+/// arriving in pieces is then read once, not again from its start at every piece (a 1 GB
+/// query of one-byte arguments would have cost hours of CPU).
 #[derive(Debug, Default)]
 pub struct RequestParser {
     partial: Option<Partial>,
@@ -88,6 +75,12 @@ struct Partial {
 }
 
 impl RequestParser {
+    /// Takes the next complete request off the front of `buf`.
+    ///
+    /// Returns `Ok(None)` when more bytes are needed; nothing is consumed in that case, and
+    /// until a request is taken the caller may only append to `buf`, reading more and calling
+    /// again. A request with no arguments (an empty inline line or `*0`) is consumed and
+    /// reported as an empty vector, which the caller skips, as Redis does.
     pub fn parse(
         &mut self,
         buf: &mut BytesMut,
@@ -220,6 +213,14 @@ fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One request, by a parser that has seen nothing before.
+    fn parse_request(
+        buf: &mut BytesMut,
+        limits: &RequestLimits,
+    ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+        RequestParser::default().parse(buf, limits)
+    }
 
     fn parse_all(input: &[u8]) -> Result<Vec<Vec<Bytes>>, ProtocolError> {
         let mut buf = BytesMut::from(input);
