@@ -435,7 +435,7 @@ impl Connection {
         for Guest { job, handback } in guests {
             let GuestCommand { args, mut client } = job;
             let started = Instant::now();
-            let mut ctx = Context::new(&services, &mut client, Some(&batch.txn), None);
+            let mut ctx = Context::new(&services, &mut client, Some(&*batch.txn), None);
             let outcome = execute(&mut ctx, &args);
             batch.events.append(&mut ctx.events);
             let elapsed = started.elapsed().as_micros() as u64;
@@ -558,7 +558,7 @@ impl Connection {
         }
         let services = self.services.clone();
         let started = Instant::now();
-        let txn = batch.as_deref().map(|b| &b.txn);
+        let txn = batch.as_deref().map(|b| &*b.txn);
         let mut ctx = Context::new(&services, &mut self.client, txn, held.as_ref());
         let outcome = execute(&mut ctx, args);
         let block = ctx.block.take();
@@ -723,7 +723,9 @@ impl Connection {
 /// its own. Other clients see none of its writes until the commit, which comes before any of
 /// its replies are sent. No batch starts while a client blocks on a key.
 struct PipelineBatch {
-    txn: Transaction,
+    /// Boxed: a batch lives in several nested futures of a write (the connection's, the
+    /// leader's, the commit's), and each future is copied whole when it starts.
+    txn: Box<Transaction>,
     /// Keyspace events of its commands, published after the commit.
     events: Vec<Event>,
     /// Where its commands' replies begin in the output buffer.
@@ -737,7 +739,7 @@ impl PipelineBatch {
     /// An empty batch in `txn`, whose replies will begin at `replies_from` in the output.
     fn new(txn: Transaction, replies_from: usize) -> Self {
         PipelineBatch {
-            txn,
+            txn: Box::new(txn),
             events: Vec::new(),
             replies_from,
             commands: 0,
