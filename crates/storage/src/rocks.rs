@@ -589,4 +589,34 @@ mod tests {
         let withdrawn = withdraw_written(&caches, &batch);
         assert_eq!(withdrawn[0].as_deref(), Some(&b"v1"[..]), "another family");
     }
+
+    /// Key comparisons RocksDB counted on a new thread that writes and reads 1,000 keys.
+    fn comparisons_counted(engine: &RocksEngine, disable_first: bool) -> u64 {
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    if disable_first {
+                        disable_perf_counters();
+                    }
+                    let mut batch = WriteBatch::new();
+                    for i in 0..1000u32 {
+                        batch.put(Cf::Data, i.to_be_bytes().to_vec(), b"v".to_vec());
+                    }
+                    engine.write(batch).expect("write");
+                    engine.get(Cf::Data, &500u32.to_be_bytes()).expect("get");
+                    let context = rocksdb::perf::PerfContext::default();
+                    context.metric(rocksdb::perf::PerfMetric::UserKeyComparisonCount)
+                })
+                .join()
+                .expect("the counting thread")
+        })
+    }
+
+    #[test]
+    fn perf_counters_stay_off_on_threads_that_disable_them() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let engine = RocksEngine::open(dir.path(), &RocksConfig::default()).expect("open");
+        assert!(comparisons_counted(&engine, false) > 1000, "on by default");
+        assert_eq!(comparisons_counted(&engine, true), 0);
+    }
 }
