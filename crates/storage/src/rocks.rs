@@ -59,7 +59,7 @@ impl Default for RocksConfig {
 
 /// Turns off RocksDB's perf counters for the calling thread. They are on by default and count
 /// every key comparison (each a thread-local access, thirty or so per memtable insert), and
-/// nothing reads them. For every thread that calls into RocksDB.
+/// nothing reads them. For every thread that reads or writes keys through RocksDB.
 pub fn disable_perf_counters() {
     rocksdb::perf::set_perf_stats(rocksdb::perf::PerfStatsLevel::Disable);
 }
