@@ -96,7 +96,6 @@ fn main() {
     // Every client waiting for a key that a script or EXEC holds occupies a blocking thread
     // (`types/locks.rs`); they are started only when needed.
     builder.max_blocking_threads(config.maxclients.saturating_add(512));
-    builder.on_thread_start(shale_storage::disable_perf_counters);
     let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {

@@ -26,4 +26,4 @@ pub use engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, Write
 pub use memory::MemoryEngine;
 pub use overlay::Overlay;
 pub use record_cache::RecordCacheStats;
-pub use rocks::{disable_perf_counters, RocksConfig, RocksEngine};
+pub use rocks::{RocksConfig, RocksEngine};

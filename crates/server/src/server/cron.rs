@@ -37,7 +37,6 @@ pub fn start(services: Arc<Services>) -> Cron {
     let thread = std::thread::Builder::new()
         .name("shale-cron".into())
         .spawn(move || {
-            shale_storage::disable_perf_counters();
             while !flag.load(Ordering::Relaxed) {
                 let tick = Duration::from_millis(1000 / services.config.read().hz.max(1) as u64);
                 let started = Instant::now();
