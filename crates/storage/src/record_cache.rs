@@ -4,9 +4,9 @@
 //! fragmented strings read their records in the data family. For a record written often,
 //! RocksDB finds it in the memtable, after a skiplist search that misses the CPU caches at
 //! almost every level: with 1,000 bitmaps under TR.SETBIT, that search was 14% of the server's
-//! CPU. This cache answers those reads from a hash table instead. It holds only records that
-//! were read and found; writes update, patch or drop what it holds, so it never shows a value
-//! older than RocksDB's.
+//! CPU. This cache answers those reads from a hash table instead. It holds records that were
+//! read and found, and those the engine chooses to cache as they are written; writes update,
+//! patch or drop what it holds, so it never shows a value older than RocksDB's.
 //!
 //! A write takes the records it changes out of the cache before it writes RocksDB and puts the
 //! new values back after, so a record is cached only while no write to it is under way: a
@@ -263,15 +263,15 @@ impl RecordCache {
     }
 
     /// Notes a written record, [withdrawn](RecordCache::withdraw) before the write: `Some(value)`
-    /// for a put, `None` for a delete or any other change, or a failed write. A record that was
-    /// cached comes back with its new value; one that was not stays out, even if an earlier op
-    /// of the same batch put it back.
-    pub fn written(&self, key: &[u8], value: Option<Vec<u8>>, was_cached: bool) {
+    /// for a put, `None` for a delete or any other change, or a failed write. The new value goes
+    /// in if `cache_it` (say, the record was cached); otherwise the record stays out, even if an
+    /// earlier op of the same batch put it back.
+    pub fn written(&self, key: &[u8], value: Option<Vec<u8>>, cache_it: bool) {
         let mut shard = self.shards[self.shard_of(key)].lock();
         shard.writes += 1;
         shard.in_flight -= 1;
         match value {
-            Some(value) if was_cached && value.len() <= VALUE_LIMIT => {
+            Some(value) if cache_it && value.len() <= VALUE_LIMIT => {
                 shard.entries.insert(key.to_vec(), value);
             }
             _ => {
