@@ -183,14 +183,7 @@ impl Caches {
 /// write, and a record put before the range delete (SET k, FLUSHALL, SET k in one EXEC) would
 /// be back in the cache with a value the batch replaced until the range delete is noted.
 fn withdraw_written(caches: &Caches, batch: &WriteBatch) -> Vec<Option<Vec<u8>>> {
-    let ranged: Vec<Cf> = batch
-        .ops
-        .iter()
-        .filter_map(|op| match op {
-            Op::DeleteRange { cf, .. } => Some(*cf),
-            _ => None,
-        })
-        .collect();
+    let ranged = families_deleted_by_range(batch);
     batch
         .ops
         .iter()
@@ -210,6 +203,18 @@ fn withdraw_written(caches: &Caches, batch: &WriteBatch) -> Vec<Option<Vec<u8>>>
         .collect()
 }
 
+/// The families in which `batch` deletes a range.
+fn families_deleted_by_range(batch: &WriteBatch) -> Vec<Cf> {
+    batch
+        .ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::DeleteRange { cf, .. } => Some(*cf),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Brings the caches in line with a write [withdrawn](withdraw_written) from them, if it
 /// succeeded: the new values of the records it put or patched that were cached, and of every
 /// metadata record it put. A key just written is likely read next (GET after SET, the next
@@ -222,16 +227,13 @@ fn note_written(
     withdrawn: Vec<Option<Vec<u8>>>,
     succeeded: bool,
 ) {
-    let meta_ranged = batch
-        .ops
-        .iter()
-        .any(|op| matches!(op, Op::DeleteRange { cf: Cf::Meta, .. }));
+    let ranged = families_deleted_by_range(&batch);
     for (op, withdrawn) in batch.ops.into_iter().zip(withdrawn) {
         let was_cached = withdrawn.is_some();
         match op {
             Op::Put { cf, key, value } => {
                 if let Some(cache) = caches.of(cf) {
-                    let cache_it = was_cached || (cf == Cf::Meta && !meta_ranged);
+                    let cache_it = was_cached || (cf == Cf::Meta && !ranged.contains(&cf));
                     cache.written(&key, succeeded.then_some(value), cache_it);
                 }
             }
