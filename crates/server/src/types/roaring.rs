@@ -16,7 +16,7 @@ use shale_storage::metadata::KeyKind;
 use shale_storage::{Cf, ScanDirection};
 
 use super::collection::{Collection, CollectionWrite};
-use super::packed_containers::{self, Containers};
+use super::packed_containers::{self, Containers, Packed, PACKED_LIMIT};
 use super::Db;
 use crate::error::Error;
 
@@ -167,15 +167,13 @@ fn high_of(sub: &[u8]) -> u16 {
 }
 
 /// The containers packed in a bitmap's metadata, `None` if they are records of their own.
-fn packed_in(extra: &Bytes) -> Result<Option<Containers>, Error> {
+fn packed_in(extra: &Bytes) -> Result<Option<Packed>, Error> {
     if extra.is_empty() {
         return Ok(None);
     }
-    packed_containers::unpack(extra)
-        .map(Some)
-        .ok_or(Error::Storage(shale_storage::StorageError::Corrupt(
-            "packed roaring containers",
-        )))
+    Packed::parse(extra.clone()).map(Some).ok_or(Error::Storage(
+        shale_storage::StorageError::Corrupt("packed roaring containers"),
+    ))
 }
 
 /// Stages `containers` as a bitmap's content: packed in its metadata if they fit, else one
@@ -195,7 +193,7 @@ fn store_containers(write: &mut CollectionWrite<'_>, containers: &Containers) {
 /// A live bitmap as a read sees it.
 struct Bitmap {
     collection: Collection,
-    packed: Option<Containers>,
+    packed: Option<Packed>,
 }
 
 /// A bitmap opened for writing: containers are read on first use and written at the end.
@@ -203,7 +201,7 @@ struct BitmapWrite<'a> {
     inner: CollectionWrite<'a>,
     /// The containers of a packed bitmap (a new bitmap starts packed); `None` if they are
     /// records of their own.
-    packed: Option<Containers>,
+    packed: Option<Packed>,
     dirty: std::collections::BTreeMap<u16, RoaringBitmap>,
     /// Range edits re-pack containers (runs where smaller); single bits leave them as they are.
     repack: bool,
@@ -215,7 +213,7 @@ impl<'a> BitmapWrite<'a> {
             Entry::Occupied(slot) => slot.into_mut(),
             Entry::Vacant(slot) => {
                 let loaded = match &self.packed {
-                    Some(packed) => packed.get(&high).map(|raw| decode(raw)).transpose()?,
+                    Some(packed) => packed.get(high).map(|raw| decode(&raw)).transpose()?,
                     None => self
                         .inner
                         .get(Cf::Data, &high.to_be_bytes())?
@@ -279,23 +277,24 @@ impl<'a> BitmapWrite<'a> {
 
     fn commit(mut self) -> Result<u64, Error> {
         let repack = self.repack;
-        let changed = std::mem::take(&mut self.dirty)
+        let changed: Vec<(u16, Option<Vec<u8>>)> = std::mem::take(&mut self.dirty)
             .into_iter()
             .map(|(high, mut container)| {
                 if repack {
                     container.optimize();
                 }
                 (high, (!container.is_empty()).then(|| encode(&container)))
-            });
+            })
+            .collect();
         match self.packed.take() {
-            Some(mut containers) => {
-                for (high, container) in changed {
-                    match container {
-                        Some(raw) => containers.insert(high, raw.into()),
-                        None => containers.remove(&high),
-                    };
+            Some(packed) => {
+                let repacked = packed.with_changes(&changed);
+                if repacked.len() <= PACKED_LIMIT {
+                    self.inner.extra = repacked.into();
+                } else {
+                    let outgrown = packed_in(&repacked.into())?.unwrap_or_default();
+                    store_containers(&mut self.inner, &outgrown.iter().collect());
                 }
-                store_containers(&mut self.inner, &containers);
             }
             None => {
                 for (high, container) in changed {
@@ -326,7 +325,7 @@ impl<'a> Db<'a> {
         let packed = if inner.existed {
             packed_in(&inner.extra)?
         } else {
-            Some(Containers::new())
+            Some(Packed::default())
         };
         Ok(BitmapWrite {
             inner,
@@ -346,13 +345,16 @@ impl<'a> Db<'a> {
         visit: &mut dyn FnMut(u16, RoaringBitmap) -> Result<bool, Error>,
     ) -> Result<(), Error> {
         if let Some(packed) = &bitmap.packed {
-            let in_range = packed.range(range.0..=range.1);
-            let ordered: Box<dyn Iterator<Item = (&u16, &Bytes)>> = match direction {
-                ScanDirection::Forward => Box::new(in_range),
-                ScanDirection::Reverse => Box::new(in_range.rev()),
-            };
-            for (&high, raw) in ordered {
-                if !visit(high, decode(raw)?)? {
+            let mut in_range: Vec<(u16, Bytes)> = packed
+                .iter()
+                .skip_while(|(high, _)| *high < range.0)
+                .take_while(|(high, _)| *high <= range.1)
+                .collect();
+            if direction == ScanDirection::Reverse {
+                in_range.reverse();
+            }
+            for (high, raw) in in_range {
+                if !visit(high, decode(&raw)?)? {
                     break;
                 }
             }
@@ -385,7 +387,7 @@ impl<'a> Db<'a> {
         high: u16,
     ) -> Result<Option<RoaringBitmap>, Error> {
         if let Some(packed) = &bitmap.packed {
-            return packed.get(&high).map(|raw| decode(raw)).transpose();
+            return packed.get(high).map(|raw| decode(&raw)).transpose();
         }
         self.get_element(Cf::Data, key, &bitmap.collection, &high.to_be_bytes())?
             .map(|raw| decode(&raw))
@@ -515,8 +517,8 @@ impl<'a> Db<'a> {
         match &bitmap.packed {
             Some(packed) => {
                 for high in &highs {
-                    if let Some(raw) = packed.get(high) {
-                        containers.insert(*high, decode(raw)?);
+                    if let Some(raw) = packed.get(*high) {
+                        containers.insert(*high, decode(&raw)?);
                     }
                 }
             }
@@ -798,7 +800,7 @@ impl<'a> Db<'a> {
         let mut highs = BTreeSet::new();
         for (key, bitmap) in sources {
             if let Some(packed) = bitmap.as_ref().and_then(|b| b.packed.as_ref()) {
-                highs.extend(packed.keys());
+                highs.extend(packed.iter().map(|(high, _)| high));
             } else if let Some(bitmap) = bitmap {
                 self.scan_elements(
                     Cf::Data,
