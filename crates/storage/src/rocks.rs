@@ -62,6 +62,9 @@ pub struct RocksEngine {
     options: Options,
     cache: Cache,
     caches: Caches,
+    /// Options of every point read, made once: the crate's `get_cf` creates and destroys a
+    /// C++ `ReadOptions` per call.
+    point_reads: ReadOptions,
     write_buffers: WriteBufferManager,
     memtable_budget: u64,
     block_cache_capacity: u64,
@@ -118,6 +121,7 @@ impl RocksEngine {
                 meta: RecordCache::new(config.meta_cache_size),
                 data: RecordCache::new(config.data_cache_size),
             },
+            point_reads: ReadOptions::default(),
             write_buffers,
             memtable_budget: config.memtable_budget as u64,
             block_cache_capacity: config.block_cache_size as u64,
@@ -141,6 +145,13 @@ impl RocksEngine {
             .sum()
     }
 
+    /// A point read past the record caches.
+    fn read_one(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        Ok(self
+            .db
+            .get_cf_opt(self.handle(cf)?, key, &self.point_reads)?)
+    }
+
     /// A batched read of `keys` in one column family, past the record caches.
     fn read_many<'k>(
         &self,
@@ -148,7 +159,7 @@ impl RocksEngine {
         keys: impl Iterator<Item = &'k Vec<u8>>,
     ) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
         self.db
-            .batched_multi_get_cf(self.handle(cf)?, keys, false)
+            .batched_multi_get_cf_opt(self.handle(cf)?, keys, false, &self.point_reads)
             .into_iter()
             .map(|r| {
                 r.map(|v| v.map(|slice| slice.to_vec()))
@@ -381,13 +392,13 @@ fn drop_expired_strings(_level: u32, key: &[u8], value: &[u8]) -> Decision {
 impl Engine for RocksEngine {
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
         let Some(cache) = self.caches.of(cf) else {
-            return Ok(self.db.get_cf(self.handle(cf)?, key)?);
+            return self.read_one(cf, key);
         };
         let miss = match cache.get(key) {
             Ok(value) => return Ok(Some(value)),
             Err(miss) => miss,
         };
-        let value = self.db.get_cf(self.handle(cf)?, key)?;
+        let value = self.read_one(cf, key)?;
         if let Some(value) = &value {
             cache.fill(miss, key, value);
         }
