@@ -16,7 +16,7 @@ use crate::error::Error;
 /// Whether collections of `kind` keep their elements packed in their metadata while they are
 /// small (see `packed_elements`): the data-family records they would have. A sorted set's
 /// score index is derived from its members and scores when a scan asks for it; a list's
-/// elements follow its head and tail.
+/// chunks of elements follow its head, tail and chunk shift.
 fn packs_elements(kind: KeyKind) -> bool {
     matches!(
         kind,
@@ -25,10 +25,10 @@ fn packs_elements(kind: KeyKind) -> bool {
 }
 
 /// How many bytes at the start of a collection's extra field are its type's own (a list's
-/// head and tail), before any packed elements.
+/// head, tail and chunk shift), before any packed elements.
 fn own_extra_len(kind: KeyKind) -> usize {
     match kind {
-        KeyKind::List => 16,
+        KeyKind::List => 17,
         _ => 0,
     }
 }
@@ -162,7 +162,7 @@ pub(crate) struct CollectionWrite<'a> {
     pub existed: bool,
     pub version: u64,
     pub size: u64,
-    /// The type's own bytes (a list's head and tail, a Roaring bitmap's packed containers);
+    /// The type's own bytes (a list's head, tail and chunk shift, a Roaring bitmap's packed containers);
     /// `stage` puts the packed elements, if any, after them.
     pub extra: Bytes,
     pub change: Change,

@@ -1,15 +1,23 @@
-//! Lists: elements at consecutive positions `key|version|position:u64`, between a head and a
-//! tail kept in the metadata. Pushes and pops at either end touch one element and the
-//! metadata: O(1) whatever the length; LINDEX and LSET are point reads and writes; LRANGE
-//! reads only the positions it returns. A small list keeps the same position-keyed elements
-//! packed in its metadata after the head and tail (`packed_elements`).
+//! Lists: elements at consecutive positions between a head and a tail kept in the metadata,
+//! stored in chunks of 2^shift consecutive positions, `key|version|chunk:u64 → elements`
+//! (chunk = position >> shift). A chunk holds its positions that lie in `[head, tail)`, in
+//! order, each as `len:varint · bytes`, so a chunk's first element is at the larger of the head
+//! and the chunk's first position. Pushes and pops at either end rewrite one chunk and the
+//! metadata: O(1) whatever the length; LINDEX and LSET read one chunk; LRANGE reads the chunks
+//! of the positions it returns, which for short elements is a few records where one per
+//! element cost a scan step each. `shift` is fixed when the list is created, from the length
+//! of its first element, so that a chunk holds about [`CHUNK_BYTES`]. A small list keeps its
+//! chunks packed in its metadata after the head, tail and shift (`packed_elements`).
+
+use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use shale_storage::keys::list_suffix;
 use shale_storage::metadata::KeyKind;
-use shale_storage::{Cf, ScanDirection};
+use shale_storage::{Cf, ScanDirection, StorageError};
 
 use super::collection::{Collection, CollectionWrite, ScanBuffer};
+use super::packed_elements::{put_varint, read_varint};
 use super::{index_window as window, Db};
 use crate::error::Error;
 
@@ -17,6 +25,11 @@ use crate::error::Error;
 const MIDDLE: u64 = 1 << 63;
 /// An LRANGE reserves room for at most this many elements up front.
 const RESERVED_ITEMS: u64 = 1024;
+/// The bytes a chunk of elements as long as a list's first one holds, about.
+const CHUNK_BYTES: usize = 2048;
+/// At most 2^6 elements per chunk, so that one long element among short ones cannot make a
+/// chunk enormous.
+const MAX_SHIFT: u8 = 6;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum End {
@@ -35,81 +48,274 @@ pub struct PosOptions {
     pub maxlen: u64,
 }
 
-fn bounds(extra: &[u8]) -> (u64, u64) {
-    let read = |range: std::ops::Range<usize>| {
-        extra
-            .get(range)
-            .and_then(|b| b.try_into().ok())
-            .map_or(MIDDLE, u64::from_be_bytes)
-    };
-    (read(0..8), read(8..16))
+/// The chunk size (as a shift) for a list whose first element is `len` bytes long.
+fn shift_for(len: usize) -> u8 {
+    let slots = (CHUNK_BYTES / (len + 2)).max(1);
+    ((usize::BITS - 1 - slots.leading_zeros()) as u8).min(MAX_SHIFT)
 }
 
-fn encode_bounds(head: u64, tail: u64) -> Bytes {
-    let mut out = Vec::with_capacity(16);
-    out.extend_from_slice(&head.to_be_bytes());
-    out.extend_from_slice(&tail.to_be_bytes());
-    Bytes::from(out)
-}
-
-/// A list opened for writing: its collection plus head and tail.
-struct ListWrite<'a> {
-    inner: CollectionWrite<'a>,
+/// Where a list's elements lie: positions `[head, tail)`, in chunks of `2^shift` positions.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
     head: u64,
     tail: u64,
+    shift: u8,
+}
+
+impl Layout {
+    fn of(extra: &[u8]) -> Result<Layout, Error> {
+        let word = |at: usize| {
+            extra
+                .get(at..at + 8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_be_bytes)
+        };
+        match (word(0), word(8), extra.get(16)) {
+            (Some(head), Some(tail), Some(&shift)) if head <= tail && shift <= MAX_SHIFT => {
+                Ok(Layout { head, tail, shift })
+            }
+            _ => Err(corrupt()),
+        }
+    }
+
+    fn encode(&self) -> Bytes {
+        let mut out = Vec::with_capacity(17);
+        out.extend_from_slice(&self.head.to_be_bytes());
+        out.extend_from_slice(&self.tail.to_be_bytes());
+        out.push(self.shift);
+        Bytes::from(out)
+    }
+
+    fn len(&self) -> u64 {
+        self.tail - self.head
+    }
+
+    fn chunk_of(&self, position: u64) -> u64 {
+        position >> self.shift
+    }
+
+    /// The position of chunk `chunk`'s first element.
+    fn first_in(&self, chunk: u64) -> u64 {
+        self.head.max(chunk << self.shift)
+    }
+}
+
+fn corrupt() -> Error {
+    Error::Storage(StorageError::Corrupt("list chunk"))
+}
+
+/// The elements of a stored chunk, in order; `None` if the bytes are malformed.
+fn chunk_elements(raw: &[u8]) -> impl Iterator<Item = Option<&[u8]>> + '_ {
+    let mut at = Some(0);
+    std::iter::from_fn(move || {
+        let mut here = at.filter(|&here| here < raw.len())?;
+        let element = read_varint(raw, &mut here).and_then(|len| {
+            let end = here.checked_add(len).filter(|&end| end <= raw.len())?;
+            Some((&raw[here..end], end))
+        });
+        at = element.map(|(_, end)| end);
+        Some(element.map(|(element, _)| element))
+    })
+}
+
+/// Appends one element in the chunk encoding.
+fn put_element(out: &mut Vec<u8>, element: &[u8]) {
+    put_varint(out, element.len());
+    out.extend_from_slice(element);
+}
+
+/// A chunk as a write changes it: its stored bytes, edited in place, so a push or pop at an
+/// end splits no element out but the one it takes.
+struct Chunk {
+    raw: Vec<u8>,
+    changed: bool,
+}
+
+impl Chunk {
+    /// Where element `index` starts: past the elements before it.
+    fn offset(&self, index: usize) -> Result<usize, Error> {
+        let mut at = 0;
+        for _ in 0..index {
+            at = self.element_at(at)?.1;
+        }
+        Ok(at)
+    }
+
+    /// The element whose length starts at `at`: where its bytes start, and where it ends.
+    fn element_at(&self, mut at: usize) -> Result<(usize, usize), Error> {
+        let len = read_varint(&self.raw, &mut at).ok_or_else(corrupt)?;
+        let end = at
+            .checked_add(len)
+            .filter(|&end| end <= self.raw.len())
+            .ok_or_else(corrupt)?;
+        Ok((at, end))
+    }
+
+    fn push_front(&mut self, element: &[u8]) {
+        let mut out = Vec::with_capacity(self.raw.len() + element.len() + 2);
+        put_element(&mut out, element);
+        out.extend_from_slice(&self.raw);
+        self.raw = out;
+    }
+
+    fn push_back(&mut self, element: &[u8]) {
+        put_element(&mut self.raw, element);
+    }
+
+    fn pop_front(&mut self) -> Result<Bytes, Error> {
+        let (start, end) = self.element_at(0)?;
+        let element = Bytes::copy_from_slice(&self.raw[start..end]);
+        self.raw.drain(..end);
+        Ok(element)
+    }
+
+    fn pop_back(&mut self) -> Result<Bytes, Error> {
+        let mut last = 0;
+        loop {
+            let (start, end) = self.element_at(last)?;
+            if end == self.raw.len() {
+                let element = Bytes::copy_from_slice(&self.raw[start..end]);
+                self.raw.truncate(last);
+                return Ok(element);
+            }
+            last = end;
+        }
+    }
+
+    /// Keeps the first `count` elements.
+    fn truncate(&mut self, count: usize) -> Result<(), Error> {
+        let at = self.offset(count)?;
+        self.raw.truncate(at);
+        Ok(())
+    }
+
+    /// Drops the first `count` elements.
+    fn drop_front(&mut self, count: usize) -> Result<(), Error> {
+        let at = self.offset(count)?;
+        self.raw.drain(..at);
+        Ok(())
+    }
+
+    fn replace(&mut self, index: usize, element: &[u8]) -> Result<(), Error> {
+        let start = self.offset(index)?;
+        let (_, end) = self.element_at(start)?;
+        let mut encoded = Vec::with_capacity(element.len() + 2);
+        put_element(&mut encoded, element);
+        self.raw.splice(start..end, encoded);
+        Ok(())
+    }
+}
+
+/// A list opened for writing: its collection, its layout, and the chunks read so far, which
+/// are written back at the end if they changed.
+struct ListWrite<'a> {
+    inner: CollectionWrite<'a>,
+    layout: Layout,
+    chunks: BTreeMap<u64, Chunk>,
 }
 
 impl<'a> ListWrite<'a> {
-    fn push(&mut self, end: End, value: &[u8]) {
-        let position = match end {
-            End::Left => {
-                self.head -= 1;
-                self.head
-            }
-            End::Right => {
-                self.tail += 1;
-                self.tail - 1
-            }
-        };
-        self.inner
-            .put(Cf::Data, &list_suffix(position), value.to_vec());
+    /// Chunk `chunk` as this write sees it, read on first use, to be changed.
+    fn chunk(&mut self, chunk: u64) -> Result<&mut Chunk, Error> {
+        if !self.chunks.contains_key(&chunk) {
+            let raw = self
+                .inner
+                .get(Cf::Data, &list_suffix(chunk))?
+                .unwrap_or_default();
+            self.chunks.insert(
+                chunk,
+                Chunk {
+                    raw,
+                    changed: false,
+                },
+            );
+        }
+        let found = self.chunks.get_mut(&chunk).ok_or_else(corrupt)?;
+        found.changed = true;
+        Ok(found)
     }
 
-    /// Removes up to `count` elements from one end, reading them first.
-    fn pop(&mut self, end: End, count: u64) -> Result<Vec<Bytes>, Error> {
-        let count = count.min(self.tail - self.head);
-        if count == 0 {
-            return Ok(Vec::new());
-        }
-        let (from, to) = match end {
-            End::Left => (self.head, self.head + count),
-            End::Right => (self.tail - count, self.tail),
-        };
-        // Positions between head and tail all hold elements: point reads, no iterator.
-        let positions: Vec<[u8; 8]> = match end {
-            End::Left => (from..to).map(list_suffix).collect(),
-            End::Right => (from..to).rev().map(list_suffix).collect(),
-        };
-        let subs: Vec<&[u8]> = positions.iter().map(|p| p.as_slice()).collect();
-        let values: Vec<Bytes> = self
-            .inner
-            .get_many(Cf::Data, &subs)?
-            .into_iter()
-            .map(|v| Bytes::from(v.unwrap_or_default()))
-            .collect();
-        for position in from..to {
-            self.inner.delete(Cf::Data, &list_suffix(position));
-        }
+    /// Marks chunk `chunk` empty without reading it: all its positions are going.
+    fn clear(&mut self, chunk: u64) {
+        self.chunks.insert(
+            chunk,
+            Chunk {
+                raw: Vec::new(),
+                changed: true,
+            },
+        );
+    }
+
+    fn push(&mut self, end: End, value: &[u8]) -> Result<(), Error> {
         match end {
-            End::Left => self.head += count,
-            End::Right => self.tail -= count,
+            End::Left => {
+                let position = self.layout.head - 1;
+                self.chunk(self.layout.chunk_of(position))?
+                    .push_front(value);
+                self.layout.head = position;
+            }
+            End::Right => {
+                let position = self.layout.tail;
+                self.chunk(self.layout.chunk_of(position))?.push_back(value);
+                self.layout.tail = position + 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes up to `count` elements from one end.
+    fn pop(&mut self, end: End, count: u64) -> Result<Vec<Bytes>, Error> {
+        let count = count.min(self.layout.len());
+        let mut values = Vec::with_capacity(count.min(RESERVED_ITEMS) as usize);
+        for _ in 0..count {
+            let value = match end {
+                End::Left => {
+                    let value = self
+                        .chunk(self.layout.chunk_of(self.layout.head))?
+                        .pop_front()?;
+                    self.layout.head += 1;
+                    value
+                }
+                End::Right => {
+                    self.layout.tail -= 1;
+                    let chunk = self.chunk(self.layout.chunk_of(self.layout.tail))?;
+                    chunk.pop_back()?
+                }
+            };
+            values.push(value);
         }
         Ok(values)
     }
 
+    /// Drops positions from `from` to the tail, reading only the chunk `from` falls in.
+    fn truncate(&mut self, from: u64) -> Result<(), Error> {
+        let layout = self.layout;
+        if from >= layout.tail {
+            return Ok(());
+        }
+        let first = layout.chunk_of(from);
+        let keep = (from - layout.first_in(first)) as usize;
+        self.chunk(first)?.truncate(keep)?;
+        for chunk in first + 1..=layout.chunk_of(layout.tail - 1) {
+            self.clear(chunk);
+        }
+        self.layout.tail = from;
+        Ok(())
+    }
+
     fn finish(mut self) -> CollectionWrite<'a> {
-        self.inner.size = self.tail - self.head;
-        self.inner.extra = encode_bounds(self.head, self.tail);
+        for (chunk, Chunk { raw, changed }) in std::mem::take(&mut self.chunks) {
+            if !changed {
+                continue;
+            }
+            if raw.is_empty() {
+                self.inner.delete(Cf::Data, &list_suffix(chunk));
+            } else {
+                self.inner.put(Cf::Data, &list_suffix(chunk), raw);
+            }
+        }
+        self.inner.size = self.layout.len();
+        self.inner.extra = self.layout.encode();
         self.inner
     }
 }
@@ -118,27 +324,50 @@ impl<'a> Db<'a> {
     /// Replaces whatever `dst` holds with a list of `items` (SORT ... STORE); no items delete
     /// it. The caller holds the key's lock.
     pub(crate) fn store_list(&self, dst: &'a [u8], items: &[Bytes]) -> Result<(), Error> {
+        let layout = Layout {
+            head: MIDDLE,
+            tail: MIDDLE + items.len() as u64,
+            shift: shift_for(items.first().map_or(0, Bytes::len)),
+        };
         self.replace_with_collection(dst, KeyKind::List, |write| {
+            let mut chunks: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
             for (position, item) in (MIDDLE..).zip(items) {
-                write.put(Cf::Data, &list_suffix(position), item.to_vec());
+                put_element(chunks.entry(layout.chunk_of(position)).or_default(), item);
             }
-            write.size = items.len() as u64;
-            write.extra = encode_bounds(MIDDLE, MIDDLE + items.len() as u64);
+            for (chunk, raw) in chunks {
+                write.put(Cf::Data, &list_suffix(chunk), raw);
+            }
+            write.size = layout.len();
+            write.extra = layout.encode();
         })
     }
 
-    fn list_of(&self, key: &[u8]) -> Result<Option<Collection>, Error> {
-        self.collection(key, KeyKind::List)
+    fn list_of(&self, key: &[u8]) -> Result<Option<(Collection, Layout)>, Error> {
+        let Some(list) = self.collection(key, KeyKind::List)? else {
+            return Ok(None);
+        };
+        let layout = Layout::of(&list.extra)?;
+        Ok(Some((list, layout)))
     }
 
-    fn open_list(&self, key: &'a [u8]) -> Result<ListWrite<'a>, Error> {
+    /// Opens `key` for a write; a new list takes its chunk size from `first`, the element
+    /// it will start with.
+    fn open_list(&self, key: &'a [u8], first: &[u8]) -> Result<ListWrite<'a>, Error> {
         let inner = self.open_for_write(key, KeyKind::List)?;
-        let (head, tail) = if inner.existed {
-            bounds(&inner.extra)
+        let layout = if inner.existed {
+            Layout::of(&inner.extra)?
         } else {
-            (MIDDLE, MIDDLE)
+            Layout {
+                head: MIDDLE,
+                tail: MIDDLE,
+                shift: shift_for(first.len()),
+            }
         };
-        Ok(ListWrite { inner, head, tail })
+        Ok(ListWrite {
+            inner,
+            layout,
+            chunks: BTreeMap::new(),
+        })
     }
 
     /// LPUSH/RPUSH (and the X forms with `only_if_exists`): returns the new length.
@@ -150,14 +379,15 @@ impl<'a> Db<'a> {
         only_if_exists: bool,
     ) -> Result<i64, Error> {
         let _guard = self.lock(&[key])?;
-        let mut list = self.open_list(key)?;
+        let first = values.first().map_or(&[][..], |v| v.as_ref());
+        let mut list = self.open_list(key, first)?;
         if only_if_exists && !list.inner.existed {
             return Ok(0);
         }
         for value in values {
-            list.push(end, value);
+            list.push(end, value)?;
         }
-        let len = (list.tail - list.head) as i64;
+        let len = list.layout.len() as i64;
         list.finish().commit()?;
         Ok(len)
     }
@@ -185,7 +415,7 @@ impl<'a> Db<'a> {
     }
 
     fn pop_locked(&self, key: &'a [u8], end: End, count: u64) -> Result<Option<Vec<Bytes>>, Error> {
-        let mut list = self.open_list(key)?;
+        let mut list = self.open_list(key, &[])?;
         if !list.inner.existed {
             return Ok(None);
         }
@@ -195,24 +425,78 @@ impl<'a> Db<'a> {
     }
 
     pub fn llen(&self, key: &[u8]) -> Result<i64, Error> {
-        Ok(self.list_of(key)?.map_or(0, |l| l.size as i64))
+        Ok(self.list_of(key)?.map_or(0, |(l, _)| l.size as i64))
     }
 
-    pub(crate) fn lrange(&self, key: &[u8], start: i64, stop: i64) -> Result<ScanBuffer, Error> {
-        let Some(list) = self.list_of(key)? else {
-            return Ok(ScanBuffer::default());
-        };
-        let Some((first, last)) = window(start, stop, list.size) else {
-            return Ok(ScanBuffer::default());
-        };
-        let (head, _) = bounds(&list.extra);
-        let mut read = ScanBuffer::for_items((last - first + 1).min(RESERVED_ITEMS) as usize);
-        let (from, to) = (list_suffix(head + first), list_suffix(head + last + 1));
+    /// Visits the elements at positions `[from, to)` in `direction`, with their positions;
+    /// `visit` returns whether to go on.
+    fn scan_list(
+        &self,
+        key: &[u8],
+        list: &Collection,
+        layout: Layout,
+        (from, to): (u64, u64),
+        direction: ScanDirection,
+        visit: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<(), Error> {
+        if from >= to {
+            return Ok(());
+        }
+        let lower = list_suffix(layout.chunk_of(from));
+        let upper = list_suffix(layout.chunk_of(to - 1) + 1);
+        let mut failure = None;
         self.scan_elements(
             Cf::Data,
             key,
+            list,
+            (&lower, Some(&upper)),
+            direction,
+            &mut |sub, raw| {
+                let chunk = sub.try_into().map_or(0, u64::from_be_bytes);
+                let first = layout.first_in(chunk);
+                let mut elements = Vec::new();
+                for (position, element) in (first..).zip(chunk_elements(raw)) {
+                    let Some(element) = element else {
+                        failure = Some(corrupt());
+                        return false;
+                    };
+                    if position >= to {
+                        break;
+                    }
+                    if position < from {
+                        continue;
+                    }
+                    if direction == ScanDirection::Forward {
+                        if !visit(position, element) {
+                            return false;
+                        }
+                    } else {
+                        elements.push((position, element));
+                    }
+                }
+                elements
+                    .into_iter()
+                    .rev()
+                    .all(|(position, element)| visit(position, element))
+            },
+        )?;
+        failure.map_or(Ok(()), Err)
+    }
+
+    pub(crate) fn lrange(&self, key: &[u8], start: i64, stop: i64) -> Result<ScanBuffer, Error> {
+        let Some((list, layout)) = self.list_of(key)? else {
+            return Ok(ScanBuffer::default());
+        };
+        let Some((first, last)) = window(start, stop, layout.len()) else {
+            return Ok(ScanBuffer::default());
+        };
+        let mut read = ScanBuffer::for_items((last - first + 1).min(RESERVED_ITEMS) as usize);
+        let span = (layout.head + first, layout.head + last + 1);
+        self.scan_list(
+            key,
             &list,
-            (&from, Some(&to)),
+            layout,
+            span,
             ScanDirection::Forward,
             &mut |_, v| {
                 read.push(v);
@@ -223,51 +507,64 @@ impl<'a> Db<'a> {
     }
 
     pub fn lindex(&self, key: &[u8], index: i64) -> Result<Option<Bytes>, Error> {
-        let Some(list) = self.list_of(key)? else {
+        let Some((list, layout)) = self.list_of(key)? else {
             return Ok(None);
         };
-        let Some((position, _)) = window(index, index, list.size) else {
+        let Some((offset, _)) = window(index, index, layout.len()) else {
             return Ok(None);
         };
-        let (head, _) = bounds(&list.extra);
-        Ok(self
-            .get_element(Cf::Data, key, &list, &list_suffix(head + position))?
-            .map(Bytes::from))
+        let position = layout.head + offset;
+        let chunk = layout.chunk_of(position);
+        let Some(raw) = self.get_element(Cf::Data, key, &list, &list_suffix(chunk))? else {
+            return Err(corrupt());
+        };
+        let at = (position - layout.first_in(chunk)) as usize;
+        let element = chunk_elements(&raw).nth(at).flatten().ok_or_else(corrupt)?;
+        Ok(Some(Bytes::copy_from_slice(element)))
     }
 
     pub fn lset(&self, key: &'a [u8], index: i64, value: &[u8]) -> Result<(), Error> {
         let _guard = self.lock(&[key])?;
-        let mut list = self.open_list(key)?;
+        let mut list = self.open_list(key, value)?;
         if !list.inner.existed {
             return Err(Error::NoSuchKey);
         }
-        let Some((position, _)) = window(index, index, list.tail - list.head) else {
+        let Some((offset, _)) = window(index, index, list.layout.len()) else {
             return Err(Error::msg("index out of range"));
         };
-        let at = list.head + position;
-        list.inner.put(Cf::Data, &list_suffix(at), value.to_vec());
+        let layout = list.layout;
+        let position = layout.head + offset;
+        let chunk = layout.chunk_of(position);
+        let at = (position - layout.first_in(chunk)) as usize;
+        list.chunk(chunk)?.replace(at, value)?;
         list.finish().commit()
     }
 
-    /// All elements with their positions.
-    fn list_elements(&self, key: &[u8], list: &Collection) -> Result<Vec<(u64, Bytes)>, Error> {
-        Ok(self
-            .all_elements(Cf::Data, key, list)?
-            .into_iter()
-            .map(|(sub, v)| (sub.as_ref().try_into().map_or(0, u64::from_be_bytes), v))
-            .collect())
+    /// All elements, in order.
+    fn list_elements(&self, key: &[u8], list: &ListWrite<'_>) -> Result<Vec<Bytes>, Error> {
+        let mut elements = Vec::with_capacity(list.layout.len().min(RESERVED_ITEMS) as usize);
+        let layout = list.layout;
+        self.scan_list(
+            key,
+            &list.inner.collection(),
+            layout,
+            (layout.head, layout.tail),
+            ScanDirection::Forward,
+            &mut |_, element| {
+                elements.push(Bytes::copy_from_slice(element));
+                true
+            },
+        )?;
+        Ok(elements)
     }
 
-    /// Rewrites positions `[from, tail)` of `list` with `values`, so the list becomes
-    /// `[head, from) ++ values`.
-    fn rewrite_tail(list: &mut ListWrite<'_>, from: u64, values: &[Bytes]) {
-        for position in from..list.tail {
-            list.inner.delete(Cf::Data, &list_suffix(position));
-        }
-        list.tail = from;
+    /// Replaces the elements from index `at` to the tail with `values`.
+    fn rewrite_tail(list: &mut ListWrite<'_>, at: usize, values: &[Bytes]) -> Result<(), Error> {
+        list.truncate(list.layout.head + at as u64)?;
         for value in values {
-            list.push(End::Right, value);
+            list.push(End::Right, value)?;
         }
+        Ok(())
     }
 
     /// LINSERT: returns the new length, -1 if the pivot is missing, 0 if the key is.
@@ -279,20 +576,19 @@ impl<'a> Db<'a> {
         value: &Bytes,
     ) -> Result<i64, Error> {
         let _guard = self.lock(&[key])?;
-        let mut list = self.open_list(key)?;
+        let mut list = self.open_list(key, value)?;
         if !list.inner.existed {
             return Ok(0);
         }
-        let elements = self.list_elements(key, &list.inner.collection())?;
-        let Some(index) = elements.iter().position(|(_, v)| v.as_ref() == pivot) else {
+        let elements = self.list_elements(key, &list)?;
+        let Some(index) = elements.iter().position(|v| v.as_ref() == pivot) else {
             return Ok(-1);
         };
         let at = if before { index } else { index + 1 };
         let mut rest: Vec<Bytes> = vec![value.clone()];
-        rest.extend(elements[at..].iter().map(|(_, v)| v.clone()));
-        let from = list.head + at as u64;
-        Self::rewrite_tail(&mut list, from, &rest);
-        let len = (list.tail - list.head) as i64;
+        rest.extend(elements[at..].iter().cloned());
+        Self::rewrite_tail(&mut list, at, &rest)?;
+        let len = list.layout.len() as i64;
         list.finish().commit()?;
         Ok(len)
     }
@@ -300,11 +596,11 @@ impl<'a> Db<'a> {
     /// LREM: removes up to |count| occurrences (all if 0; from the tail if negative).
     pub fn lrem(&self, key: &'a [u8], count: i64, value: &[u8]) -> Result<i64, Error> {
         let _guard = self.lock(&[key])?;
-        let mut list = self.open_list(key)?;
+        let mut list = self.open_list(key, value)?;
         if !list.inner.existed {
             return Ok(0);
         }
-        let elements = self.list_elements(key, &list.inner.collection())?;
+        let elements = self.list_elements(key, &list)?;
         let limit = if count == 0 {
             usize::MAX
         } else {
@@ -321,7 +617,7 @@ impl<'a> Db<'a> {
             if removed == limit {
                 break;
             }
-            if elements[i].1.as_ref() == value {
+            if elements[i].as_ref() == value {
                 doomed[i] = true;
                 removed += 1;
             }
@@ -333,48 +629,59 @@ impl<'a> Db<'a> {
             .iter()
             .zip(&doomed[first..])
             .filter(|(_, &d)| !d)
-            .map(|((_, v), _)| v.clone())
+            .map(|(v, _)| v.clone())
             .collect();
-        let from = list.head + first as u64;
-        Self::rewrite_tail(&mut list, from, &rest);
+        Self::rewrite_tail(&mut list, first, &rest)?;
         list.finish().commit()?;
         Ok(removed as i64)
     }
 
-    /// LTRIM: keeps `[start, stop]`; the rest goes with range deletes.
+    /// LTRIM: keeps `[start, stop]`; whole chunks outside it go with range deletes, and the
+    /// chunks at the new ends are rewritten.
     pub fn ltrim(&self, key: &'a [u8], start: i64, stop: i64) -> Result<(), Error> {
         let _guard = self.lock(&[key])?;
-        let mut list = self.open_list(key)?;
+        let mut list = self.open_list(key, &[])?;
         if !list.inner.existed {
             return Ok(());
         }
-        let (head, tail) = (list.head, list.tail);
-        let (new_head, new_tail) = match window(start, stop, tail - head) {
-            Some((first, last)) => (head + first, head + last + 1),
-            None => (head, head),
+        let layout = list.layout;
+        let Some((first, last)) = window(start, stop, layout.len()) else {
+            let upper = list_suffix(layout.chunk_of(layout.tail - 1) + 1);
+            let lower = list_suffix(layout.chunk_of(layout.head));
+            list.inner.delete_range(Cf::Data, &lower, &upper);
+            list.layout.tail = layout.head;
+            return list.finish().commit();
         };
-        if new_head > head {
+        let (new_head, new_tail) = (layout.head + first, layout.head + last + 1);
+        let (head_chunk, tail_chunk) = (layout.chunk_of(new_head), layout.chunk_of(new_tail - 1));
+        if head_chunk > layout.chunk_of(layout.head) {
+            let lower = list_suffix(layout.chunk_of(layout.head));
             list.inner
-                .delete_range(Cf::Data, &list_suffix(head), &list_suffix(new_head));
+                .delete_range(Cf::Data, &lower, &list_suffix(head_chunk));
         }
-        if tail > new_tail {
-            list.inner.delete_range(
-                Cf::Data,
-                &list_suffix(new_tail.max(new_head)),
-                &list_suffix(tail),
-            );
+        if layout.chunk_of(layout.tail - 1) > tail_chunk {
+            let upper = list_suffix(layout.chunk_of(layout.tail - 1) + 1);
+            list.inner
+                .delete_range(Cf::Data, &list_suffix(tail_chunk + 1), &upper);
         }
-        list.head = new_head;
-        list.tail = new_tail.max(new_head);
+        if new_head > layout.head {
+            let drop = (new_head - layout.first_in(head_chunk)) as usize;
+            list.chunk(head_chunk)?.drop_front(drop)?;
+            list.layout.head = new_head;
+        }
+        if new_tail < layout.tail {
+            let keep = (new_tail - list.layout.first_in(tail_chunk)) as usize;
+            list.chunk(tail_chunk)?.truncate(keep)?;
+            list.layout.tail = new_tail;
+        }
         list.finish().commit()
     }
 
     /// LPOS: the indexes of matching elements.
     pub fn lpos(&self, key: &[u8], element: &[u8], options: PosOptions) -> Result<Vec<i64>, Error> {
-        let Some(list) = self.list_of(key)? else {
+        let Some((list, layout)) = self.list_of(key)? else {
             return Ok(Vec::new());
         };
-        let (head, _) = bounds(&list.extra);
         let direction = if options.rank < 0 {
             ScanDirection::Reverse
         } else {
@@ -392,13 +699,13 @@ impl<'a> Db<'a> {
             options.maxlen
         };
         let (mut seen, mut out) = (0u64, Vec::new());
-        self.scan_elements(
-            Cf::Data,
+        self.scan_list(
             key,
             &list,
-            (&[], None),
+            layout,
+            (layout.head, layout.tail),
             direction,
-            &mut |sub, value| {
+            &mut |position, value| {
                 if seen == budget {
                     return false;
                 }
@@ -407,8 +714,7 @@ impl<'a> Db<'a> {
                     if skip > 0 {
                         skip -= 1;
                     } else {
-                        let position = sub.try_into().map_or(0, u64::from_be_bytes);
-                        out.push((position - head) as i64);
+                        out.push((position - layout.head) as i64);
                         if out.len() as u64 == want {
                             return false;
                         }
@@ -429,31 +735,112 @@ impl<'a> Db<'a> {
         to: End,
     ) -> Result<Option<Bytes>, Error> {
         let _guard = self.lock(&[src, dst])?;
-        let mut source = self.open_list(src)?;
+        let mut source = self.open_list(src, &[])?;
         if !source.inner.existed {
             return Ok(None);
         }
+        let Some(value) = source.pop(from, 1)?.pop() else {
+            return Ok(None);
+        };
         // A wrong-typed destination must fail before anything moves.
         let target = if src == dst {
             None
         } else {
-            Some(self.open_list(dst)?)
-        };
-        let Some(value) = source.pop(from, 1)?.pop() else {
-            return Ok(None);
+            Some(self.open_list(dst, &value)?)
         };
         match target {
             None => {
-                source.push(to, &value);
+                source.push(to, &value)?;
                 source.finish().commit()?;
             }
             Some(mut target) => {
                 let mut change = source.finish().stage()?;
-                target.push(to, &value);
+                target.push(to, &value)?;
                 change.append(target.finish().stage()?);
                 self.write(change)?;
             }
         }
         Ok(Some(value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn elements(chunk: &Chunk) -> Vec<Vec<u8>> {
+        chunk_elements(&chunk.raw)
+            .map(|element| element.unwrap().to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn chunks_hold_about_chunk_bytes_of_elements_like_the_first() {
+        assert_eq!(shift_for(0), MAX_SHIFT);
+        assert_eq!(shift_for(3), MAX_SHIFT);
+        assert_eq!(shift_for(128), 3);
+        assert_eq!(shift_for(1000), 1);
+        assert_eq!(shift_for(5000), 0);
+    }
+
+    #[test]
+    fn chunk_edits_in_place_match_a_model() {
+        let mut chunk = Chunk {
+            raw: Vec::new(),
+            changed: false,
+        };
+        let mut model: Vec<Vec<u8>> = Vec::new();
+        let long = vec![b'x'; 300];
+        for (i, element) in [&b"a"[..], b"", &long, b"bc", b"d"].into_iter().enumerate() {
+            if i % 2 == 0 {
+                chunk.push_back(element);
+                model.push(element.to_vec());
+            } else {
+                chunk.push_front(element);
+                model.insert(0, element.to_vec());
+            }
+        }
+        assert_eq!(elements(&chunk), model);
+        assert_eq!(chunk.pop_front().unwrap(), model.remove(0));
+        assert_eq!(chunk.pop_back().unwrap(), model.pop().unwrap());
+        chunk.replace(1, b"new").unwrap();
+        model[1] = b"new".to_vec();
+        assert_eq!(elements(&chunk), model);
+        chunk.drop_front(1).unwrap();
+        model.remove(0);
+        chunk.truncate(1).unwrap();
+        model.truncate(1);
+        assert_eq!(elements(&chunk), model);
+        assert_eq!(chunk.pop_back().unwrap(), model.pop().unwrap());
+        assert!(chunk.raw.is_empty());
+        assert!(chunk.pop_front().is_err());
+        assert!(chunk.pop_back().is_err());
+    }
+
+    #[test]
+    fn malformed_chunks_and_layouts_are_corrupt() {
+        let truncated = Chunk {
+            raw: vec![5, b'a'],
+            changed: false,
+        };
+        assert!(truncated.offset(1).is_err());
+        assert_eq!(chunk_elements(&truncated.raw).last(), Some(None));
+        let layout = Layout {
+            head: 10,
+            tail: 20,
+            shift: 3,
+        };
+        let encoded = layout.encode();
+        let read = Layout::of(&encoded).unwrap();
+        assert_eq!((read.head, read.tail, read.shift), (10, 20, 3));
+        assert_eq!(read.first_in(1), 10);
+        assert_eq!(read.first_in(2), 16);
+        assert!(Layout::of(&encoded[..16]).is_err());
+        let backwards = Layout {
+            head: 20,
+            tail: 10,
+            shift: 3,
+        };
+        assert!(Layout::of(&backwards.encode()).is_err());
     }
 }

@@ -2,8 +2,8 @@
 //! them in a listpack: a command on one is one point read and one write whatever it touches, and
 //! reading all of it is that one read instead of a scan that steps over every version of every
 //! element still in the memtables. A sorted set packs its members and scores, and its score
-//! index is derived from them when a scan asks for it; a list packs its elements by position,
-//! after its head and tail (`collection.rs`).
+//! index is derived from them when a scan asks for it; a list packs its chunks of elements
+//! after its head, tail and chunk shift (`collection.rs`, `list.rs`).
 //!
 //! The packed form is `(sub_len:varint · sub · value_len:varint · value)*` in ascending `sub`,
 //! the order of element records, so a scan sees the same elements in the same order either
@@ -22,7 +22,7 @@ pub const PACKED_LIMIT: usize = 4096;
 /// collections whole, so it never has to seek within a packed one.
 pub const PACKED_MAX_ELEMENTS: usize = 128;
 
-fn read_varint(bytes: &[u8], at: &mut usize) -> Option<usize> {
+pub(super) fn read_varint(bytes: &[u8], at: &mut usize) -> Option<usize> {
     let mut value = 0usize;
     for shift in (0..64).step_by(7) {
         let byte = *bytes.get(*at)?;
@@ -35,7 +35,7 @@ fn read_varint(bytes: &[u8], at: &mut usize) -> Option<usize> {
     None
 }
 
-fn put_varint(out: &mut Vec<u8>, mut value: usize) {
+pub(super) fn put_varint(out: &mut Vec<u8>, mut value: usize) {
     while value >= 0x80 {
         out.push(value as u8 | 0x80);
         value >>= 7;
