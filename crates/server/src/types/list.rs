@@ -27,8 +27,8 @@ const MIDDLE: u64 = 1 << 63;
 const RESERVED_ITEMS: u64 = 1024;
 /// The bytes a chunk of elements as long as a list's first one holds, about.
 const CHUNK_BYTES: usize = 2048;
-/// At most 2^6 elements per chunk, so that one long element among short ones cannot make a
-/// chunk enormous.
+/// At most 2^6 elements per chunk: a list whose later elements are longer than its first
+/// still has chunks of at most 64 of them, and an edit walks at most that many lengths.
 const MAX_SHIFT: u8 = 6;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
