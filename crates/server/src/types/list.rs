@@ -9,6 +9,7 @@
 //! of its first element, so that a chunk holds about [`CHUNK_BYTES`]. A small list keeps its
 //! chunks packed in its metadata after the head, tail and shift (`packed_elements`).
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
@@ -128,7 +129,6 @@ fn put_element(out: &mut Vec<u8>, element: &[u8]) {
 /// end splits no element out but the one it takes.
 struct Chunk {
     raw: Vec<u8>,
-    changed: bool,
 }
 
 impl Chunk {
@@ -206,8 +206,8 @@ impl Chunk {
     }
 }
 
-/// A list opened for writing: its collection, its layout, and the chunks read so far, which
-/// are written back at the end if they changed.
+/// A list opened for writing: its collection, its layout, and the chunks it changes, read on
+/// first use and written back at the end.
 struct ListWrite<'a> {
     inner: CollectionWrite<'a>,
     layout: Layout,
@@ -217,33 +217,21 @@ struct ListWrite<'a> {
 impl<'a> ListWrite<'a> {
     /// Chunk `chunk` as this write sees it, read on first use, to be changed.
     fn chunk(&mut self, chunk: u64) -> Result<&mut Chunk, Error> {
-        if !self.chunks.contains_key(&chunk) {
-            let raw = self
-                .inner
-                .get(Cf::Data, &list_suffix(chunk))?
-                .unwrap_or_default();
-            self.chunks.insert(
-                chunk,
-                Chunk {
-                    raw,
-                    changed: false,
-                },
-            );
+        match self.chunks.entry(chunk) {
+            Entry::Occupied(slot) => Ok(slot.into_mut()),
+            Entry::Vacant(slot) => {
+                let raw = self
+                    .inner
+                    .get(Cf::Data, &list_suffix(chunk))?
+                    .unwrap_or_default();
+                Ok(slot.insert(Chunk { raw }))
+            }
         }
-        let found = self.chunks.get_mut(&chunk).ok_or_else(corrupt)?;
-        found.changed = true;
-        Ok(found)
     }
 
     /// Marks chunk `chunk` empty without reading it: all its positions are going.
     fn clear(&mut self, chunk: u64) {
-        self.chunks.insert(
-            chunk,
-            Chunk {
-                raw: Vec::new(),
-                changed: true,
-            },
-        );
+        self.chunks.insert(chunk, Chunk { raw: Vec::new() });
     }
 
     fn push(&mut self, end: End, value: &[u8]) -> Result<(), Error> {
@@ -304,10 +292,7 @@ impl<'a> ListWrite<'a> {
     }
 
     fn finish(mut self) -> CollectionWrite<'a> {
-        for (chunk, Chunk { raw, changed }) in std::mem::take(&mut self.chunks) {
-            if !changed {
-                continue;
-            }
+        for (chunk, Chunk { raw }) in std::mem::take(&mut self.chunks) {
             if raw.is_empty() {
                 self.inner.delete(Cf::Data, &list_suffix(chunk));
             } else {
@@ -454,6 +439,7 @@ impl<'a> Db<'a> {
             &mut |sub, raw| {
                 let chunk = sub.try_into().map_or(0, u64::from_be_bytes);
                 let first = layout.first_in(chunk);
+                // A reverse scan yields chunks last to first; their elements are reversed here.
                 let mut elements = Vec::new();
                 for (position, element) in (first..).zip(chunk_elements(raw)) {
                     let Some(element) = element else {
@@ -785,10 +771,7 @@ mod tests {
 
     #[test]
     fn chunk_edits_in_place_match_a_model() {
-        let mut chunk = Chunk {
-            raw: Vec::new(),
-            changed: false,
-        };
+        let mut chunk = Chunk { raw: Vec::new() };
         let mut model: Vec<Vec<u8>> = Vec::new();
         let long = vec![b'x'; 300];
         for (i, element) in [&b"a"[..], b"", &long, b"bc", b"d"].into_iter().enumerate() {
@@ -819,10 +802,7 @@ mod tests {
 
     #[test]
     fn malformed_chunks_and_layouts_are_corrupt() {
-        let truncated = Chunk {
-            raw: vec![5, b'a'],
-            changed: false,
-        };
+        let truncated = Chunk { raw: vec![5, b'a'] };
         assert!(truncated.offset(1).is_err());
         assert_eq!(chunk_elements(&truncated.raw).last(), Some(None));
         let layout = Layout {
