@@ -162,8 +162,8 @@ pub(crate) struct CollectionWrite<'a> {
     pub existed: bool,
     pub version: u64,
     pub size: u64,
-    /// The type's own bytes (a list's head, tail and chunk shift, a Roaring bitmap's packed containers);
-    /// `stage` puts the packed elements, if any, after them.
+    /// The type's own bytes (a list's head, tail and chunk shift, a Roaring bitmap's packed
+    /// containers); `stage` puts the packed elements, if any, after them.
     pub extra: Bytes,
     pub change: Change,
     /// `Some` while the elements are packed: changes go to it, and `stage` packs them.

@@ -18,7 +18,7 @@ use shale_storage::metadata::KeyKind;
 use shale_storage::{Cf, ScanDirection, StorageError};
 
 use super::collection::{Collection, CollectionWrite, ScanBuffer};
-use super::packed_elements::{put_varint, read_varint};
+use super::packed_elements::{put_slice, slice_at};
 use super::{index_window as window, Db};
 use crate::error::Error;
 
@@ -105,24 +105,16 @@ fn corrupt() -> Error {
     Error::Storage(StorageError::Corrupt("list chunk"))
 }
 
-/// The elements of a stored chunk, in order; `None` if the bytes are malformed.
+/// The elements of a stored chunk, in order; a `None` item, the last, means the bytes are
+/// malformed from there on.
 fn chunk_elements(raw: &[u8]) -> impl Iterator<Item = Option<&[u8]>> + '_ {
-    let mut at = Some(0);
+    let mut next = Some(0);
     std::iter::from_fn(move || {
-        let mut here = at.filter(|&here| here < raw.len())?;
-        let element = read_varint(raw, &mut here).and_then(|len| {
-            let end = here.checked_add(len).filter(|&end| end <= raw.len())?;
-            Some((&raw[here..end], end))
-        });
-        at = element.map(|(_, end)| end);
-        Some(element.map(|(element, _)| element))
+        let mut at = next.filter(|&at| at < raw.len())?;
+        let element = slice_at(raw, &mut at);
+        next = element.is_some().then_some(at);
+        Some(element)
     })
-}
-
-/// Appends one element in the chunk encoding.
-fn put_element(out: &mut Vec<u8>, element: &[u8]) {
-    put_varint(out, element.len());
-    out.extend_from_slice(element);
 }
 
 /// A chunk as a write changes it: its stored bytes, edited in place, so a push or pop at an
@@ -142,24 +134,21 @@ impl Chunk {
     }
 
     /// The element whose length starts at `at`: where its bytes start, and where it ends.
-    fn element_at(&self, mut at: usize) -> Result<(usize, usize), Error> {
-        let len = read_varint(&self.raw, &mut at).ok_or_else(corrupt)?;
-        let end = at
-            .checked_add(len)
-            .filter(|&end| end <= self.raw.len())
-            .ok_or_else(corrupt)?;
-        Ok((at, end))
+    fn element_at(&self, at: usize) -> Result<(usize, usize), Error> {
+        let mut end = at;
+        let element = slice_at(&self.raw, &mut end).ok_or_else(corrupt)?;
+        Ok((end - element.len(), end))
     }
 
     fn push_front(&mut self, element: &[u8]) {
         let mut out = Vec::with_capacity(self.raw.len() + element.len() + 2);
-        put_element(&mut out, element);
+        put_slice(&mut out, element);
         out.extend_from_slice(&self.raw);
         self.raw = out;
     }
 
     fn push_back(&mut self, element: &[u8]) {
-        put_element(&mut self.raw, element);
+        put_slice(&mut self.raw, element);
     }
 
     fn pop_front(&mut self) -> Result<Bytes, Error> {
@@ -200,7 +189,7 @@ impl Chunk {
         let start = self.offset(index)?;
         let (_, end) = self.element_at(start)?;
         let mut encoded = Vec::with_capacity(element.len() + 2);
-        put_element(&mut encoded, element);
+        put_slice(&mut encoded, element);
         self.raw.splice(start..end, encoded);
         Ok(())
     }
@@ -317,7 +306,7 @@ impl<'a> Db<'a> {
         self.replace_with_collection(dst, KeyKind::List, |write| {
             let mut chunks: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
             for (position, item) in (MIDDLE..).zip(items) {
-                put_element(chunks.entry(layout.chunk_of(position)).or_default(), item);
+                put_slice(chunks.entry(layout.chunk_of(position)).or_default(), item);
             }
             for (chunk, raw) in chunks {
                 write.put(Cf::Data, &list_suffix(chunk), raw);

@@ -89,10 +89,7 @@ impl Packed {
 
     /// Container `high`, if present.
     pub fn get(&self, high: u16) -> Option<Bytes> {
-        self.iter()
-            .take_while(|(this, _)| *this <= high)
-            .find(|(this, _)| *this == high)
-            .map(|(_, container)| container)
+        find(&self.0, high).flatten()
     }
 
     /// The packed form with `changes` applied in one pass: each replaces or adds its container,

@@ -22,7 +22,7 @@ pub const PACKED_LIMIT: usize = 4096;
 /// collections whole, so it never has to seek within a packed one.
 pub const PACKED_MAX_ELEMENTS: usize = 128;
 
-pub(super) fn read_varint(bytes: &[u8], at: &mut usize) -> Option<usize> {
+fn read_varint(bytes: &[u8], at: &mut usize) -> Option<usize> {
     let mut value = 0usize;
     for shift in (0..64).step_by(7) {
         let byte = *bytes.get(*at)?;
@@ -35,7 +35,7 @@ pub(super) fn read_varint(bytes: &[u8], at: &mut usize) -> Option<usize> {
     None
 }
 
-pub(super) fn put_varint(out: &mut Vec<u8>, mut value: usize) {
+fn put_varint(out: &mut Vec<u8>, mut value: usize) {
     while value >= 0x80 {
         out.push(value as u8 | 0x80);
         value >>= 7;
@@ -52,7 +52,9 @@ pub fn entry_len(sub: &[u8], value: &[u8]) -> usize {
     varint_len(sub.len()) + sub.len() + varint_len(value.len()) + value.len()
 }
 
-fn slice_at<'p>(packed: &'p [u8], at: &mut usize) -> Option<&'p [u8]> {
+/// The length-prefixed byte string (`len:varint · bytes`) at `at`, which moves past it; `None`
+/// if the bytes there are malformed. Lists' chunks use the same encoding.
+pub(super) fn slice_at<'p>(packed: &'p [u8], at: &mut usize) -> Option<&'p [u8]> {
     let len = read_varint(packed, at)?;
     let end = at.checked_add(len).filter(|&end| end <= packed.len())?;
     let slice = &packed[*at..end];
@@ -84,13 +86,17 @@ pub fn find<'p>(packed: &'p [u8], sub: &[u8]) -> Option<Option<&'p [u8]>> {
     Some(None)
 }
 
+/// Appends `bytes` as a length-prefixed string, the encoding [`slice_at`] reads.
+pub(super) fn put_slice(out: &mut Vec<u8>, bytes: &[u8]) {
+    put_varint(out, bytes.len());
+    out.extend_from_slice(bytes);
+}
+
 /// Appends the packed form of `elements`, which must be in ascending order, to `out`.
 fn pack_into<'e>(out: &mut Vec<u8>, elements: impl IntoIterator<Item = (&'e [u8], &'e [u8])>) {
     for (sub, value) in elements {
-        put_varint(out, sub.len());
-        out.extend_from_slice(sub);
-        put_varint(out, value.len());
-        out.extend_from_slice(value);
+        put_slice(out, sub);
+        put_slice(out, value);
     }
 }
 
