@@ -4,6 +4,7 @@ mod common;
 
 use common::{fails, run, TestServer};
 use redis::Value;
+use shale_storage::Cf;
 
 fn range(con: &mut redis::Connection, key: &str) -> Vec<String> {
     run(con, &["LRANGE", key, "0", "-1"])
@@ -293,5 +294,117 @@ fn long_lists_push_and_pop_at_both_ends() {
     assert_eq!(
         run::<Vec<i64>>(&mut con, &["LPOP", "big", "3"]),
         [4999, 4997, 4995]
+    );
+}
+
+/// A list created with a short element and given long ones: the long ones are kept apart from
+/// their chunks, and every command sees the same list as with short ones only.
+#[test]
+fn long_elements_after_a_short_first_one() {
+    let mut server = TestServer::start();
+    let mut con = server.client();
+    let long = |i: usize| format!("{i:04}{}", "x".repeat(10_000));
+    let mut model: Vec<String> = vec!["s".into()];
+    assert_eq!(run::<i64>(&mut con, &["RPUSH", "l", "s"]), 1);
+    for i in 0..200 {
+        let value = if i % 3 == 0 {
+            format!("short{i}")
+        } else {
+            long(i)
+        };
+        if i % 2 == 0 {
+            run::<i64>(&mut con, &["RPUSH", "l", &value]);
+            model.push(value);
+        } else {
+            run::<i64>(&mut con, &["LPUSH", "l", &value]);
+            model.insert(0, value);
+        }
+    }
+    assert_eq!(range(&mut con, "l"), model);
+    assert_eq!(run::<String>(&mut con, &["LINDEX", "l", "3"]), model[3]);
+    assert_eq!(
+        run::<String>(&mut con, &["LINDEX", "l", "-2"]),
+        model[model.len() - 2]
+    );
+    // LSET between a long element and a short one, both ways.
+    run::<()>(&mut con, &["LSET", "l", "1", "tiny"]);
+    model[1] = "tiny".into();
+    run::<()>(&mut con, &["LSET", "l", "0", &long(900)]);
+    model[0] = long(900);
+    assert_eq!(run::<String>(&mut con, &["LINDEX", "l", "0"]), model[0]);
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["LRANGE", "l", "0", "1"]),
+        &model[..2]
+    );
+    // LPOS scans from either end past spilled elements.
+    let target = model[150].clone();
+    assert_eq!(run::<i64>(&mut con, &["LPOS", "l", &target]), 150);
+    assert_eq!(
+        run::<i64>(&mut con, &["LPOS", "l", &target, "RANK", "-1"]),
+        150
+    );
+    // Pops take long elements from both ends; LMOVE moves one to a list of short elements.
+    assert_eq!(run::<String>(&mut con, &["LPOP", "l"]), model.remove(0));
+    assert_eq!(
+        run::<String>(&mut con, &["RPOP", "l"]),
+        model.pop().unwrap()
+    );
+    run::<i64>(&mut con, &["RPUSH", "other", "a"]);
+    let moved: String = run(&mut con, &["LMOVE", "l", "other", "RIGHT", "LEFT"]);
+    assert_eq!(moved, model.pop().unwrap());
+    assert_eq!(range(&mut con, "other"), [moved.as_str(), "a"]);
+    let rotated: String = run(&mut con, &["LMOVE", "l", "l", "LEFT", "RIGHT"]);
+    assert_eq!(rotated, model[0]);
+    model.rotate_left(1);
+    // LINSERT and LREM rewrite the tail from the change on.
+    let pivot = model[40].clone();
+    assert_eq!(
+        run::<i64>(&mut con, &["LINSERT", "l", "BEFORE", &pivot, &long(901)]),
+        model.len() as i64 + 1
+    );
+    model.insert(40, long(901));
+    let doomed = model[60].clone();
+    assert_eq!(run::<i64>(&mut con, &["LREM", "l", "0", &doomed]), 1);
+    model.remove(60);
+    assert_eq!(range(&mut con, "l"), model);
+    // LTRIM drops long elements at both ends without reading their chunks.
+    run::<()>(&mut con, &["LTRIM", "l", "10", "-11"]);
+    model = model[10..model.len() - 10].to_vec();
+    assert_eq!(range(&mut con, "l"), model);
+    // SORT ... STORE builds such a list in one go; COPY takes the long elements along.
+    run::<i64>(&mut con, &["SORT", "l", "ALPHA", "STORE", "sorted"]);
+    let mut sorted = model.clone();
+    sorted.sort();
+    assert_eq!(range(&mut con, "sorted"), sorted);
+    assert_eq!(run::<i64>(&mut con, &["COPY", "l", "copy"]), 1);
+    assert_eq!(range(&mut con, "copy"), model);
+    drop(con);
+
+    server.stop();
+    let longest = server.record_lengths(Cf::Data).into_iter().max().unwrap();
+    assert!(
+        longest < 12_000,
+        "a chunk of short-element positions held {longest} bytes"
+    );
+    server.start_again();
+    let mut con = server.client();
+    assert_eq!(range(&mut con, "l"), model);
+    run::<()>(&mut con, &["LTRIM", "l", "1", "0"]);
+    assert_eq!(run::<i64>(&mut con, &["EXISTS", "l"]), 0);
+    // Pops and trims delete the records of the long elements they drop.
+    run::<i64>(&mut con, &["RPUSH", "q", "s"]);
+    for i in 0..5 {
+        run::<i64>(&mut con, &["RPUSH", "q", &long(i)]);
+    }
+    assert_eq!(run::<String>(&mut con, &["RPOP", "q"]), long(4));
+    run::<()>(&mut con, &["LTRIM", "q", "0", "1"]);
+    assert_eq!(range(&mut con, "q"), ["s".to_string(), long(0)]);
+    run::<i64>(&mut con, &["DEL", "sorted", "copy", "other"]);
+    drop(con);
+    server.stop();
+    assert_eq!(
+        server.count_records(Cf::Data),
+        2,
+        "q's chunk and its one long element"
     );
 }

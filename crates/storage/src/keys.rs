@@ -224,9 +224,18 @@ pub fn score_suffix(score: f64, member: &[u8]) -> Vec<u8> {
     out
 }
 
-/// List element suffix: the big-endian position.
-pub fn list_suffix(position: u64) -> [u8; 8] {
-    position.to_be_bytes()
+/// List chunk suffix: the big-endian chunk number.
+pub fn list_suffix(chunk: u64) -> [u8; 8] {
+    chunk.to_be_bytes()
+}
+
+/// Suffix of a list element kept apart from its chunk: `0xFF · position`. Chunk numbers stay
+/// near 2^63 >> shift (lists start in the middle of the positions), so these sort after every
+/// chunk of their list.
+pub fn list_spill_suffix(position: u64) -> [u8; 9] {
+    let mut out = [0xFF; 9];
+    out[1..].copy_from_slice(&position.to_be_bytes());
+    out
 }
 
 #[cfg(test)]

@@ -1,24 +1,32 @@
 //! Lists: elements at consecutive positions between a head and a tail kept in the metadata,
-//! stored in chunks of 2^shift consecutive positions, `key|version|chunk:u64 → elements`
-//! (chunk = position >> shift). A chunk holds its positions that lie in `[head, tail)`, in
-//! order, each as `len:varint · bytes`, so a chunk's first element is at the larger of the head
-//! and the chunk's first position. Pushes and pops at either end rewrite one chunk and the
-//! metadata: O(1) whatever the length; LINDEX and LSET read one chunk; LRANGE reads the chunks
-//! of the positions it returns, which for short elements is a few records where one per
-//! element cost a scan step each. `shift` is fixed when the list is created, from the length
-//! of its first element, so that a chunk holds about [`CHUNK_BYTES`]. A small list keeps its
-//! chunks packed in its metadata after the head, tail and shift (`packed_elements`).
+//! stored in chunks of 2^shift consecutive positions, `key|version|chunk:u64 → entries`
+//! (chunk = position >> shift). A chunk holds an entry for each of its positions that lie in
+//! `[head, tail)`, in order, so a chunk's first entry is at the larger of the head and the
+//! chunk's first position. Pushes and pops at either end rewrite one chunk and the metadata:
+//! O(1) whatever the length; LINDEX and LSET read one chunk; LRANGE reads the chunks of the
+//! positions it returns, which for short elements is a few records where one per element cost
+//! a scan step each. `shift` is fixed when the list is created, from the length of its first
+//! element, so that a chunk holds about [`CHUNK_BYTES`]. A small list keeps its records packed
+//! in its metadata after the head, tail and shift (`packed_elements`).
+//!
+//! An element more than [`INLINE_FACTOR`] times longer than a chunk's share per position is
+//! spilled: kept in a record of its own, `key|version|0xFF·position:u64` (after every chunk,
+//! whose numbers stay near 2^63 >> shift), and only marked in its chunk. So a list created with
+//! short elements and given long ones later still has chunks of a few KiB, and a push or pop
+//! writes its own element, not the 64 long ones a chunk could otherwise hold. A chunk entry is
+//! `(len << 1):varint · bytes` for an element held inline, the single byte `1` for a spilled one.
 
+use std::borrow::Cow;
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use shale_storage::keys::list_suffix;
+use shale_storage::keys::{list_spill_suffix, list_suffix};
 use shale_storage::metadata::KeyKind;
 use shale_storage::{Cf, ScanDirection, StorageError};
 
 use super::collection::{Collection, CollectionWrite, ScanBuffer};
-use super::packed_elements::{put_slice, slice_at};
+use super::packed_elements::{put_varint, read_varint};
 use super::{index_window as window, Db};
 use crate::error::Error;
 
@@ -28,9 +36,17 @@ const MIDDLE: u64 = 1 << 63;
 const RESERVED_ITEMS: u64 = 1024;
 /// The bytes a chunk of elements as long as a list's first one holds, about.
 const CHUNK_BYTES: usize = 2048;
-/// At most 2^6 elements per chunk: a list whose later elements are longer than its first
-/// still has chunks of at most 64 of them, and an edit walks at most that many lengths.
+/// At most 2^6 elements per chunk: an edit walks at most that many entries.
 const MAX_SHIFT: u8 = 6;
+/// Elements longer than this many times a chunk's share per position (`CHUNK_BYTES >> shift`)
+/// are spilled, so a chunk of several positions holds at most about this many times
+/// [`CHUNK_BYTES`]. A chunk of one position holds its element whatever its length.
+const INLINE_FACTOR: usize = 4;
+/// The top bit of the stored shift: set once the list has spilled an element, so that lists
+/// that never did skip the range deletes of spilled records when they drop positions.
+const SPILLS: u8 = 0x80;
+/// The chunk entry of a spilled element; an inline element's header is even.
+const SPILLED_MARK: usize = 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum End {
@@ -61,6 +77,8 @@ struct Layout {
     head: u64,
     tail: u64,
     shift: u8,
+    /// Whether the list has ever spilled an element.
+    spills: bool,
 }
 
 impl Layout {
@@ -72,8 +90,15 @@ impl Layout {
                 .map(u64::from_be_bytes)
         };
         match (word(0), word(8), extra.get(16)) {
-            (Some(head), Some(tail), Some(&shift)) if head <= tail && shift <= MAX_SHIFT => {
-                Ok(Layout { head, tail, shift })
+            (Some(head), Some(tail), Some(&byte))
+                if head <= tail && byte & !SPILLS <= MAX_SHIFT =>
+            {
+                Ok(Layout {
+                    head,
+                    tail,
+                    shift: byte & !SPILLS,
+                    spills: byte & SPILLS != 0,
+                })
             }
             _ => Err(corrupt()),
         }
@@ -83,7 +108,11 @@ impl Layout {
         let mut out = Vec::with_capacity(17);
         out.extend_from_slice(&self.head.to_be_bytes());
         out.extend_from_slice(&self.tail.to_be_bytes());
-        out.push(self.shift);
+        out.push(if self.spills {
+            self.shift | SPILLS
+        } else {
+            self.shift
+        });
         Bytes::from(out)
     }
 
@@ -99,22 +128,78 @@ impl Layout {
     fn first_in(&self, chunk: u64) -> u64 {
         self.head.max(chunk << self.shift)
     }
+
+    /// The longest element a chunk holds inline.
+    fn inline_limit(&self) -> usize {
+        match self.shift {
+            0 => usize::MAX,
+            shift => INLINE_FACTOR * (CHUNK_BYTES >> shift),
+        }
+    }
 }
 
 fn corrupt() -> Error {
     Error::Storage(StorageError::Corrupt("list chunk"))
 }
 
-/// The elements of a stored chunk, in order; a `None` item, the last, means the bytes are
+/// One position's entry in a chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stored<'a> {
+    Inline(&'a [u8]),
+    /// In a record of its own, under [`list_spill_suffix`] of its position.
+    Spilled,
+}
+
+/// The entry at `at`, which moves past it; `None` if the bytes there are malformed.
+fn entry_at<'r>(raw: &'r [u8], at: &mut usize) -> Option<Stored<'r>> {
+    let header = read_varint(raw, at)?;
+    if header & 1 == 1 {
+        return (header == SPILLED_MARK).then_some(Stored::Spilled);
+    }
+    let end = at
+        .checked_add(header >> 1)
+        .filter(|&end| end <= raw.len())?;
+    let element = &raw[*at..end];
+    *at = end;
+    Some(Stored::Inline(element))
+}
+
+fn put_entry(out: &mut Vec<u8>, entry: Stored<'_>) {
+    match entry {
+        Stored::Inline(element) => {
+            put_varint(out, element.len() << 1);
+            out.extend_from_slice(element);
+        }
+        Stored::Spilled => put_varint(out, SPILLED_MARK),
+    }
+}
+
+/// The entries of a stored chunk, in order; a `None` item, the last, means the bytes are
 /// malformed from there on.
-fn chunk_elements(raw: &[u8]) -> impl Iterator<Item = Option<&[u8]>> + '_ {
+fn chunk_entries(raw: &[u8]) -> impl Iterator<Item = Option<Stored<'_>>> + '_ {
     let mut next = Some(0);
     std::iter::from_fn(move || {
         let mut at = next.filter(|&at| at < raw.len())?;
-        let element = slice_at(raw, &mut at);
-        next = element.is_some().then_some(at);
-        Some(element)
+        let entry = entry_at(raw, &mut at);
+        next = entry.is_some().then_some(at);
+        Some(entry)
     })
+}
+
+/// An entry taken out of a chunk: the element, or the mark that it was spilled.
+#[derive(Debug, PartialEq, Eq)]
+enum Taken {
+    Inline(Bytes),
+    Spilled,
+}
+
+impl Taken {
+    fn of(entry: Stored<'_>) -> Taken {
+        match entry {
+            Stored::Inline(element) => Taken::Inline(Bytes::copy_from_slice(element)),
+            Stored::Spilled => Taken::Spilled,
+        }
+    }
 }
 
 /// A chunk as a write changes it: its stored bytes, edited in place, so a push or pop at an
@@ -124,83 +209,87 @@ struct Chunk {
 }
 
 impl Chunk {
-    /// Where element `index` starts: past the elements before it.
+    /// Where entry `index` starts: past the entries before it.
     fn offset(&self, index: usize) -> Result<usize, Error> {
         let mut at = 0;
         for _ in 0..index {
-            at = self.element_at(at)?.1;
+            at = self.entry(at)?.1;
         }
         Ok(at)
     }
 
-    /// The element whose length starts at `at`: where its bytes start, and where it ends.
-    fn element_at(&self, at: usize) -> Result<(usize, usize), Error> {
+    /// The entry that starts at `at`, and where it ends.
+    fn entry(&self, at: usize) -> Result<(Stored<'_>, usize), Error> {
         let mut end = at;
-        let element = slice_at(&self.raw, &mut end).ok_or_else(corrupt)?;
-        Ok((end - element.len(), end))
+        let entry = entry_at(&self.raw, &mut end).ok_or_else(corrupt)?;
+        Ok((entry, end))
     }
 
-    fn push_front(&mut self, element: &[u8]) {
-        let mut out = Vec::with_capacity(self.raw.len() + element.len() + 2);
-        put_slice(&mut out, element);
+    fn push_front(&mut self, entry: Stored<'_>) {
+        let mut out = Vec::new();
+        put_entry(&mut out, entry);
         out.extend_from_slice(&self.raw);
         self.raw = out;
     }
 
-    fn push_back(&mut self, element: &[u8]) {
-        put_slice(&mut self.raw, element);
+    fn push_back(&mut self, entry: Stored<'_>) {
+        put_entry(&mut self.raw, entry);
     }
 
-    fn pop_front(&mut self) -> Result<Bytes, Error> {
-        let (start, end) = self.element_at(0)?;
-        let element = Bytes::copy_from_slice(&self.raw[start..end]);
+    fn pop_front(&mut self) -> Result<Taken, Error> {
+        let (entry, end) = self.entry(0)?;
+        let taken = Taken::of(entry);
         self.raw.drain(..end);
-        Ok(element)
+        Ok(taken)
     }
 
-    fn pop_back(&mut self) -> Result<Bytes, Error> {
+    fn pop_back(&mut self) -> Result<Taken, Error> {
         let mut last = 0;
         loop {
-            let (start, end) = self.element_at(last)?;
+            let (entry, end) = self.entry(last)?;
             if end == self.raw.len() {
-                let element = Bytes::copy_from_slice(&self.raw[start..end]);
+                let taken = Taken::of(entry);
                 self.raw.truncate(last);
-                return Ok(element);
+                return Ok(taken);
             }
             last = end;
         }
     }
 
-    /// Keeps the first `count` elements.
+    /// Keeps the first `count` entries.
     fn truncate(&mut self, count: usize) -> Result<(), Error> {
         let at = self.offset(count)?;
         self.raw.truncate(at);
         Ok(())
     }
 
-    /// Drops the first `count` elements.
+    /// Drops the first `count` entries.
     fn drop_front(&mut self, count: usize) -> Result<(), Error> {
         let at = self.offset(count)?;
         self.raw.drain(..at);
         Ok(())
     }
 
-    fn replace(&mut self, index: usize, element: &[u8]) -> Result<(), Error> {
+    /// Replaces entry `index`; returns whether the old one was spilled.
+    fn replace(&mut self, index: usize, entry: Stored<'_>) -> Result<bool, Error> {
         let start = self.offset(index)?;
-        let (_, end) = self.element_at(start)?;
-        let mut encoded = Vec::with_capacity(element.len() + 2);
-        put_slice(&mut encoded, element);
+        let (old, end) = self.entry(start)?;
+        let was_spilled = old == Stored::Spilled;
+        let mut encoded = Vec::new();
+        put_entry(&mut encoded, entry);
         self.raw.splice(start..end, encoded);
-        Ok(())
+        Ok(was_spilled)
     }
 }
 
-/// A list opened for writing: its collection, its layout, and the chunks it changes, read on
-/// first use and written back at the end.
+/// A list opened for writing: its collection, its layout, and the chunks and spilled elements
+/// it changes, read on first use and written back at the end.
 struct ListWrite<'a> {
     inner: CollectionWrite<'a>,
     layout: Layout,
     chunks: BTreeMap<u64, Chunk>,
+    /// Spilled elements this write stores (`Some`) or removes (`None`), by position.
+    spills: BTreeMap<u64, Option<Vec<u8>>>,
 }
 
 impl<'a> ListWrite<'a> {
@@ -223,17 +312,56 @@ impl<'a> ListWrite<'a> {
         self.chunks.insert(chunk, Chunk { raw: Vec::new() });
     }
 
+    /// The entry that stores `value` at `position`: the value itself, or the mark of a spilled
+    /// element whose record this write will store.
+    fn entry_for<'v>(&mut self, position: u64, value: &'v [u8]) -> Stored<'v> {
+        if value.len() <= self.layout.inline_limit() {
+            return Stored::Inline(value);
+        }
+        self.layout.spills = true;
+        self.spills.insert(position, Some(value.to_vec()));
+        Stored::Spilled
+    }
+
+    /// The element taken from `position`: a spilled one is read, and its record goes.
+    fn element(&mut self, position: u64, taken: Taken) -> Result<Bytes, Error> {
+        match taken {
+            Taken::Inline(element) => Ok(element),
+            Taken::Spilled => {
+                let value = match self.spills.insert(position, None) {
+                    Some(pending) => pending,
+                    None => self.inner.get(Cf::Data, &list_spill_suffix(position))?,
+                };
+                value.map(Bytes::from).ok_or_else(corrupt)
+            }
+        }
+    }
+
+    /// Deletes the spilled elements at positions `[from, to)`, stored or added by this write,
+    /// without reading their chunks.
+    fn drop_spills(&mut self, from: u64, to: u64) {
+        if !self.layout.spills || from >= to {
+            return;
+        }
+        self.spills
+            .retain(|&position, _| position < from || position >= to);
+        self.inner
+            .delete_range(Cf::Data, &list_spill_suffix(from), &list_spill_suffix(to));
+    }
+
     fn push(&mut self, end: End, value: &[u8]) -> Result<(), Error> {
         match end {
             End::Left => {
                 let position = self.layout.head - 1;
+                let entry = self.entry_for(position, value);
                 self.chunk(self.layout.chunk_of(position))?
-                    .push_front(value);
+                    .push_front(entry);
                 self.layout.head = position;
             }
             End::Right => {
                 let position = self.layout.tail;
-                self.chunk(self.layout.chunk_of(position))?.push_back(value);
+                let entry = self.entry_for(position, value);
+                self.chunk(self.layout.chunk_of(position))?.push_back(entry);
                 self.layout.tail = position + 1;
             }
         }
@@ -245,23 +373,39 @@ impl<'a> ListWrite<'a> {
         let count = count.min(self.layout.len());
         let mut values = Vec::with_capacity(count.min(RESERVED_ITEMS) as usize);
         for _ in 0..count {
-            let value = match end {
+            let (position, taken) = match end {
                 End::Left => {
-                    let value = self
-                        .chunk(self.layout.chunk_of(self.layout.head))?
-                        .pop_front()?;
+                    let position = self.layout.head;
                     self.layout.head += 1;
-                    value
+                    (
+                        position,
+                        self.chunk(self.layout.chunk_of(position))?.pop_front()?,
+                    )
                 }
                 End::Right => {
                     self.layout.tail -= 1;
-                    let chunk = self.chunk(self.layout.chunk_of(self.layout.tail))?;
-                    chunk.pop_back()?
+                    let position = self.layout.tail;
+                    (
+                        position,
+                        self.chunk(self.layout.chunk_of(position))?.pop_back()?,
+                    )
                 }
             };
-            values.push(value);
+            values.push(self.element(position, taken)?);
         }
         Ok(values)
+    }
+
+    /// Replaces the element at `position`.
+    fn replace(&mut self, position: u64, value: &[u8]) -> Result<(), Error> {
+        let chunk = self.layout.chunk_of(position);
+        let index = (position - self.layout.first_in(chunk)) as usize;
+        let entry = self.entry_for(position, value);
+        let was_spilled = self.chunk(chunk)?.replace(index, entry)?;
+        if was_spilled && entry != Stored::Spilled {
+            self.spills.insert(position, None);
+        }
+        Ok(())
     }
 
     /// Drops positions from `from` to the tail, reading only the chunk `from` falls in.
@@ -276,6 +420,7 @@ impl<'a> ListWrite<'a> {
         for chunk in first + 1..=layout.chunk_of(layout.tail - 1) {
             self.clear(chunk);
         }
+        self.drop_spills(from, layout.tail);
         self.layout.tail = from;
         Ok(())
     }
@@ -288,6 +433,13 @@ impl<'a> ListWrite<'a> {
                 self.inner.put(Cf::Data, &list_suffix(chunk), raw);
             }
         }
+        for (position, value) in std::mem::take(&mut self.spills) {
+            let sub = list_spill_suffix(position);
+            match value {
+                Some(value) => self.inner.put(Cf::Data, &sub, value),
+                None => self.inner.delete(Cf::Data, &sub),
+            }
+        }
         self.inner.size = self.layout.len();
         self.inner.extra = self.layout.encode();
         self.inner
@@ -298,15 +450,23 @@ impl<'a> Db<'a> {
     /// Replaces whatever `dst` holds with a list of `items` (SORT ... STORE); no items delete
     /// it. The caller holds the key's lock.
     pub(crate) fn store_list(&self, dst: &'a [u8], items: &[Bytes]) -> Result<(), Error> {
-        let layout = Layout {
+        let mut layout = Layout {
             head: MIDDLE,
             tail: MIDDLE + items.len() as u64,
             shift: shift_for(items.first().map_or(0, Bytes::len)),
+            spills: false,
         };
         self.replace_with_collection(dst, KeyKind::List, |write| {
             let mut chunks: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
             for (position, item) in (MIDDLE..).zip(items) {
-                put_slice(chunks.entry(layout.chunk_of(position)).or_default(), item);
+                let raw = chunks.entry(layout.chunk_of(position)).or_default();
+                if item.len() <= layout.inline_limit() {
+                    put_entry(raw, Stored::Inline(item));
+                } else {
+                    layout.spills = true;
+                    put_entry(raw, Stored::Spilled);
+                    write.put(Cf::Data, &list_spill_suffix(position), item.to_vec());
+                }
             }
             for (chunk, raw) in chunks {
                 write.put(Cf::Data, &list_suffix(chunk), raw);
@@ -335,12 +495,14 @@ impl<'a> Db<'a> {
                 head: MIDDLE,
                 tail: MIDDLE,
                 shift: shift_for(first.len()),
+                spills: false,
             }
         };
         Ok(ListWrite {
             inner,
             layout,
             chunks: BTreeMap::new(),
+            spills: BTreeMap::new(),
         })
     }
 
@@ -426,12 +588,15 @@ impl<'a> Db<'a> {
             (&lower, Some(&upper)),
             direction,
             &mut |sub, raw| {
-                let chunk = sub.try_into().map_or(0, u64::from_be_bytes);
+                let Ok(chunk) = <[u8; 8]>::try_from(sub).map(u64::from_be_bytes) else {
+                    failure = Some(corrupt());
+                    return false;
+                };
                 let first = layout.first_in(chunk);
                 // A reverse scan yields chunks last to first; their elements are reversed here.
                 let mut elements = Vec::new();
-                for (position, element) in (first..).zip(chunk_elements(raw)) {
-                    let Some(element) = element else {
+                for (position, entry) in (first..).zip(chunk_entries(raw)) {
+                    let Some(entry) = entry else {
                         failure = Some(corrupt());
                         return false;
                     };
@@ -441,8 +606,18 @@ impl<'a> Db<'a> {
                     if position < from {
                         continue;
                     }
+                    let element = match entry {
+                        Stored::Inline(element) => Cow::Borrowed(element),
+                        Stored::Spilled => match self.spilled(key, list, position) {
+                            Ok(element) => Cow::Owned(element),
+                            Err(err) => {
+                                failure = Some(err);
+                                return false;
+                            }
+                        },
+                    };
                     if direction == ScanDirection::Forward {
-                        if !visit(position, element) {
+                        if !visit(position, &element) {
                             return false;
                         }
                     } else {
@@ -452,10 +627,16 @@ impl<'a> Db<'a> {
                 elements
                     .into_iter()
                     .rev()
-                    .all(|(position, element)| visit(position, element))
+                    .all(|(position, element)| visit(position, &element))
             },
         )?;
         failure.map_or(Ok(()), Err)
+    }
+
+    /// The spilled element at `position`.
+    fn spilled(&self, key: &[u8], list: &Collection, position: u64) -> Result<Vec<u8>, Error> {
+        self.get_element(Cf::Data, key, list, &list_spill_suffix(position))?
+            .ok_or_else(corrupt)
     }
 
     pub(crate) fn lrange(&self, key: &[u8], start: i64, stop: i64) -> Result<ScanBuffer, Error> {
@@ -494,8 +675,11 @@ impl<'a> Db<'a> {
             return Err(corrupt());
         };
         let at = (position - layout.first_in(chunk)) as usize;
-        let element = chunk_elements(&raw).nth(at).flatten().ok_or_else(corrupt)?;
-        Ok(Some(Bytes::copy_from_slice(element)))
+        let element = match chunk_entries(&raw).nth(at).flatten().ok_or_else(corrupt)? {
+            Stored::Inline(element) => Bytes::copy_from_slice(element),
+            Stored::Spilled => self.spilled(key, &list, position)?.into(),
+        };
+        Ok(Some(element))
     }
 
     pub fn lset(&self, key: &'a [u8], index: i64, value: &[u8]) -> Result<(), Error> {
@@ -507,11 +691,7 @@ impl<'a> Db<'a> {
         let Some((offset, _)) = window(index, index, list.layout.len()) else {
             return Err(Error::msg("index out of range"));
         };
-        let layout = list.layout;
-        let position = layout.head + offset;
-        let chunk = layout.chunk_of(position);
-        let at = (position - layout.first_in(chunk)) as usize;
-        list.chunk(chunk)?.replace(at, value)?;
+        list.replace(list.layout.head + offset, value)?;
         list.finish().commit()
     }
 
@@ -624,6 +804,7 @@ impl<'a> Db<'a> {
             let upper = list_suffix(layout.chunk_of(layout.tail - 1) + 1);
             let lower = list_suffix(layout.chunk_of(layout.head));
             list.inner.delete_range(Cf::Data, &lower, &upper);
+            list.drop_spills(layout.head, layout.tail);
             list.layout.tail = layout.head;
             return list.finish().commit();
         };
@@ -642,11 +823,13 @@ impl<'a> Db<'a> {
         if new_head > layout.head {
             let drop = (new_head - layout.first_in(head_chunk)) as usize;
             list.chunk(head_chunk)?.drop_front(drop)?;
+            list.drop_spills(layout.head, new_head);
             list.layout.head = new_head;
         }
         if new_tail < layout.tail {
             let keep = (new_tail - list.layout.first_in(tail_chunk)) as usize;
             list.chunk(tail_chunk)?.truncate(keep)?;
+            list.drop_spills(new_tail, layout.tail);
             list.layout.tail = new_tail;
         }
         list.finish().commit()
@@ -743,10 +926,21 @@ impl<'a> Db<'a> {
 mod tests {
     use super::*;
 
-    fn elements(chunk: &Chunk) -> Vec<Vec<u8>> {
-        chunk_elements(&chunk.raw)
-            .map(|element| element.unwrap().to_vec())
+    fn entries(chunk: &Chunk) -> Vec<Option<Vec<u8>>> {
+        chunk_entries(&chunk.raw)
+            .map(|entry| match entry.unwrap() {
+                Stored::Inline(element) => Some(element.to_vec()),
+                Stored::Spilled => None,
+            })
             .collect()
+    }
+
+    fn stored(entry: &Option<Vec<u8>>) -> Stored<'_> {
+        entry.as_deref().map_or(Stored::Spilled, Stored::Inline)
+    }
+
+    fn taken(entry: Option<Vec<u8>>) -> Taken {
+        entry.map_or(Taken::Spilled, |e| Taken::Inline(e.into()))
     }
 
     #[test]
@@ -759,31 +953,69 @@ mod tests {
     }
 
     #[test]
+    fn chunks_spill_long_elements_and_stay_within_a_few_chunk_sizes() {
+        for shift in 1..=MAX_SHIFT {
+            let layout = Layout {
+                head: 0,
+                tail: 0,
+                shift,
+                spills: false,
+            };
+            let limit = layout.inline_limit();
+            let longest_chunk = (1 << shift) * (limit + 3);
+            assert!(
+                longest_chunk <= INLINE_FACTOR * CHUNK_BYTES + 3 * 64,
+                "{shift}"
+            );
+        }
+        let one_per_chunk = Layout {
+            head: 0,
+            tail: 0,
+            shift: 0,
+            spills: false,
+        };
+        assert_eq!(one_per_chunk.inline_limit(), usize::MAX);
+    }
+
+    #[test]
     fn chunk_edits_in_place_match_a_model() {
         let mut chunk = Chunk { raw: Vec::new() };
-        let mut model: Vec<Vec<u8>> = Vec::new();
+        let mut model: Vec<Option<Vec<u8>>> = Vec::new();
         let long = vec![b'x'; 300];
-        for (i, element) in [&b"a"[..], b"", &long, b"bc", b"d"].into_iter().enumerate() {
+        let pushed = [
+            Some(b"a".to_vec()),
+            Some(Vec::new()),
+            Some(long),
+            None,
+            Some(b"bc".to_vec()),
+            None,
+            Some(b"d".to_vec()),
+        ];
+        for (i, entry) in pushed.into_iter().enumerate() {
             if i % 2 == 0 {
-                chunk.push_back(element);
-                model.push(element.to_vec());
+                chunk.push_back(stored(&entry));
+                model.push(entry);
             } else {
-                chunk.push_front(element);
-                model.insert(0, element.to_vec());
+                chunk.push_front(stored(&entry));
+                model.insert(0, entry);
             }
         }
-        assert_eq!(elements(&chunk), model);
-        assert_eq!(chunk.pop_front().unwrap(), model.remove(0));
-        assert_eq!(chunk.pop_back().unwrap(), model.pop().unwrap());
-        chunk.replace(1, b"new").unwrap();
-        model[1] = b"new".to_vec();
-        assert_eq!(elements(&chunk), model);
+        assert_eq!(entries(&chunk), model);
+        assert_eq!(chunk.pop_front().unwrap(), taken(model.remove(0)));
+        assert_eq!(chunk.pop_back().unwrap(), taken(model.pop().unwrap()));
+        assert_eq!(chunk.pop_front().unwrap(), taken(model.remove(0)));
+        assert!(!chunk.replace(1, Stored::Spilled).unwrap());
+        model[1] = None;
+        assert!(chunk.replace(1, Stored::Inline(b"new")).unwrap());
+        model[1] = Some(b"new".to_vec());
+        assert_eq!(entries(&chunk), model);
         chunk.drop_front(1).unwrap();
         model.remove(0);
-        chunk.truncate(1).unwrap();
-        model.truncate(1);
-        assert_eq!(elements(&chunk), model);
-        assert_eq!(chunk.pop_back().unwrap(), model.pop().unwrap());
+        chunk.truncate(2).unwrap();
+        model.truncate(2);
+        assert_eq!(entries(&chunk), model);
+        assert_eq!(chunk.pop_back().unwrap(), taken(model.pop().unwrap()));
+        assert_eq!(chunk.pop_back().unwrap(), taken(model.pop().unwrap()));
         assert!(chunk.raw.is_empty());
         assert!(chunk.pop_front().is_err());
         assert!(chunk.pop_back().is_err());
@@ -791,25 +1023,53 @@ mod tests {
 
     #[test]
     fn malformed_chunks_and_layouts_are_corrupt() {
-        let truncated = Chunk { raw: vec![5, b'a'] };
-        assert!(truncated.offset(1).is_err());
-        assert_eq!(chunk_elements(&truncated.raw).last(), Some(None));
+        // An inline element of 5 bytes with one there; an odd header other than the spill mark.
+        for raw in [vec![10, b'a'], vec![3]] {
+            let chunk = Chunk { raw };
+            assert!(chunk.offset(1).is_err());
+            assert_eq!(chunk_entries(&chunk.raw).last(), Some(None));
+        }
         let layout = Layout {
             head: 10,
             tail: 20,
             shift: 3,
+            spills: false,
         };
         let encoded = layout.encode();
         let read = Layout::of(&encoded).unwrap();
-        assert_eq!((read.head, read.tail, read.shift), (10, 20, 3));
+        assert_eq!(
+            (read.head, read.tail, read.shift, read.spills),
+            (10, 20, 3, false)
+        );
         assert_eq!(read.first_in(1), 10);
         assert_eq!(read.first_in(2), 16);
+        let spilling = Layout::of(
+            &Layout {
+                spills: true,
+                ..layout
+            }
+            .encode(),
+        )
+        .unwrap();
+        assert_eq!((spilling.shift, spilling.spills), (3, true));
         assert!(Layout::of(&encoded[..16]).is_err());
         let backwards = Layout {
             head: 20,
             tail: 10,
-            shift: 3,
+            ..layout
         };
         assert!(Layout::of(&backwards.encode()).is_err());
+        let too_wide = Layout {
+            shift: MAX_SHIFT + 1,
+            ..layout
+        };
+        assert!(Layout::of(&too_wide.encode()).is_err());
+    }
+
+    #[test]
+    fn spill_records_sort_after_every_chunk_of_their_list() {
+        let last_chunk = u64::MAX >> 1;
+        assert!(list_spill_suffix(0).as_slice() > list_suffix(last_chunk).as_slice());
+        assert!(list_spill_suffix(MIDDLE) < list_spill_suffix(MIDDLE + 1));
     }
 }

@@ -22,7 +22,8 @@ pub const PACKED_LIMIT: usize = 4096;
 /// collections whole, so it never has to seek within a packed one.
 pub const PACKED_MAX_ELEMENTS: usize = 128;
 
-fn read_varint(bytes: &[u8], at: &mut usize) -> Option<usize> {
+/// The LEB128 varint at `at`, which moves past it. Lists' chunk entries start with one too.
+pub(super) fn read_varint(bytes: &[u8], at: &mut usize) -> Option<usize> {
     let mut value = 0usize;
     for shift in (0..64).step_by(7) {
         let byte = *bytes.get(*at)?;
@@ -35,7 +36,7 @@ fn read_varint(bytes: &[u8], at: &mut usize) -> Option<usize> {
     None
 }
 
-fn put_varint(out: &mut Vec<u8>, mut value: usize) {
+pub(super) fn put_varint(out: &mut Vec<u8>, mut value: usize) {
     while value >= 0x80 {
         out.push(value as u8 | 0x80);
         value >>= 7;
@@ -53,8 +54,8 @@ pub fn entry_len(sub: &[u8], value: &[u8]) -> usize {
 }
 
 /// The length-prefixed byte string (`len:varint · bytes`) at `at`, which moves past it; `None`
-/// if the bytes there are malformed. Lists' chunks use the same encoding.
-pub(super) fn slice_at<'p>(packed: &'p [u8], at: &mut usize) -> Option<&'p [u8]> {
+/// if the bytes there are malformed.
+fn slice_at<'p>(packed: &'p [u8], at: &mut usize) -> Option<&'p [u8]> {
     let len = read_varint(packed, at)?;
     let end = at.checked_add(len).filter(|&end| end <= packed.len())?;
     let slice = &packed[*at..end];
@@ -87,7 +88,7 @@ pub fn find<'p>(packed: &'p [u8], sub: &[u8]) -> Option<Option<&'p [u8]>> {
 }
 
 /// Appends `bytes` as a length-prefixed string, the encoding [`slice_at`] reads.
-pub(super) fn put_slice(out: &mut Vec<u8>, bytes: &[u8]) {
+fn put_slice(out: &mut Vec<u8>, bytes: &[u8]) {
     put_varint(out, bytes.len());
     out.extend_from_slice(bytes);
 }

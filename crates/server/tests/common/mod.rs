@@ -133,20 +133,32 @@ impl TestServer {
 
     /// Counts every record of a column family; only while the server is stopped.
     pub fn count_records(&self, cf: shale_storage::Cf) -> usize {
+        self.record_lengths(cf).len()
+    }
+
+    /// The length of every record's value in a column family, in key order; only while the
+    /// server is stopped.
+    pub fn record_lengths(&self, cf: shale_storage::Cf) -> Vec<usize> {
         use shale_storage::{Engine, RocksConfig, RocksEngine, ScanDirection};
         let engine = RocksEngine::open(
             &self.dir.path().join("data").join("db"),
             &RocksConfig::default(),
         )
         .unwrap();
-        let mut count = 0;
+        let mut lengths = Vec::new();
         engine
-            .scan(cf, &[], &[0xFF; 16], ScanDirection::Forward, &mut |_, _| {
-                count += 1;
-                true
-            })
+            .scan(
+                cf,
+                &[],
+                &[0xFF; 16],
+                ScanDirection::Forward,
+                &mut |_, value| {
+                    lengths.push(value.len());
+                    true
+                },
+            )
             .unwrap();
-        count
+        lengths
     }
 }
 
