@@ -408,3 +408,84 @@ fn long_elements_after_a_short_first_one() {
         "q's chunk and its one long element"
     );
 }
+
+/// LINSERT and LREM move the elements on the shorter side of the change: inserts and removals
+/// at every distance from both ends of a list of many chunks, some of whose elements are
+/// spilled, against a model.
+#[test]
+fn linsert_and_lrem_move_the_shorter_side() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let element = |i: u64| {
+        if i % 7 == 3 {
+            format!("{i}:{}", "L".repeat(300))
+        } else {
+            format!("e{}", i % 50)
+        }
+    };
+    let mut model: Vec<String> = (0..2000).map(element).collect();
+    let mut pipe = redis::pipe();
+    for value in &model {
+        pipe.cmd("RPUSH").arg("l").arg(value).ignore();
+    }
+    pipe.query::<()>(&mut con).unwrap();
+    let mut seed = 7u64;
+    let mut next = |bound: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % bound
+    };
+    for round in 0..120 {
+        let pivot = model[next(model.len() as u64) as usize].clone();
+        match round % 4 {
+            0 | 1 => {
+                let before = round % 4 == 0;
+                let value = element(next(10_000) + 10_000);
+                let found = model.iter().position(|v| *v == pivot).unwrap();
+                let at = if before { found } else { found + 1 };
+                model.insert(at, value.clone());
+                let side = if before { "BEFORE" } else { "AFTER" };
+                assert_eq!(
+                    run::<i64>(&mut con, &["LINSERT", "l", side, &pivot, &value]),
+                    model.len() as i64
+                );
+            }
+            _ => {
+                let count = next(5) as i64 - 2;
+                let mut removed = 0;
+                let limit = if count == 0 {
+                    usize::MAX
+                } else {
+                    count.unsigned_abs() as usize
+                };
+                let mut indexes: Vec<usize> = (0..model.len()).collect();
+                if count < 0 {
+                    indexes.reverse();
+                }
+                let mut doomed: Vec<usize> = indexes
+                    .into_iter()
+                    .filter(|&i| model[i] == pivot)
+                    .take(limit)
+                    .collect();
+                doomed.sort_unstable();
+                for &i in doomed.iter().rev() {
+                    model.remove(i);
+                    removed += 1;
+                }
+                assert_eq!(
+                    run::<i64>(&mut con, &["LREM", "l", &count.to_string(), &pivot]),
+                    removed
+                );
+            }
+        }
+        if round % 20 == 19 {
+            assert_eq!(range(&mut con, "l"), model, "round {round}");
+        }
+    }
+    assert_eq!(range(&mut con, "l"), model);
+    assert_eq!(
+        run::<String>(&mut con, &["LINDEX", "l", "-1"]),
+        *model.last().unwrap()
+    );
+}

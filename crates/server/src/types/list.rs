@@ -425,6 +425,43 @@ impl<'a> ListWrite<'a> {
         Ok(())
     }
 
+    /// Drops positions from the head to `to`, reading only the chunk `to` falls in.
+    fn drop_front(&mut self, to: u64) -> Result<(), Error> {
+        let layout = self.layout;
+        if to >= layout.tail {
+            return self.truncate(layout.head);
+        }
+        if to <= layout.head {
+            return Ok(());
+        }
+        let last = layout.chunk_of(to);
+        for chunk in layout.chunk_of(layout.head)..last {
+            self.clear(chunk);
+        }
+        let drop = (to - layout.first_in(last)) as usize;
+        self.chunk(last)?.drop_front(drop)?;
+        self.drop_spills(layout.head, to);
+        self.layout.head = to;
+        Ok(())
+    }
+
+    /// Replaces the elements at positions `[from, to)`, a span from the head or to the tail,
+    /// with `values`; the elements on the other side of the span keep their positions.
+    fn replace_end(&mut self, (from, to): (u64, u64), values: &[Bytes]) -> Result<(), Error> {
+        if from == self.layout.head {
+            self.drop_front(to)?;
+            for value in values.iter().rev() {
+                self.push(End::Left, value)?;
+            }
+        } else {
+            self.truncate(from)?;
+            for value in values {
+                self.push(End::Right, value)?;
+            }
+        }
+        Ok(())
+    }
+
     fn finish(mut self) -> CollectionWrite<'a> {
         for (chunk, Chunk { raw }) in std::mem::take(&mut self.chunks) {
             if raw.is_empty() {
@@ -695,34 +732,70 @@ impl<'a> Db<'a> {
         list.finish().commit()
     }
 
-    /// All elements, in order.
-    fn list_elements(&self, key: &[u8], list: &ListWrite<'_>) -> Result<Vec<Bytes>, Error> {
-        let mut elements = Vec::with_capacity(list.layout.len().min(RESERVED_ITEMS) as usize);
+    /// The positions of the elements equal to `value`, ascending: the first `limit` found
+    /// from the head, or from the tail if `from_tail`.
+    fn list_matches(
+        &self,
+        key: &[u8],
+        list: &ListWrite<'_>,
+        value: &[u8],
+        limit: usize,
+        from_tail: bool,
+    ) -> Result<Vec<u64>, Error> {
         let layout = list.layout;
+        let direction = if from_tail {
+            ScanDirection::Reverse
+        } else {
+            ScanDirection::Forward
+        };
+        let mut found = Vec::new();
         self.scan_list(
             key,
             &list.inner.collection(),
             layout,
             (layout.head, layout.tail),
+            direction,
+            &mut |position, element| {
+                if element == value {
+                    found.push(position);
+                }
+                found.len() < limit
+            },
+        )?;
+        if from_tail {
+            found.reverse();
+        }
+        Ok(found)
+    }
+
+    /// The elements at positions `[from, to)`, in order, but for those at `skip` (ascending).
+    fn list_span(
+        &self,
+        key: &[u8],
+        list: &ListWrite<'_>,
+        (from, to): (u64, u64),
+        skip: &[u64],
+    ) -> Result<Vec<Bytes>, Error> {
+        let mut elements = Vec::with_capacity((to - from).min(RESERVED_ITEMS) as usize);
+        self.scan_list(
+            key,
+            &list.inner.collection(),
+            list.layout,
+            (from, to),
             ScanDirection::Forward,
-            &mut |_, element| {
-                elements.push(Bytes::copy_from_slice(element));
+            &mut |position, element| {
+                if skip.binary_search(&position).is_err() {
+                    elements.push(Bytes::copy_from_slice(element));
+                }
                 true
             },
         )?;
         Ok(elements)
     }
 
-    /// Replaces the elements from index `at` to the tail with `values`.
-    fn rewrite_tail(list: &mut ListWrite<'_>, at: usize, values: &[Bytes]) -> Result<(), Error> {
-        list.truncate(list.layout.head + at as u64)?;
-        for value in values {
-            list.push(End::Right, value)?;
-        }
-        Ok(())
-    }
-
-    /// LINSERT: returns the new length, -1 if the pivot is missing, 0 if the key is.
+    /// LINSERT: returns the new length, -1 if the pivot is missing, 0 if the key is. The
+    /// elements on the shorter side of the new one move by a place: O(pivot's index + the
+    /// shorter side), as an insert next to either end of a long list moves few.
     pub fn linsert(
         &self,
         key: &'a [u8],
@@ -735,60 +808,52 @@ impl<'a> Db<'a> {
         if !list.inner.existed {
             return Ok(0);
         }
-        let elements = self.list_elements(key, &list)?;
-        let Some(index) = elements.iter().position(|v| v.as_ref() == pivot) else {
+        let Some(&found) = self.list_matches(key, &list, pivot, 1, false)?.first() else {
             return Ok(-1);
         };
-        let at = if before { index } else { index + 1 };
-        let mut rest: Vec<Bytes> = vec![value.clone()];
-        rest.extend(elements[at..].iter().cloned());
-        Self::rewrite_tail(&mut list, at, &rest)?;
+        let layout = list.layout;
+        let at = if before { found } else { found + 1 };
+        if at - layout.head <= layout.tail - at {
+            let mut front = self.list_span(key, &list, (layout.head, at), &[])?;
+            front.push(value.clone());
+            list.replace_end((layout.head, at), &front)?;
+        } else {
+            let mut back = vec![value.clone()];
+            back.extend(self.list_span(key, &list, (at, layout.tail), &[])?);
+            list.replace_end((at, layout.tail), &back)?;
+        }
         let len = list.layout.len() as i64;
         list.finish().commit()?;
         Ok(len)
     }
 
-    /// LREM: removes up to |count| occurrences (all if 0; from the tail if negative).
+    /// LREM: removes up to |count| occurrences (all if 0; from the tail if negative). The
+    /// gaps close by moving the elements between the matches and those on the shorter side
+    /// of them, so removing an element near either end of a long list moves few.
     pub fn lrem(&self, key: &'a [u8], count: i64, value: &[u8]) -> Result<i64, Error> {
         let _guard = self.lock(&[key])?;
         let mut list = self.open_list(key, value)?;
         if !list.inner.existed {
             return Ok(0);
         }
-        let elements = self.list_elements(key, &list)?;
-        let limit = if count == 0 {
-            usize::MAX
-        } else {
-            count.unsigned_abs() as usize
+        let limit = match count {
+            0 => usize::MAX,
+            count => usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX),
         };
-        let mut doomed = vec![false; elements.len()];
-        let mut removed = 0;
-        let order: Box<dyn Iterator<Item = usize>> = if count < 0 {
-            Box::new((0..elements.len()).rev())
-        } else {
-            Box::new(0..elements.len())
-        };
-        for i in order {
-            if removed == limit {
-                break;
-            }
-            if elements[i].as_ref() == value {
-                doomed[i] = true;
-                removed += 1;
-            }
-        }
-        let Some(first) = doomed.iter().position(|&d| d) else {
+        let doomed = self.list_matches(key, &list, value, limit, count < 0)?;
+        let (Some(&first), Some(&last)) = (doomed.first(), doomed.last()) else {
             return Ok(0);
         };
-        let rest: Vec<Bytes> = elements[first..]
-            .iter()
-            .zip(&doomed[first..])
-            .filter(|(_, &d)| !d)
-            .map(|(v, _)| v.clone())
-            .collect();
-        Self::rewrite_tail(&mut list, first, &rest)?;
+        let layout = list.layout;
+        let span = if last + 1 - layout.head <= layout.tail - first {
+            (layout.head, last + 1)
+        } else {
+            (first, layout.tail)
+        };
+        let kept = self.list_span(key, &list, span, &doomed)?;
+        list.replace_end(span, &kept)?;
         list.finish().commit()?;
-        Ok(removed as i64)
+        Ok(doomed.len() as i64)
     }
 
     /// LTRIM: keeps `[start, stop]`; whole chunks outside it go with range deletes, and the
