@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{fails, run, TestServer};
+use common::{fails, info_field, run, TestServer};
 use redis::Value;
 use shale_storage::Cf;
 
@@ -488,4 +488,39 @@ fn linsert_and_lrem_move_the_shorter_side() {
         run::<String>(&mut con, &["LINDEX", "l", "-1"]),
         *model.last().unwrap()
     );
+}
+
+/// LREM, LINSERT and LTRIM of a few positions delete the records they drop one by one, even
+/// of a list with spilled elements: a range delete would empty the data cache of every key.
+#[test]
+fn short_drops_keep_other_keys_cached() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let field = "v".repeat(3000);
+    for i in 0..200 {
+        run::<i64>(&mut con, &["HSET", "h", &format!("f{i}"), &field]);
+    }
+    let misses = |con: &mut redis::Connection| info_field(con, "rocksdb", "data_cache_misses");
+    assert_eq!(run::<String>(&mut con, &["HGET", "h", "f7"]), field);
+    let long = |i: usize| format!("{i:03}{}", "L".repeat(300));
+    run::<i64>(&mut con, &["RPUSH", "q", "s"]);
+    for i in 0..300 {
+        run::<i64>(&mut con, &["RPUSH", "q", &long(i)]);
+    }
+    run::<i64>(&mut con, &["LREM", "q", "1", &long(3)]);
+    run::<i64>(&mut con, &["LREM", "q", "-1", &long(296)]);
+    run::<i64>(&mut con, &["LINSERT", "q", "AFTER", &long(5), "x"]);
+    run::<()>(&mut con, &["LTRIM", "q", "2", "-3"]);
+    run::<()>(&mut con, &["LTRIM", "q", "70", "-70"]);
+    let before = misses(&mut con);
+    assert_eq!(run::<String>(&mut con, &["HGET", "h", "f7"]), field);
+    assert_eq!(misses(&mut con), before, "h's field is still cached");
+    let expected: Vec<String> = (0..300).filter(|&i| i != 3 && i != 296).map(long).collect();
+    let mut expected: Vec<String> = [vec!["s".to_string()], expected].concat();
+    expected.insert(
+        expected.iter().position(|e| *e == long(5)).unwrap() + 1,
+        "x".into(),
+    );
+    let trimmed = expected[2..expected.len() - 2].to_vec();
+    assert_eq!(range(&mut con, "q"), trimmed[70..trimmed.len() - 69]);
 }

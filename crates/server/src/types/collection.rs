@@ -16,7 +16,7 @@ use crate::error::Error;
 /// Whether collections of `kind` keep their elements packed in their metadata while they are
 /// small (see `packed_elements`): the data-family records they would have. A sorted set's
 /// score index is derived from its members and scores when a scan asks for it; a list's
-/// chunks of elements follow its head, tail and chunk shift.
+/// chunks and spilled elements follow its head, tail and shift byte.
 fn packs_elements(kind: KeyKind) -> bool {
     matches!(
         kind,
@@ -162,7 +162,7 @@ pub(crate) struct CollectionWrite<'a> {
     pub existed: bool,
     pub version: u64,
     pub size: u64,
-    /// The type's own bytes (a list's head, tail and chunk shift, a Roaring bitmap's packed
+    /// The type's own bytes (a list's head, tail and shift byte, a Roaring bitmap's packed
     /// containers); `stage` puts the packed elements, if any, after them.
     pub extra: Bytes,
     pub change: Change,

@@ -3,7 +3,8 @@
 //! (chunk = position >> shift). A chunk holds an entry for each of its positions that lie in
 //! `[head, tail)`, in order, so a chunk's first entry is at the larger of the head and the
 //! chunk's first position. Pushes and pops at either end rewrite one chunk and the metadata:
-//! O(1) whatever the length; LINDEX and LSET read one chunk; LRANGE reads the chunks of the
+//! O(1) whatever the length; LINDEX and LSET read one chunk (and a spilled element's record,
+//! below); LRANGE reads the chunks of the
 //! positions it returns, which for short elements is a few records where one per element cost
 //! a scan step each. `shift` is fixed when the list is created, from the length of its first
 //! element, so that a chunk holds about [`CHUNK_BYTES`]. A small list keeps its records packed
@@ -43,8 +44,15 @@ const MAX_SHIFT: u8 = 6;
 /// [`CHUNK_BYTES`]. A chunk of one position holds its element whatever its length.
 const INLINE_FACTOR: usize = 4;
 /// The top bit of the stored shift: set once the list has spilled an element, so that lists
-/// that never did skip the range deletes of spilled records when they drop positions.
+/// that never did read nothing for spilled records when they drop positions.
 const SPILLS: u8 = 0x80;
+/// Set in the stored shift of every list whose chunk entries carry the spill flag, as this
+/// build writes them: a list written before, without it, reads as corrupt, not misread.
+const FLAGGED_ENTRIES: u8 = 0x40;
+/// Positions spanning more chunks than this are dropped with range deletes; fewer chunks go
+/// record by record, as range deletes leave tombstones for reads to step over and empty the
+/// data cache (`record_cache.rs`).
+const FEW_CHUNKS: u64 = 16;
 /// The chunk entry of a spilled element; an inline element's header is even.
 const SPILLED_MARK: usize = 1;
 
@@ -91,12 +99,14 @@ impl Layout {
         };
         match (word(0), word(8), extra.get(16)) {
             (Some(head), Some(tail), Some(&byte))
-                if head <= tail && byte & !SPILLS <= MAX_SHIFT =>
+                if head <= tail
+                    && byte & FLAGGED_ENTRIES != 0
+                    && byte & !(SPILLS | FLAGGED_ENTRIES) <= MAX_SHIFT =>
             {
                 Ok(Layout {
                     head,
                     tail,
-                    shift: byte & !SPILLS,
+                    shift: byte & !(SPILLS | FLAGGED_ENTRIES),
                     spills: byte & SPILLS != 0,
                 })
             }
@@ -108,11 +118,8 @@ impl Layout {
         let mut out = Vec::with_capacity(17);
         out.extend_from_slice(&self.head.to_be_bytes());
         out.extend_from_slice(&self.tail.to_be_bytes());
-        out.push(if self.spills {
-            self.shift | SPILLS
-        } else {
-            self.shift
-        });
+        let spills = if self.spills { SPILLS } else { 0 };
+        out.push(self.shift | FLAGGED_ENTRIES | spills);
         Bytes::from(out)
     }
 
@@ -226,7 +233,11 @@ impl Chunk {
     }
 
     fn push_front(&mut self, entry: Stored<'_>) {
-        let mut out = Vec::new();
+        let element_len = match entry {
+            Stored::Inline(element) => element.len(),
+            Stored::Spilled => 0,
+        };
+        let mut out = Vec::with_capacity(self.raw.len() + element_len + 10);
         put_entry(&mut out, entry);
         out.extend_from_slice(&self.raw);
         self.raw = out;
@@ -338,15 +349,48 @@ impl<'a> ListWrite<'a> {
     }
 
     /// Deletes the spilled elements at positions `[from, to)`, stored or added by this write,
-    /// without reading their chunks.
-    fn drop_spills(&mut self, from: u64, to: u64) {
+    /// before their chunks change: found in the chunks when they are few, else with one range
+    /// delete.
+    fn drop_spills(&mut self, from: u64, to: u64) -> Result<(), Error> {
         if !self.layout.spills || from >= to {
-            return;
+            return Ok(());
         }
-        self.spills
-            .retain(|&position, _| position < from || position >= to);
-        self.inner
-            .delete_range(Cf::Data, &list_spill_suffix(from), &list_spill_suffix(to));
+        let (first, last) = (self.layout.chunk_of(from), self.layout.chunk_of(to - 1));
+        if last - first >= FEW_CHUNKS {
+            self.spills
+                .retain(|&position, _| position < from || position >= to);
+            self.inner
+                .delete_range(Cf::Data, &list_spill_suffix(from), &list_spill_suffix(to));
+            return Ok(());
+        }
+        for chunk in first..=last {
+            let start = self.layout.first_in(chunk);
+            let mut marked = Vec::new();
+            for (position, entry) in (start..).zip(chunk_entries(&self.chunk(chunk)?.raw)) {
+                if entry.ok_or_else(corrupt)? == Stored::Spilled && (from..to).contains(&position) {
+                    marked.push(position);
+                }
+            }
+            for position in marked {
+                self.spills.insert(position, None);
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the whole chunks `[start, end)`, none of whose positions stay and none of
+    /// which this write touches again: one by one when they are few, else with a range delete.
+    fn drop_chunks(&mut self, start: u64, end: u64) {
+        if end.saturating_sub(start) <= FEW_CHUNKS {
+            for chunk in start..end {
+                self.clear(chunk);
+            }
+        } else {
+            self.chunks
+                .retain(|&chunk, _| chunk < start || chunk >= end);
+            self.inner
+                .delete_range(Cf::Data, &list_suffix(start), &list_suffix(end));
+        }
     }
 
     fn push(&mut self, end: End, value: &[u8]) -> Result<(), Error> {
@@ -414,13 +458,13 @@ impl<'a> ListWrite<'a> {
         if from >= layout.tail {
             return Ok(());
         }
+        self.drop_spills(from, layout.tail)?;
         let first = layout.chunk_of(from);
         let keep = (from - layout.first_in(first)) as usize;
         self.chunk(first)?.truncate(keep)?;
         for chunk in first + 1..=layout.chunk_of(layout.tail - 1) {
             self.clear(chunk);
         }
-        self.drop_spills(from, layout.tail);
         self.layout.tail = from;
         Ok(())
     }
@@ -434,13 +478,13 @@ impl<'a> ListWrite<'a> {
         if to <= layout.head {
             return Ok(());
         }
+        self.drop_spills(layout.head, to)?;
         let last = layout.chunk_of(to);
         for chunk in layout.chunk_of(layout.head)..last {
             self.clear(chunk);
         }
         let drop = (to - layout.first_in(last)) as usize;
         self.chunk(last)?.drop_front(drop)?;
-        self.drop_spills(layout.head, to);
         self.layout.head = to;
         Ok(())
     }
@@ -856,8 +900,8 @@ impl<'a> Db<'a> {
         Ok(doomed.len() as i64)
     }
 
-    /// LTRIM: keeps `[start, stop]`; whole chunks outside it go with range deletes, and the
-    /// chunks at the new ends are rewritten.
+    /// LTRIM: keeps `[start, stop]`; whole chunks outside it go (with range deletes when
+    /// many), and the chunks at the new ends are rewritten.
     pub fn ltrim(&self, key: &'a [u8], start: i64, stop: i64) -> Result<(), Error> {
         let _guard = self.lock(&[key])?;
         let mut list = self.open_list(key, &[])?;
@@ -866,35 +910,24 @@ impl<'a> Db<'a> {
         }
         let layout = list.layout;
         let Some((first, last)) = window(start, stop, layout.len()) else {
-            let upper = list_suffix(layout.chunk_of(layout.tail - 1) + 1);
-            let lower = list_suffix(layout.chunk_of(layout.head));
-            list.inner.delete_range(Cf::Data, &lower, &upper);
-            list.drop_spills(layout.head, layout.tail);
+            // Nothing stays: the key goes, and every record of its version with it.
             list.layout.tail = layout.head;
             return list.finish().commit();
         };
         let (new_head, new_tail) = (layout.head + first, layout.head + last + 1);
+        list.drop_spills(layout.head, new_head)?;
+        list.drop_spills(new_tail, layout.tail)?;
         let (head_chunk, tail_chunk) = (layout.chunk_of(new_head), layout.chunk_of(new_tail - 1));
-        if head_chunk > layout.chunk_of(layout.head) {
-            let lower = list_suffix(layout.chunk_of(layout.head));
-            list.inner
-                .delete_range(Cf::Data, &lower, &list_suffix(head_chunk));
-        }
-        if layout.chunk_of(layout.tail - 1) > tail_chunk {
-            let upper = list_suffix(layout.chunk_of(layout.tail - 1) + 1);
-            list.inner
-                .delete_range(Cf::Data, &list_suffix(tail_chunk + 1), &upper);
-        }
+        list.drop_chunks(layout.chunk_of(layout.head), head_chunk);
+        list.drop_chunks(tail_chunk + 1, layout.chunk_of(layout.tail - 1) + 1);
         if new_head > layout.head {
             let drop = (new_head - layout.first_in(head_chunk)) as usize;
             list.chunk(head_chunk)?.drop_front(drop)?;
-            list.drop_spills(layout.head, new_head);
             list.layout.head = new_head;
         }
         if new_tail < layout.tail {
             let keep = (new_tail - list.layout.first_in(tail_chunk)) as usize;
             list.chunk(tail_chunk)?.truncate(keep)?;
-            list.drop_spills(new_tail, layout.tail);
             list.layout.tail = new_tail;
         }
         list.finish().commit()
@@ -1118,6 +1151,12 @@ mod tests {
         .unwrap();
         assert_eq!((spilling.shift, spilling.spills), (3, true));
         assert!(Layout::of(&encoded[..16]).is_err());
+        let mut unflagged = encoded.to_vec();
+        unflagged[16] = 3;
+        assert!(
+            Layout::of(&unflagged).is_err(),
+            "a list written before entries carried the spill flag"
+        );
         let backwards = Layout {
             head: 20,
             tail: 10,

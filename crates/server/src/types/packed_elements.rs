@@ -2,8 +2,8 @@
 //! them in a listpack: a command on one is one point read and one write whatever it touches, and
 //! reading all of it is that one read instead of a scan that steps over every version of every
 //! element still in the memtables. A sorted set packs its members and scores, and its score
-//! index is derived from them when a scan asks for it; a list packs its chunks of elements
-//! after its head, tail and chunk shift (`collection.rs`, `list.rs`).
+//! index is derived from them when a scan asks for it; a list packs its chunks and spilled
+//! elements after its head, tail and chunk shift (`collection.rs`, `list.rs`).
 //!
 //! The packed form is `(sub_len:varint · sub · value_len:varint · value)*` in ascending `sub`,
 //! the order of element records, so a scan sees the same elements in the same order either
