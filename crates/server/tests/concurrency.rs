@@ -289,3 +289,58 @@ fn key_counts_stay_exact_when_many_clients_write_at_once() {
         server.start_again();
     }
 }
+
+/// List reads take no lock: while other clients pop from one end and push onto the other,
+/// every read sees one state of the list, never a position its chunk no longer holds.
+#[test]
+fn list_reads_see_one_state_while_the_list_moves() {
+    let server = TestServer::start_with(&["--threads", "2"]);
+    let mut setup = server.client();
+    let element = |i: usize| format!("{i:08}{}", "y".repeat(100));
+    for i in 0..100 {
+        run::<i64>(&mut setup, &["RPUSH", "l", &element(i)]);
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let mut con = server.client();
+            let stop = stop.clone();
+            thread::spawn(move || {
+                let mut n = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let mut pipe = redis::pipe();
+                    for _ in 0..50 {
+                        n += 1;
+                        pipe.cmd("LPOP").arg("l").ignore();
+                        pipe.cmd("RPUSH")
+                            .arg("l")
+                            .arg(element(1_000_000 * (w + 1) + n))
+                            .ignore();
+                    }
+                    pipe.query::<()>(&mut con).unwrap();
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let mut con = server.client();
+            thread::spawn(move || {
+                for _ in 0..4000 {
+                    let first: String = run(&mut con, &["LINDEX", "l", "0"]);
+                    let last: String = run(&mut con, &["LINDEX", "l", "-1"]);
+                    let some: Vec<String> = run(&mut con, &["LRANGE", "l", "0", "3"]);
+                    assert_eq!((first.len(), last.len(), some.len()), (108, 108, 4));
+                }
+            })
+        })
+        .collect();
+    for reader in readers {
+        reader.join().unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    assert_eq!(run::<i64>(&mut setup, &["LLEN", "l"]), 100);
+}

@@ -28,7 +28,7 @@ fn packs_elements(kind: KeyKind) -> bool {
 /// head, tail and chunk shift), before any packed elements.
 fn own_extra_len(kind: KeyKind) -> usize {
     match kind {
-        KeyKind::List => 17,
+        KeyKind::List => super::list::LAYOUT_LEN,
         _ => 0,
     }
 }

@@ -16,6 +16,11 @@
 //! short elements and given long ones later still has chunks of a few KiB, and a push or pop
 //! writes its own element, not the 64 long ones a chunk could otherwise hold. A chunk entry is
 //! `(len << 1):varint · bytes` for an element held inline, the single byte `1` for a spilled one.
+//!
+//! Reads take no lock, and an element's position in its chunk follows from the head that the
+//! metadata gave: a write between the two reads would make a read return the wrong element, or
+//! fail. Every write bumps a counter in the metadata, and a read that touched records reads the
+//! metadata again and starts over if the counter moved, as a seqlock does.
 
 use std::borrow::Cow;
 use std::collections::btree_map::Entry;
@@ -46,9 +51,14 @@ const INLINE_FACTOR: usize = 4;
 /// The top bit of the stored shift: set once the list has spilled an element, so that lists
 /// that never did read nothing for spilled records when they drop positions.
 const SPILLS: u8 = 0x80;
-/// Set in the stored shift of every list whose chunk entries carry the spill flag, as this
-/// build writes them: a list written before, without it, reads as corrupt, not misread.
+/// Set in the stored shift of every list in this format (chunk entries that carry the spill
+/// flag, a write counter): a list written before, without it, reads as corrupt, not misread.
 const FLAGGED_ENTRIES: u8 = 0x40;
+/// The bytes of a list's own part of the metadata: head, tail, shift byte, write counter.
+pub(super) const LAYOUT_LEN: usize = 21;
+/// Reads that found the list changed under them start over this many times, then take the
+/// key's lock.
+const READ_TRIES: usize = 3;
 /// Positions spanning more chunks than this are dropped with range deletes; fewer chunks go
 /// record by record, as range deletes leave tombstones for reads to step over and empty the
 /// data cache (`record_cache.rs`).
@@ -87,6 +97,8 @@ struct Layout {
     shift: u8,
     /// Whether the list has ever spilled an element.
     spills: bool,
+    /// Writes so far, wrapping: reads check that it did not move while they read.
+    writes: u32,
 }
 
 impl Layout {
@@ -97,8 +109,12 @@ impl Layout {
                 .and_then(|b| b.try_into().ok())
                 .map(u64::from_be_bytes)
         };
-        match (word(0), word(8), extra.get(16)) {
-            (Some(head), Some(tail), Some(&byte))
+        let writes = extra
+            .get(17..LAYOUT_LEN)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_be_bytes);
+        match (word(0), word(8), extra.get(16), writes) {
+            (Some(head), Some(tail), Some(&byte), Some(writes))
                 if head <= tail
                     && byte & FLAGGED_ENTRIES != 0
                     && byte & !(SPILLS | FLAGGED_ENTRIES) <= MAX_SHIFT =>
@@ -108,6 +124,7 @@ impl Layout {
                     tail,
                     shift: byte & !(SPILLS | FLAGGED_ENTRIES),
                     spills: byte & SPILLS != 0,
+                    writes,
                 })
             }
             _ => Err(corrupt()),
@@ -115,11 +132,12 @@ impl Layout {
     }
 
     fn encode(&self) -> Bytes {
-        let mut out = Vec::with_capacity(17);
+        let mut out = Vec::with_capacity(LAYOUT_LEN);
         out.extend_from_slice(&self.head.to_be_bytes());
         out.extend_from_slice(&self.tail.to_be_bytes());
         let spills = if self.spills { SPILLS } else { 0 };
         out.push(self.shift | FLAGGED_ENTRIES | spills);
+        out.extend_from_slice(&self.writes.to_be_bytes());
         Bytes::from(out)
     }
 
@@ -521,6 +539,7 @@ impl<'a> ListWrite<'a> {
                 None => self.inner.delete(Cf::Data, &sub),
             }
         }
+        self.layout.writes = self.layout.writes.wrapping_add(1);
         self.inner.size = self.layout.len();
         self.inner.extra = self.layout.encode();
         self.inner
@@ -536,6 +555,7 @@ impl<'a> Db<'a> {
             tail: MIDDLE + items.len() as u64,
             shift: shift_for(items.first().map_or(0, Bytes::len)),
             spills: false,
+            writes: 0,
         };
         self.replace_with_collection(dst, KeyKind::List, |write| {
             let mut chunks: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
@@ -565,6 +585,33 @@ impl<'a> Db<'a> {
         Ok(Some((list, layout)))
     }
 
+    /// Runs `read` on the list at `key` as one state of it: see the module's comment. A list
+    /// packed in its metadata is read in one go.
+    fn read_list<T>(
+        &self,
+        key: &[u8],
+        mut read: impl FnMut(&Collection, Layout) -> Result<T, Error>,
+    ) -> Result<Option<T>, Error> {
+        for _ in 0..READ_TRIES {
+            let Some((list, layout)) = self.list_of(key)? else {
+                return Ok(None);
+            };
+            let outcome = read(&list, layout);
+            if list.packed.is_some() {
+                return outcome.map(Some);
+            }
+            let now = self.list_of(key)?.map(|(l, now)| (l.version, now.writes));
+            if now == Some((list.version, layout.writes)) {
+                return outcome.map(Some);
+            }
+        }
+        let _guard = self.lock(&[key])?;
+        let Some((list, layout)) = self.list_of(key)? else {
+            return Ok(None);
+        };
+        read(&list, layout).map(Some)
+    }
+
     /// Opens `key` for a write; a new list takes its chunk size from `first`, the element
     /// it will start with.
     fn open_list(&self, key: &'a [u8], first: &[u8]) -> Result<ListWrite<'a>, Error> {
@@ -577,6 +624,7 @@ impl<'a> Db<'a> {
                 tail: MIDDLE,
                 shift: shift_for(first.len()),
                 spills: false,
+                writes: 0,
             }
         };
         Ok(ListWrite {
@@ -721,46 +769,46 @@ impl<'a> Db<'a> {
     }
 
     pub(crate) fn lrange(&self, key: &[u8], start: i64, stop: i64) -> Result<ScanBuffer, Error> {
-        let Some((list, layout)) = self.list_of(key)? else {
-            return Ok(ScanBuffer::default());
-        };
-        let Some((first, last)) = window(start, stop, layout.len()) else {
-            return Ok(ScanBuffer::default());
-        };
-        let mut read = ScanBuffer::for_items((last - first + 1).min(RESERVED_ITEMS) as usize);
-        let span = (layout.head + first, layout.head + last + 1);
-        self.scan_list(
-            key,
-            &list,
-            layout,
-            span,
-            ScanDirection::Forward,
-            &mut |_, v| {
-                read.push(v);
-                true
-            },
-        )?;
-        Ok(read)
+        let read = self.read_list(key, |list, layout| {
+            let Some((first, last)) = window(start, stop, layout.len()) else {
+                return Ok(ScanBuffer::default());
+            };
+            let mut read = ScanBuffer::for_items((last - first + 1).min(RESERVED_ITEMS) as usize);
+            let span = (layout.head + first, layout.head + last + 1);
+            self.scan_list(
+                key,
+                list,
+                layout,
+                span,
+                ScanDirection::Forward,
+                &mut |_, v| {
+                    read.push(v);
+                    true
+                },
+            )?;
+            Ok(read)
+        })?;
+        Ok(read.unwrap_or_default())
     }
 
     pub fn lindex(&self, key: &[u8], index: i64) -> Result<Option<Bytes>, Error> {
-        let Some((list, layout)) = self.list_of(key)? else {
-            return Ok(None);
-        };
-        let Some((offset, _)) = window(index, index, layout.len()) else {
-            return Ok(None);
-        };
-        let position = layout.head + offset;
-        let chunk = layout.chunk_of(position);
-        let Some(raw) = self.get_element(Cf::Data, key, &list, &list_suffix(chunk))? else {
-            return Err(corrupt());
-        };
-        let at = (position - layout.first_in(chunk)) as usize;
-        let element = match chunk_entries(&raw).nth(at).flatten().ok_or_else(corrupt)? {
-            Stored::Inline(element) => Bytes::copy_from_slice(element),
-            Stored::Spilled => self.spilled(key, &list, position)?.into(),
-        };
-        Ok(Some(element))
+        let found = self.read_list(key, |list, layout| {
+            let Some((offset, _)) = window(index, index, layout.len()) else {
+                return Ok(None);
+            };
+            let position = layout.head + offset;
+            let chunk = layout.chunk_of(position);
+            let Some(raw) = self.get_element(Cf::Data, key, list, &list_suffix(chunk))? else {
+                return Err(corrupt());
+            };
+            let at = (position - layout.first_in(chunk)) as usize;
+            let element = match chunk_entries(&raw).nth(at).flatten().ok_or_else(corrupt)? {
+                Stored::Inline(element) => Bytes::copy_from_slice(element),
+                Stored::Spilled => self.spilled(key, list, position)?.into(),
+            };
+            Ok(Some(element))
+        })?;
+        Ok(found.flatten())
     }
 
     pub fn lset(&self, key: &'a [u8], index: i64, value: &[u8]) -> Result<(), Error> {
@@ -935,15 +983,11 @@ impl<'a> Db<'a> {
 
     /// LPOS: the indexes of matching elements.
     pub fn lpos(&self, key: &[u8], element: &[u8], options: PosOptions) -> Result<Vec<i64>, Error> {
-        let Some((list, layout)) = self.list_of(key)? else {
-            return Ok(Vec::new());
-        };
         let direction = if options.rank < 0 {
             ScanDirection::Reverse
         } else {
             ScanDirection::Forward
         };
-        let mut skip = options.rank.unsigned_abs() - 1;
         let want = if options.count == 0 {
             u64::MAX
         } else {
@@ -954,32 +998,36 @@ impl<'a> Db<'a> {
         } else {
             options.maxlen
         };
-        let (mut seen, mut out) = (0u64, Vec::new());
-        self.scan_list(
-            key,
-            &list,
-            layout,
-            (layout.head, layout.tail),
-            direction,
-            &mut |position, value| {
-                if seen == budget {
-                    return false;
-                }
-                seen += 1;
-                if value == element {
-                    if skip > 0 {
-                        skip -= 1;
-                    } else {
-                        out.push((position - layout.head) as i64);
-                        if out.len() as u64 == want {
-                            return false;
+        let found = self.read_list(key, |list, layout| {
+            let mut skip = options.rank.unsigned_abs() - 1;
+            let (mut seen, mut out) = (0u64, Vec::new());
+            self.scan_list(
+                key,
+                list,
+                layout,
+                (layout.head, layout.tail),
+                direction,
+                &mut |position, value| {
+                    if seen == budget {
+                        return false;
+                    }
+                    seen += 1;
+                    if value == element {
+                        if skip > 0 {
+                            skip -= 1;
+                        } else {
+                            out.push((position - layout.head) as i64);
+                            if out.len() as u64 == want {
+                                return false;
+                            }
                         }
                     }
-                }
-                true
-            },
-        )?;
-        Ok(out)
+                    true
+                },
+            )?;
+            Ok(out)
+        })?;
+        Ok(found.unwrap_or_default())
     }
 
     /// LMOVE/RPOPLPUSH: pops from `src` and pushes to `dst` in one batch.
@@ -1058,6 +1106,7 @@ mod tests {
                 tail: 0,
                 shift,
                 spills: false,
+                writes: 0,
             };
             let limit = layout.inline_limit();
             let longest_chunk = (1 << shift) * (limit + 3);
@@ -1071,6 +1120,7 @@ mod tests {
             tail: 0,
             shift: 0,
             spills: false,
+            writes: 0,
         };
         assert_eq!(one_per_chunk.inline_limit(), usize::MAX);
     }
@@ -1132,12 +1182,13 @@ mod tests {
             tail: 20,
             shift: 3,
             spills: false,
+            writes: 7,
         };
         let encoded = layout.encode();
         let read = Layout::of(&encoded).unwrap();
         assert_eq!(
-            (read.head, read.tail, read.shift, read.spills),
-            (10, 20, 3, false)
+            (read.head, read.tail, read.shift, read.spills, read.writes),
+            (10, 20, 3, false, 7)
         );
         assert_eq!(read.first_in(1), 10);
         assert_eq!(read.first_in(2), 16);
@@ -1150,7 +1201,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!((spilling.shift, spilling.spills), (3, true));
-        assert!(Layout::of(&encoded[..16]).is_err());
+        assert!(Layout::of(&encoded[..LAYOUT_LEN - 1]).is_err());
         let mut unflagged = encoded.to_vec();
         unflagged[16] = 3;
         assert!(
