@@ -344,3 +344,34 @@ fn object_encoding() {
         "ERR unknown subcommand 'FOO'. Try OBJECT HELP."
     );
 }
+
+/// Deleting or replacing a collection too large for point deletes range-deletes its records,
+/// which no read asks for again: the data cache keeps the records of other keys.
+#[test]
+fn deleting_a_large_collection_keeps_other_keys_cached() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let value = "v".repeat(100);
+    for i in 0..200 {
+        run::<i64>(&mut con, &["HSET", "kept", &format!("f{i}"), &value]);
+    }
+    assert_eq!(run::<String>(&mut con, &["HGET", "kept", "f7"]), value);
+    let misses = |con: &mut redis::Connection| info_field(con, "rocksdb", "data_cache_misses");
+    for round in 0..3 {
+        for i in 0..200 {
+            run::<i64>(&mut con, &["SADD", "gone", &format!("m{round}:{i}")]);
+            run::<i64>(&mut con, &["RPUSH", "replaced", &format!("{i:0200}")]);
+        }
+        assert_eq!(run::<i64>(&mut con, &["DEL", "gone"]), 1);
+        run::<()>(&mut con, &["SET", "replaced", "a string now"]);
+        let before = misses(&mut con);
+        assert_eq!(run::<String>(&mut con, &["HGET", "kept", "f7"]), value);
+        assert_eq!(
+            misses(&mut con),
+            before,
+            "round {round}: kept's field is still cached"
+        );
+        assert_eq!(run::<i64>(&mut con, &["EXISTS", "gone"]), 0);
+        run::<i64>(&mut con, &["DEL", "replaced"]);
+    }
+}

@@ -53,6 +53,8 @@ pub enum Op {
         cf: Cf,
         start: Vec<u8>,
         end: Vec<u8>,
+        /// No read asks for these keys again: see [`WriteBatch::delete_unreachable_range`].
+        unreachable: bool,
     },
     /// Adds `delta` to the signed 64-bit counter stored at `key` (missing counts as 0).
     AddCounter {
@@ -88,7 +90,25 @@ impl WriteBatch {
     }
 
     pub fn delete_range(&mut self, cf: Cf, start: Vec<u8>, end: Vec<u8>) {
-        self.ops.push(Op::DeleteRange { cf, start, end });
+        self.ops.push(Op::DeleteRange {
+            cf,
+            start,
+            end,
+            unreachable: false,
+        });
+    }
+
+    /// Deletes `[start, end)`, keys that no read will ask for again: the records of a
+    /// collection version that is gone, which reads find only through metadata naming that
+    /// version. The record caches keep what they hold of them, never looked up again, where a
+    /// range delete empties them (they cannot find a range's keys among theirs).
+    pub fn delete_unreachable_range(&mut self, cf: Cf, start: Vec<u8>, end: Vec<u8>) {
+        self.ops.push(Op::DeleteRange {
+            cf,
+            start,
+            end,
+            unreachable: true,
+        });
     }
 
     /// Overwrites `bytes` at offset `at` of the data-family record at `key`, without writing
@@ -144,7 +164,7 @@ impl WriteBatch {
 fn touches(op: &Op, counters: &[(Cf, Vec<u8>, i64)]) -> bool {
     counters.iter().any(|(c, k, _)| match op {
         Op::Put { cf, key, .. } | Op::Delete { cf, key } => cf == c && key == k,
-        Op::DeleteRange { cf, start, end } => cf == c && start <= k && k < end,
+        Op::DeleteRange { cf, start, end, .. } => cf == c && start <= k && k < end,
         Op::AddCounter { .. } | Op::Patch { .. } => false,
     })
 }

@@ -58,7 +58,7 @@ impl Engine for MemoryEngine {
                 Op::Delete { cf, key } => {
                     families[cf.index()].remove(&key);
                 }
-                Op::DeleteRange { cf, start, end } => {
+                Op::DeleteRange { cf, start, end, .. } => {
                     remove_range(&mut families[cf.index()], &start, &end);
                 }
                 Op::AddCounter { cf, key, delta } => {

@@ -181,6 +181,7 @@ impl Engine for Overlay {
                     cf,
                     ref start,
                     ref end,
+                    ..
                 } => {
                     remove_range(&mut pending.points[cf.index()], start, end);
                     pending.ranges[cf.index()].push((start.clone(), end.clone()));

@@ -204,6 +204,9 @@ fn withdraw_written(caches: &Caches, batch: &WriteBatch) -> Vec<Option<Vec<u8>>>
                 | Op::Delete { cf, key }
                 | Op::AddCounter { cf, key, .. } => (*cf, caches.of(*cf)?.withdraw(key)),
                 Op::Patch { key, .. } => (Cf::Data, caches.of(Cf::Data)?.withdraw(key)),
+                Op::DeleteRange {
+                    unreachable: true, ..
+                } => return None,
                 Op::DeleteRange { cf, .. } => {
                     caches.of(*cf)?.withdraw_all();
                     return None;
@@ -261,6 +264,9 @@ fn note_written(
                     cache.written(&key, patched, was_cached);
                 }
             }
+            Op::DeleteRange {
+                unreachable: true, ..
+            } => {}
             Op::DeleteRange { cf, .. } => {
                 if let Some(cache) = caches.of(cf) {
                     cache.written_all();
@@ -449,7 +455,7 @@ impl Engine for RocksEngine {
             match op {
                 Op::Put { cf, key, value } => raw.put_cf(self.handle(*cf)?, key, value),
                 Op::Delete { cf, key } => raw.delete_cf(self.handle(*cf)?, key),
-                Op::DeleteRange { cf, start, end } => {
+                Op::DeleteRange { cf, start, end, .. } => {
                     raw.delete_range_cf(self.handle(*cf)?, start, end)
                 }
                 Op::AddCounter { cf, key, delta } => {
@@ -626,6 +632,22 @@ mod tests {
         batch.delete_range(Cf::Data, b"a".to_vec(), b"z".to_vec());
         let withdrawn = withdraw_written(&caches, &batch);
         assert_eq!(withdrawn[0].as_deref(), Some(&b"v1"[..]), "another family");
+    }
+
+    #[test]
+    fn a_range_no_read_asks_for_again_leaves_the_cache_as_it_was() {
+        let caches = Caches {
+            meta: RecordCache::new(1 << 20),
+            data: None,
+        };
+        cached(&caches, b"k", b"v1");
+        cached(&caches, b"old version", b"v1");
+        let mut batch = WriteBatch::new();
+        batch.delete_unreachable_range(Cf::Meta, b"o".to_vec(), b"p".to_vec());
+        let withdrawn = withdraw_written(&caches, &batch);
+        note_written(&caches, batch, withdrawn, true);
+        let cache = caches.of(Cf::Meta).expect("a metadata cache");
+        assert_eq!(cache.get(b"k").ok().as_deref(), Some(&b"v1"[..]));
     }
 
     /// RocksDB is built without its perf context (`.cargo/config.toml`): with counting on, a

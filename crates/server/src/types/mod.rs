@@ -375,11 +375,12 @@ impl<'a> Db<'a> {
         }
     }
 
-    /// Deletes every element of one collection version in every element family. Reads never
-    /// walk over them afterwards: they are bounded by the `key|version` prefix of a live
-    /// version. Small collections get point deletes; large ones one range delete per family,
-    /// which is O(1) however large the collection (too many range tombstones in a memtable
-    /// would slow every read, so they are kept for collections where they pay off).
+    /// Deletes every element of one collection version, which is gone, in every element
+    /// family. Reads never walk over them afterwards: they are bounded by the `key|version`
+    /// prefix of a live version. Small collections get point deletes; large ones one range
+    /// delete per family, which is O(1) however large the collection (too many range tombstones
+    /// in a memtable would slow every read, so they are kept for collections where they pay
+    /// off), and which leaves the record caches as they are, as no read asks for the version.
     fn stage_element_deletes(
         &self,
         batch: &mut WriteBatch,
@@ -398,8 +399,8 @@ impl<'a> Db<'a> {
                     })?;
             }
         } else {
-            batch.delete_range(Cf::Data, prefix.clone(), end.clone());
-            batch.delete_range(Cf::Score, prefix, end);
+            batch.delete_unreachable_range(Cf::Data, prefix.clone(), end.clone());
+            batch.delete_unreachable_range(Cf::Score, prefix, end);
         }
         Ok(())
     }

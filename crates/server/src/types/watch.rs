@@ -59,7 +59,7 @@ impl Watches {
                         raise(db, user_key);
                     }
                 }
-                Op::DeleteRange { cf, start, end } => match k::owner_of(*cf, start) {
+                Op::DeleteRange { cf, start, end, .. } => match k::owner_of(*cf, start) {
                     Some((db, user_key)) => raise(db, user_key),
                     // A whole database or several: FLUSHDB, FLUSHALL.
                     None if *cf == Cf::Meta => {
