@@ -5,7 +5,7 @@ mod common;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use common::{fails, info_field, run, wait_until, TestServer};
+use common::{data_cache_misses, fails, info_field, run, wait_until, TestServer};
 use redis::Value;
 
 fn now_secs() -> u64 {
@@ -356,7 +356,6 @@ fn deleting_a_large_collection_keeps_other_keys_cached() {
         run::<i64>(&mut con, &["HSET", "kept", &format!("f{i}"), &value]);
     }
     assert_eq!(run::<String>(&mut con, &["HGET", "kept", "f7"]), value);
-    let misses = |con: &mut redis::Connection| info_field(con, "rocksdb", "data_cache_misses");
     for round in 0..3 {
         for i in 0..200 {
             run::<i64>(&mut con, &["SADD", "gone", &format!("m{round}:{i}")]);
@@ -364,10 +363,10 @@ fn deleting_a_large_collection_keeps_other_keys_cached() {
         }
         assert_eq!(run::<i64>(&mut con, &["DEL", "gone"]), 1);
         run::<()>(&mut con, &["SET", "replaced", "a string now"]);
-        let before = misses(&mut con);
+        let before = data_cache_misses(&mut con);
         assert_eq!(run::<String>(&mut con, &["HGET", "kept", "f7"]), value);
         assert_eq!(
-            misses(&mut con),
+            data_cache_misses(&mut con),
             before,
             "round {round}: kept's field is still cached"
         );

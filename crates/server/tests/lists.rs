@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{fails, info_field, run, TestServer};
+use common::{data_cache_misses, fails, run, TestServer};
 use redis::Value;
 use shale_storage::Cf;
 
@@ -500,7 +500,6 @@ fn short_drops_keep_other_keys_cached() {
     for i in 0..200 {
         run::<i64>(&mut con, &["HSET", "h", &format!("f{i}"), &field]);
     }
-    let misses = |con: &mut redis::Connection| info_field(con, "rocksdb", "data_cache_misses");
     assert_eq!(run::<String>(&mut con, &["HGET", "h", "f7"]), field);
     let long = |i: usize| format!("{i:03}{}", "L".repeat(300));
     run::<i64>(&mut con, &["RPUSH", "q", "s"]);
@@ -512,9 +511,13 @@ fn short_drops_keep_other_keys_cached() {
     run::<i64>(&mut con, &["LINSERT", "q", "AFTER", &long(5), "x"]);
     run::<()>(&mut con, &["LTRIM", "q", "2", "-3"]);
     run::<()>(&mut con, &["LTRIM", "q", "70", "-70"]);
-    let before = misses(&mut con);
+    let before = data_cache_misses(&mut con);
     assert_eq!(run::<String>(&mut con, &["HGET", "h", "f7"]), field);
-    assert_eq!(misses(&mut con), before, "h's field is still cached");
+    assert_eq!(
+        data_cache_misses(&mut con),
+        before,
+        "h's field is still cached"
+    );
     let expected: Vec<String> = (0..300).filter(|&i| i != 3 && i != 296).map(long).collect();
     let mut expected: Vec<String> = [vec!["s".to_string()], expected].concat();
     expected.insert(

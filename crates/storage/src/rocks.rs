@@ -608,12 +608,16 @@ mod tests {
         assert!(meta.get(b"j").is_err(), "a failed write brings nothing in");
     }
 
-    #[test]
-    fn records_of_a_family_the_batch_deletes_by_range_do_not_come_back() {
-        let caches = Caches {
+    fn metadata_cache_only() -> Caches {
+        Caches {
             meta: RecordCache::new(1 << 20),
             data: None,
-        };
+        }
+    }
+
+    #[test]
+    fn records_of_a_family_the_batch_deletes_by_range_do_not_come_back() {
+        let caches = metadata_cache_only();
         cached(&caches, b"k", b"v1");
         cached(&caches, b"j", b"v1");
         let mut batch = WriteBatch::new();
@@ -636,15 +640,13 @@ mod tests {
 
     #[test]
     fn a_range_no_read_asks_for_again_leaves_the_cache_as_it_was() {
-        let caches = Caches {
-            meta: RecordCache::new(1 << 20),
-            data: None,
-        };
+        let caches = metadata_cache_only();
         cached(&caches, b"k", b"v1");
         cached(&caches, b"old version", b"v1");
         let mut batch = WriteBatch::new();
         batch.delete_unreachable_range(Cf::Meta, b"o".to_vec(), b"p".to_vec());
         let withdrawn = withdraw_written(&caches, &batch);
+        assert!(withdrawn.iter().all(Option::is_none));
         note_written(&caches, batch, withdrawn, true);
         let cache = caches.of(Cf::Meta).expect("a metadata cache");
         assert_eq!(cache.get(b"k").ok().as_deref(), Some(&b"v1"[..]));

@@ -288,6 +288,11 @@ pub fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> u6
         .unwrap_or_else(|| panic!("{field} missing from INFO {section}"))
 }
 
+/// Reads of the data family's record cache that missed so far.
+pub fn data_cache_misses(con: &mut redis::Connection) -> u64 {
+    info_field(con, "rocksdb", "data_cache_misses")
+}
+
 pub fn run<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&str]) -> T {
     let mut cmd = redis::cmd(args[0]);
     for arg in &args[1..] {
