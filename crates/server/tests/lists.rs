@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{data_cache_misses, fails, run, TestServer};
+use common::{data_cache_misses, fails, numbers, run, TestServer};
 use redis::Value;
 use shale_storage::Cf;
 
@@ -429,13 +429,7 @@ fn linsert_and_lrem_move_the_shorter_side() {
         pipe.cmd("RPUSH").arg("l").arg(value).ignore();
     }
     pipe.query::<()>(&mut con).unwrap();
-    let mut seed = 7u64;
-    let mut next = |bound: u64| {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (seed >> 33) % bound
-    };
+    let mut next = numbers(7);
     for round in 0..120 {
         let pivot = model[next(model.len() as u64) as usize].clone();
         match round % 4 {

@@ -2,7 +2,9 @@
 
 mod common;
 
-use common::{fails, run, TestServer};
+use std::collections::BTreeMap;
+
+use common::{fails, numbers, run, TestServer};
 use redis::Value;
 
 fn strs(v: &[&str]) -> Vec<String> {
@@ -593,4 +595,130 @@ fn resp3_scores_are_doubles() {
     raw.skip_through(b"+PONG\r\n");
     raw.send(b"ZSCORE z b\r\nZRANGE z 0 -1 WITHSCORES\r\nZPOPMIN z\r\nZMSCORE z b nope\r\n");
     raw.expect(b",2.5\r\n*2\r\n*2\r\n$1\r\na\r\n,1\r\n*2\r\n$1\r\nb\r\n,2.5\r\n*2\r\n$1\r\na\r\n,1\r\n*2\r\n,2.5\r\n_\r\n");
+}
+
+/// Removing the lowest members raises a floor that scans start from, and adding below it
+/// lowers it: random adds, increments, removals from either end and reads of a sorted set in
+/// records of its own, against a model.
+#[test]
+fn scans_start_at_the_floor_that_removals_from_the_bottom_raise() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let mut model: BTreeMap<String, f64> = BTreeMap::new();
+    let mut zadd = vec!["ZADD".to_string(), "z".to_string()];
+    for i in 0..300 {
+        zadd.extend([(i % 97).to_string(), format!("m{i:04}")]);
+        model.insert(format!("m{i:04}"), (i % 97) as f64);
+    }
+    let zadd: Vec<&str> = zadd.iter().map(String::as_str).collect();
+    assert_eq!(run::<i64>(&mut con, &zadd), 300);
+    let sorted = |model: &BTreeMap<String, f64>| {
+        let mut all: Vec<(f64, String)> = model.iter().map(|(m, s)| (*s, m.clone())).collect();
+        all.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        all
+    };
+    let mut next = numbers(11);
+    for round in 0..400 {
+        let all = sorted(&model);
+        match next(10) {
+            0..=3 => {
+                let member = format!("m{:04}", next(400));
+                let score = if next(10) == 0 {
+                    f64::NEG_INFINITY
+                } else {
+                    next(150) as f64 - 50.0
+                };
+                let arg = if score.is_infinite() {
+                    "-inf".to_string()
+                } else {
+                    score.to_string()
+                };
+                run::<i64>(&mut con, &["ZADD", "z", &arg, &member]);
+                model.insert(member, score);
+            }
+            4 => {
+                let member = format!("m{:04}", next(400));
+                let delta = next(100) as f64 - 80.0;
+                let old = model.get(&member).copied().unwrap_or(0.0);
+                run::<f64>(&mut con, &["ZINCRBY", "z", &delta.to_string(), &member]);
+                model.insert(member, old + delta);
+            }
+            5 => {
+                let max = next(80) as f64 - 50.0;
+                let min = if next(2) == 0 { "-inf" } else { "(-inf" };
+                let doomed: Vec<String> = all
+                    .iter()
+                    .filter(|(s, _)| *s <= max && (min == "-inf" || *s > f64::NEG_INFINITY))
+                    .map(|(_, m)| m.clone())
+                    .collect();
+                let removed: i64 = run(&mut con, &["ZREMRANGEBYSCORE", "z", min, &max.to_string()]);
+                assert_eq!(removed, doomed.len() as i64, "round {round}");
+                for member in doomed {
+                    model.remove(&member);
+                }
+            }
+            6 => {
+                let count = next(6) as usize;
+                let from_top = next(2) == 0;
+                let (start, stop) = if from_top {
+                    (format!("-{}", count + 1), "-1".to_string())
+                } else {
+                    ("0".to_string(), count.to_string())
+                };
+                run::<i64>(&mut con, &["ZREMRANGEBYRANK", "z", &start, &stop]);
+                let doomed: Vec<&(f64, String)> = if from_top {
+                    all.iter().rev().take(count + 1).collect()
+                } else {
+                    all.iter().take(count + 1).collect()
+                };
+                for (_, member) in doomed {
+                    model.remove(member);
+                }
+            }
+            7 => {
+                let count = (next(4) + 1).to_string();
+                let popped: Vec<String> = run(&mut con, &["ZPOPMIN", "z", &count]);
+                for pair in popped.chunks(2) {
+                    assert!(model.remove(&pair[0]).is_some(), "round {round}");
+                }
+            }
+            8 => {
+                let popped: Vec<String> = run(&mut con, &["ZPOPMAX", "z"]);
+                for pair in popped.chunks(2) {
+                    assert!(model.remove(&pair[0]).is_some(), "round {round}");
+                }
+            }
+            _ => {
+                let all = sorted(&model);
+                if let Some((score, member)) = all.get(next(all.len().max(1) as u64) as usize) {
+                    let rank: i64 = run(&mut con, &["ZRANK", "z", member]);
+                    let expected = all.iter().position(|(s, m)| (s, m) == (score, member));
+                    assert_eq!(Some(rank as usize), expected, "round {round}");
+                }
+                let count: i64 = run(&mut con, &["ZCOUNT", "z", "-inf", "10"]);
+                assert_eq!(
+                    count as usize,
+                    all.iter().filter(|(s, _)| *s <= 10.0).count()
+                );
+            }
+        }
+        if round % 25 == 24 {
+            let all = sorted(&model);
+            let got: Vec<String> = run(&mut con, &["ZRANGE", "z", "0", "-1"]);
+            let expected: Vec<String> = all.iter().map(|(_, m)| m.clone()).collect();
+            assert_eq!(got, expected, "round {round}");
+            let low: Vec<String> = run(&mut con, &["ZRANGEBYSCORE", "z", "-inf", "0"]);
+            let expected_low: Vec<String> = all
+                .iter()
+                .filter(|(s, _)| *s <= 0.0)
+                .map(|(_, m)| m.clone())
+                .collect();
+            assert_eq!(low, expected_low, "round {round}");
+        }
+    }
+    assert_eq!(
+        run::<String>(&mut con, &["OBJECT", "ENCODING", "z"]),
+        "skiplist",
+        "the sorted set stayed in records"
+    );
 }

@@ -29,6 +29,7 @@ fn packs_elements(kind: KeyKind) -> bool {
 fn own_extra_len(kind: KeyKind) -> usize {
     match kind {
         KeyKind::List => super::list::LAYOUT_LEN,
+        KeyKind::ZSet => super::zset::FLOOR_LEN,
         _ => 0,
     }
 }
@@ -658,11 +659,13 @@ impl CollectionWrite<'_> {
     /// commands that change several keys in one batch.
     pub fn stage(mut self) -> Result<Change, Error> {
         if packs_elements(self.kind) {
-            let own = own_extra_len(self.kind).min(self.extra.len());
-            let own = self.extra.slice(..own);
+            // A type's own bytes are zeros until it sets them (a new sorted set's floor).
+            let own_len = own_extra_len(self.kind);
+            let mut own = self.extra[..own_len.min(self.extra.len())].to_vec();
+            own.resize(own_len, 0);
             self.extra = match &self.packed {
                 Some(packed) => packed.pack_after(&own).into(),
-                None => own,
+                None => own.into(),
             };
         }
         let new = (self.size > 0).then(|| Metadata {

@@ -1,5 +1,12 @@
 //! Sorted sets: `key|version|member → score` in the data family (point lookups, lexical
 //! order) and `key|version|score_bytes|member → ""` in the score family (score order).
+//!
+//! A sorted set's own part of its metadata is its floor: `score_bytes` below which no member's
+//! score lies. Removing the lowest members (ZREMRANGEBYSCORE from -inf, ZREMRANGEBYRANK from
+//! 0, ZPOPMIN) raises it, adding a member below it lowers it, and scans of the score index
+//! start there. Without it, a sorted set used as a sliding window (ZADD now, ZREMRANGEBYSCORE
+//! -inf now-window) made every scan step over the deletes of all the members it ever removed,
+//! until compaction dropped them.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +18,31 @@ use shale_storage::{Cf, ScanDirection};
 use super::collection::{Collection, CollectionWrite, Page};
 use super::Db;
 use crate::error::Error;
+
+/// The bytes of a sorted set's floor, its own part of the metadata; zeros (a new sorted set's,
+/// or one written before floors) lie below every score.
+pub(super) const FLOOR_LEN: usize = 8;
+
+fn floor_of(extra: &[u8]) -> [u8; FLOOR_LEN] {
+    extra
+        .get(..FLOOR_LEN)
+        .and_then(|b| b.try_into().ok())
+        .unwrap_or([0; FLOOR_LEN])
+}
+
+/// Moves the floor of the sorted set `write` changes to `floor`.
+fn set_floor(write: &mut CollectionWrite<'_>, floor: [u8; FLOOR_LEN]) {
+    if floor != floor_of(&write.extra) {
+        write.extra = Bytes::copy_from_slice(&floor);
+    }
+}
+
+/// Raises the floor past `removed`, the highest of the lowest members a write removed.
+fn raise_floor(write: &mut CollectionWrite<'_>, removed: Option<&ScoredMember>) {
+    if let Some((_, score)) = removed {
+        set_floor(write, floor_of(&write.extra).max(score_bytes(*score)));
+    }
+}
 
 /// One end of a score range: `1.5`, `(1.5`, `-inf`, `+inf`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -148,6 +180,7 @@ impl<'a> Db<'a> {
         }
         let (mut added, mut changed) = (0, 0);
         let mut last_score = None;
+        let mut floor = floor_of(&write.extra);
         for (score, member) in pairs {
             let old = current[member];
             // A new member's score is the increment itself, so ZINCRBY of -0 replies -0.
@@ -180,8 +213,10 @@ impl<'a> Db<'a> {
             }
             write.put(Cf::Data, member, encode_score(new));
             write.put(Cf::Score, &score_suffix(new, member), Vec::new());
+            floor = floor.min(score_bytes(new));
             current.insert(member.clone(), Some(new));
         }
+        set_floor(&mut write, floor);
         if added + changed > 0 {
             write.size += added as u64;
             write.commit()?;
@@ -265,7 +300,7 @@ impl<'a> Db<'a> {
                     Cf::Score,
                     key,
                     zset,
-                    (&[], None),
+                    (&floor_of(&zset.extra), None),
                     direction,
                     &mut |sub, _| {
                         if rank > last {
@@ -280,7 +315,7 @@ impl<'a> Db<'a> {
                 )?;
             }
             RangeBy::Score(min, max) => {
-                let lower = score_bytes(min.value);
+                let lower = score_bytes(min.value).max(floor_of(&zset.extra));
                 let upper = score_upper(max.value);
                 if min.value > max.value {
                     return Ok(out);
@@ -366,7 +401,7 @@ impl<'a> Db<'a> {
             Cf::Score,
             key,
             &zset,
-            (&[], Some(&target)),
+            (&floor_of(&zset.extra), Some(&target)),
             ScanDirection::Forward,
             &mut |_, _| {
                 rank += 1;
@@ -390,6 +425,13 @@ impl<'a> Db<'a> {
         if !write.existed {
             return Ok(0);
         }
+        let lowest_first = match &by {
+            RangeBy::Score(min, _) => min.value == f64::NEG_INFINITY && !min.exclusive,
+            RangeBy::Rank(start, stop) => {
+                super::index_window(*start, *stop, write.size).is_some_and(|(first, _)| first == 0)
+            }
+            RangeBy::Lex(..) => false,
+        };
         let doomed = self.zrange_of(
             key,
             &write.collection(),
@@ -402,6 +444,9 @@ impl<'a> Db<'a> {
         for (member, score) in &doomed {
             write.delete(Cf::Data, member);
             write.delete(Cf::Score, &score_suffix(*score, member));
+        }
+        if lowest_first {
+            raise_floor(&mut write, doomed.last());
         }
         write.size -= doomed.len() as u64;
         if !doomed.is_empty() {
@@ -448,6 +493,9 @@ impl<'a> Db<'a> {
         for (member, score) in &popped {
             write.delete(Cf::Data, member);
             write.delete(Cf::Score, &score_suffix(*score, member));
+        }
+        if !max {
+            raise_floor(&mut write, popped.last());
         }
         write.size -= popped.len() as u64;
         write.commit()?;

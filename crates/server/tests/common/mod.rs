@@ -288,6 +288,16 @@ pub fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> u6
         .unwrap_or_else(|| panic!("{field} missing from INFO {section}"))
 }
 
+/// A deterministic source of numbers for model tests: each call gives one below `bound`.
+pub fn numbers(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |bound| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % bound
+    }
+}
+
 /// Reads of the data family's record cache that missed so far.
 pub fn data_cache_misses(con: &mut redis::Connection) -> u64 {
     info_field(con, "rocksdb", "data_cache_misses")
