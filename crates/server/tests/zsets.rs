@@ -645,13 +645,28 @@ fn scans_start_at_the_floor_that_removals_from_the_bottom_raise() {
             }
             5 => {
                 let max = next(80) as f64 - 50.0;
-                let min = if next(2) == 0 { "-inf" } else { "(-inf" };
+                // From the bottom, or from a bound with or without members below it.
+                let (min, exclusive) = match next(4) {
+                    0 => (f64::NEG_INFINITY, false),
+                    1 => (f64::NEG_INFINITY, true),
+                    2 => (next(40) as f64 - 60.0, false),
+                    _ => (next(40) as f64 - 60.0, true),
+                };
+                let min_arg = match (min.is_infinite(), exclusive) {
+                    (true, false) => "-inf".to_string(),
+                    (true, true) => "(-inf".to_string(),
+                    (false, false) => min.to_string(),
+                    (false, true) => format!("({min}"),
+                };
                 let doomed: Vec<String> = all
                     .iter()
-                    .filter(|(s, _)| *s <= max && (min == "-inf" || *s > f64::NEG_INFINITY))
+                    .filter(|(s, _)| *s <= max && (*s > min || (!exclusive && *s == min)))
                     .map(|(_, m)| m.clone())
                     .collect();
-                let removed: i64 = run(&mut con, &["ZREMRANGEBYSCORE", "z", min, &max.to_string()]);
+                let removed: i64 = run(
+                    &mut con,
+                    &["ZREMRANGEBYSCORE", "z", &min_arg, &max.to_string()],
+                );
                 assert_eq!(removed, doomed.len() as i64, "round {round}");
                 for member in doomed {
                     model.remove(&member);

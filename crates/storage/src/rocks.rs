@@ -217,13 +217,17 @@ fn withdraw_written(caches: &Caches, batch: &WriteBatch) -> Vec<Option<Vec<u8>>>
         .collect()
 }
 
-/// The families in which `batch` deletes a range.
+/// The families in which `batch` deletes a range that reads may still ask for.
 fn families_deleted_by_range(batch: &WriteBatch) -> Vec<Cf> {
     batch
         .ops
         .iter()
         .filter_map(|op| match op {
-            Op::DeleteRange { cf, .. } => Some(*cf),
+            Op::DeleteRange {
+                cf,
+                unreachable: false,
+                ..
+            } => Some(*cf),
             _ => None,
         })
         .collect()

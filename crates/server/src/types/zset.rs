@@ -418,6 +418,25 @@ impl<'a> Db<'a> {
         )))
     }
 
+    /// Whether a member's score lies below the score-index suffix `below`: a scan from the
+    /// floor, which is short once the floor has risen to about there (a sliding window's
+    /// `ZREMRANGEBYSCORE 0 now-window`, whose first call finds no member below 0).
+    fn scores_below(&self, key: &[u8], zset: &Collection, below: &[u8]) -> Result<bool, Error> {
+        let mut found = false;
+        self.scan_elements(
+            Cf::Score,
+            key,
+            zset,
+            (&floor_of(&zset.extra), Some(below)),
+            ScanDirection::Forward,
+            &mut |_, _| {
+                found = true;
+                false
+            },
+        )?;
+        Ok(found)
+    }
+
     /// ZREMRANGEBYRANK/SCORE/LEX: removes what the range selects.
     pub fn zremrange(&self, key: &[u8], by: RangeBy) -> Result<i64, Error> {
         let _guard = self.lock(&[key])?;
@@ -426,7 +445,17 @@ impl<'a> Db<'a> {
             return Ok(0);
         }
         let lowest_first = match &by {
-            RangeBy::Score(min, _) => min.value == f64::NEG_INFINITY && !min.exclusive,
+            RangeBy::Score(min, _) => {
+                let below = if min.exclusive {
+                    score_upper(min.value)
+                } else {
+                    Some(score_bytes(min.value).to_vec())
+                };
+                match below {
+                    Some(below) => !self.scores_below(key, &write.collection(), &below)?,
+                    None => false,
+                }
+            }
             RangeBy::Rank(start, stop) => {
                 super::index_window(*start, *stop, write.size).is_some_and(|(first, _)| first == 0)
             }
