@@ -311,6 +311,16 @@ impl Chunk {
     }
 }
 
+/// What becomes of the positions a write drops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dropped {
+    /// The same write pushes elements there again (LINSERT, LREM), so the chunks it empties
+    /// stay in the write, to be refilled.
+    Refilled,
+    /// They are gone (LTRIM): many emptied chunks go with a range delete.
+    Gone,
+}
+
 /// A list opened for writing: its collection, its layout, and the chunks and spilled elements
 /// it changes, read on first use and written back at the end.
 struct ListWrite<'a> {
@@ -396,10 +406,10 @@ impl<'a> ListWrite<'a> {
         Ok(())
     }
 
-    /// Deletes the whole chunks `[start, end)`, none of whose positions stay and none of
-    /// which this write touches again: one by one when they are few, else with a range delete.
-    fn drop_chunks(&mut self, start: u64, end: u64) {
-        if end.saturating_sub(start) <= FEW_CHUNKS {
+    /// Empties the whole chunks `[start, end)`: one by one when they are few or the write
+    /// refills them, else with a range delete, after which this write must not touch them.
+    fn drop_chunks(&mut self, start: u64, end: u64, dropped: Dropped) {
+        if dropped == Dropped::Refilled || end.saturating_sub(start) <= FEW_CHUNKS {
             for chunk in start..end {
                 self.clear(chunk);
             }
@@ -471,7 +481,7 @@ impl<'a> ListWrite<'a> {
     }
 
     /// Drops positions from `from` to the tail, reading only the chunk `from` falls in.
-    fn truncate(&mut self, from: u64) -> Result<(), Error> {
+    fn truncate(&mut self, from: u64, dropped: Dropped) -> Result<(), Error> {
         let layout = self.layout;
         if from >= layout.tail {
             return Ok(());
@@ -480,27 +490,23 @@ impl<'a> ListWrite<'a> {
         let first = layout.chunk_of(from);
         let keep = (from - layout.first_in(first)) as usize;
         self.chunk(first)?.truncate(keep)?;
-        for chunk in first + 1..=layout.chunk_of(layout.tail - 1) {
-            self.clear(chunk);
-        }
+        self.drop_chunks(first + 1, layout.chunk_of(layout.tail - 1) + 1, dropped);
         self.layout.tail = from;
         Ok(())
     }
 
     /// Drops positions from the head to `to`, reading only the chunk `to` falls in.
-    fn drop_front(&mut self, to: u64) -> Result<(), Error> {
+    fn drop_front(&mut self, to: u64, dropped: Dropped) -> Result<(), Error> {
         let layout = self.layout;
         if to >= layout.tail {
-            return self.truncate(layout.head);
+            return self.truncate(layout.head, dropped);
         }
         if to <= layout.head {
             return Ok(());
         }
         self.drop_spills(layout.head, to)?;
         let last = layout.chunk_of(to);
-        for chunk in layout.chunk_of(layout.head)..last {
-            self.clear(chunk);
-        }
+        self.drop_chunks(layout.chunk_of(layout.head), last, dropped);
         let drop = (to - layout.first_in(last)) as usize;
         self.chunk(last)?.drop_front(drop)?;
         self.layout.head = to;
@@ -511,12 +517,12 @@ impl<'a> ListWrite<'a> {
     /// with `values`; the elements on the other side of the span keep their positions.
     fn replace_end(&mut self, (from, to): (u64, u64), values: &[Bytes]) -> Result<(), Error> {
         if from == self.layout.head {
-            self.drop_front(to)?;
+            self.drop_front(to, Dropped::Refilled)?;
             for value in values.iter().rev() {
                 self.push(End::Left, value)?;
             }
         } else {
-            self.truncate(from)?;
+            self.truncate(from, Dropped::Refilled)?;
             for value in values {
                 self.push(End::Right, value)?;
             }
@@ -962,22 +968,8 @@ impl<'a> Db<'a> {
             list.layout.tail = layout.head;
             return list.finish().commit();
         };
-        let (new_head, new_tail) = (layout.head + first, layout.head + last + 1);
-        list.drop_spills(layout.head, new_head)?;
-        list.drop_spills(new_tail, layout.tail)?;
-        let (head_chunk, tail_chunk) = (layout.chunk_of(new_head), layout.chunk_of(new_tail - 1));
-        list.drop_chunks(layout.chunk_of(layout.head), head_chunk);
-        list.drop_chunks(tail_chunk + 1, layout.chunk_of(layout.tail - 1) + 1);
-        if new_head > layout.head {
-            let drop = (new_head - layout.first_in(head_chunk)) as usize;
-            list.chunk(head_chunk)?.drop_front(drop)?;
-            list.layout.head = new_head;
-        }
-        if new_tail < layout.tail {
-            let keep = (new_tail - list.layout.first_in(tail_chunk)) as usize;
-            list.chunk(tail_chunk)?.truncate(keep)?;
-            list.layout.tail = new_tail;
-        }
+        list.drop_front(layout.head + first, Dropped::Gone)?;
+        list.truncate(layout.head + last + 1, Dropped::Gone)?;
         list.finish().commit()
     }
 

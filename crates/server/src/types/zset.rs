@@ -2,11 +2,11 @@
 //! order) and `key|version|score_bytes|member → ""` in the score family (score order).
 //!
 //! A sorted set's own part of its metadata is its floor: `score_bytes` below which no member's
-//! score lies. Removing the lowest members (ZREMRANGEBYSCORE from -inf, ZREMRANGEBYRANK from
-//! 0, ZPOPMIN) raises it, adding a member below it lowers it, and scans of the score index
-//! start there. Without it, a sorted set used as a sliding window (ZADD now, ZREMRANGEBYSCORE
-//! -inf now-window) made every scan step over the deletes of all the members it ever removed,
-//! until compaction dropped them.
+//! score lies. Removing the lowest members (ZREMRANGEBYRANK from 0, ZPOPMIN, ZREMRANGEBYSCORE
+//! with no member below its minimum) raises it, adding a member below it lowers it, and scans
+//! of the score index start there. Without it, a sorted set used as a sliding window (ZADD
+//! now, ZREMRANGEBYSCORE 0 now-window) made every scan step over the deletes of all the
+//! members it ever removed, until compaction dropped them.
 
 use std::collections::BTreeMap;
 

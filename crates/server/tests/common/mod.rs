@@ -298,9 +298,15 @@ pub fn numbers(mut seed: u64) -> impl FnMut(u64) -> u64 {
     }
 }
 
-/// Reads of the data family's record cache that missed so far.
-pub fn data_cache_misses(con: &mut redis::Connection) -> u64 {
-    info_field(con, "rocksdb", "data_cache_misses")
+/// Runs `read` and counts the reads of the data family's record cache that missed meanwhile.
+pub fn data_cache_misses_during<T>(
+    con: &mut redis::Connection,
+    read: impl FnOnce(&mut redis::Connection) -> T,
+) -> (T, u64) {
+    let misses = |con: &mut redis::Connection| info_field(con, "rocksdb", "data_cache_misses");
+    let before = misses(con);
+    let value = read(con);
+    (value, misses(con) - before)
 }
 
 pub fn run<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&str]) -> T {
