@@ -4,8 +4,11 @@
 Usage: scripts/compare-with-redis.py REDIS_PORT SHALE_PORT COMMAND_FILE...
 
 Each line of a command file is one command, split on spaces; "..." or '...' groups words
-that contain spaces (or nothing: "" is an empty argument), and backslashes are literal. Both
-servers are flushed first. Exits 1 if any reply differs.
+that contain spaces (or nothing: "" is an empty argument), and backslashes are literal. A
+line may start with @NAME to send the command on another connection of that name (opened
+on first use). A connection that has run SUBSCRIBE or PSUBSCRIBE (one channel or pattern per
+line) listens from then on: after every command, the messages it received are compared too.
+Both servers are flushed first. Exits 1 if any reply or message differs.
 """
 
 import os
@@ -26,21 +29,33 @@ def split(line):
 
 
 def main():
-    redis_port, shale_port, files = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
-    servers = [Server(redis_port), Server(shale_port)]
-    for server in servers:
-        server.call([b"FLUSHALL"])
+    ports, files = (int(sys.argv[1]), int(sys.argv[2])), sys.argv[3:]
+    # Per server, its connections by name.
+    connections = [{"main": Server(port)} for port in ports]
+    for server in connections:
+        server["main"].call([b"FLUSHALL"])
+    listening = []
     checked = differ = 0
     for path in files:
         for line in open(path):
             parts = [p.encode() for p in split(line)]
             if not parts:
                 continue
-            replies = [server.call(parts) for server in servers]
+            name = "main"
+            if parts[0].startswith(b"@"):
+                name, parts = parts[0][1:].decode(), parts[1:]
+            for port, server in zip(ports, connections):
+                server.setdefault(name, Server(port))
+            replies = [server[name].call(parts) for server in connections]
+            if parts[0].lower() in (b"subscribe", b"psubscribe") and name not in listening:
+                listening.append(name)
+            # Every listener's messages so far, read up to the reply of a PING sent now.
+            heard = [[(n, server[n].drain()) for n in listening] for server in connections]
             checked += 1
-            if replies[0] != replies[1]:
+            if replies[0] != replies[1] or heard[0] != heard[1]:
                 differ += 1
-                print(f"DIFF {line.strip()}\n  redis: {replies[0]!r}\n  shale: {replies[1]!r}")
+                print(f"DIFF {line.strip()}\n  redis: {replies[0]!r} {heard[0]!r}\n"
+                      f"  shale: {replies[1]!r} {heard[1]!r}")
     print(f"{checked} commands, {differ} differ")
     sys.exit(1 if differ else 0)
 

@@ -30,3 +30,14 @@ class Server:
     def call(self, parts):
         self.sock.sendall(encode(parts))
         return read_reply(self.file)
+
+    def drain(self):
+        """The messages a subscribed connection has received: everything before the reply to
+        a PING sent now, which a RESP2 subscriber gets as ["pong", ""]."""
+        self.sock.sendall(encode([b"PING"]))
+        messages = []
+        while True:
+            reply = read_reply(self.file)
+            if reply == [b"pong", b""]:
+                return messages
+            messages.append(reply)

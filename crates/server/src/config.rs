@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use shale_storage::RocksConfig;
 
-use crate::commands::{format_classes, parse_classes};
+use crate::commands::{format_classes, parse_classes, INVALID_CLASSES};
 use crate::types::MAX_STRING_LEN;
 
 /// When acknowledged writes reach the disk (Redis's `appendfsync`).
@@ -55,6 +55,8 @@ pub struct Config {
     pub notify_keyspace_events: u32,
     /// Milliseconds after which SCRIPT KILL may stop a running script.
     pub lua_time_limit: u64,
+    /// Kept for the LATENCY commands, which do not exist yet: setting it has no effect.
+    pub latency_monitor_threshold: u64,
     pub hz: u32,
     /// Threads that run connections and commands; 0 means one per core.
     pub threads: usize,
@@ -194,6 +196,7 @@ impl Default for Config {
             slowlog_log_slower_than: 10_000,
             slowlog_max_len: 128,
             lua_time_limit: 5000,
+            latency_monitor_threshold: 0,
             notify_keyspace_events: 0,
             hz: 10,
             threads: 0,
@@ -366,7 +369,7 @@ pub const PARAMS: &[Param] = &[
         |c| format_classes(c.notify_keyspace_events),
         |c, v| {
             c.notify_keyspace_events =
-                parse_classes(v).ok_or_else(|| format!("invalid event classes '{v}'"))?;
+                parse_classes(v).ok_or_else(|| INVALID_CLASSES.to_string())?;
             Ok(())
         }
     ),
@@ -376,6 +379,15 @@ pub const PARAMS: &[Param] = &[
         |c| c.lua_time_limit.to_string(),
         |c, v| {
             c.lua_time_limit = parse_num(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "latency-monitor-threshold",
+        true,
+        |c| c.latency_monitor_threshold.to_string(),
+        |c, v| {
+            c.latency_monitor_threshold = parse_num(v)?;
             Ok(())
         }
     ),

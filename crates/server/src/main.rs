@@ -103,8 +103,15 @@ fn main() {
             std::process::exit(1);
         }
     };
-    if let Err(err) = runtime.block_on(shale_server::server::run(config, file)) {
+    let result = runtime.block_on(shale_server::server::run(config, file));
+    // `run` has synced the WAL. A thread still inside a command (a script that has not yet
+    // seen its stop) must not keep the process alive, nor be running while the C++ statics of
+    // RocksDB are destroyed at exit: the process ends here, as a crash after the sync would.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    if let Err(err) = result {
         eprintln!("shale-server: {err}");
         std::process::exit(1);
     }
+    // SAFETY: `_exit` only ends the process; nothing of ours runs after it.
+    unsafe { libc::_exit(0) }
 }

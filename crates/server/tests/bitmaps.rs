@@ -413,3 +413,107 @@ fn setbit_on_a_fragmented_string_writes_the_byte_not_the_fragment() {
         (0..=160_000u64).filter(|&o| expected(o)).count() as i64
     );
 }
+
+/// Records that reads of the data family asked for, through its cache.
+fn data_reads(con: &mut redis::Connection) -> u64 {
+    info_field(con, "rocksdb", "data_cache_hits") + info_field(con, "rocksdb", "data_cache_misses")
+}
+
+#[test]
+fn bit_commands_over_a_sparse_bitmap_read_what_is_stored() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["SET", "k", ""]);
+    assert_eq!(run::<i64>(&mut con, &["SETBIT", "k", "4294967295", "1"]), 0);
+    run::<i64>(&mut con, &["SETBIT", "k", "9", "1"]);
+    let before = data_reads(&mut con);
+    assert_eq!(run::<i64>(&mut con, &["BITPOS", "k", "1"]), 9);
+    assert_eq!(run::<i64>(&mut con, &["BITPOS", "k", "1", "2"]), 4294967295);
+    assert_eq!(
+        run::<i64>(&mut con, &["BITPOS", "k", "1", "16", "-1", "BIT"]),
+        4294967295
+    );
+    assert_eq!(run::<i64>(&mut con, &["BITPOS", "k", "0"]), 0);
+    assert_eq!(
+        run::<i64>(&mut con, &["BITPOS", "k", "0", "9", "9", "BIT"]),
+        -1
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["BITPOS", "k", "0", "9", "-1", "BIT"]),
+        10
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["BITPOS", "k", "0", "4096"]),
+        32768,
+        "in a gap"
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["BITPOS", "k", "0", "-1"]),
+        4294967288
+    );
+    assert_eq!(run::<i64>(&mut con, &["BITCOUNT", "k"]), 2);
+    assert_eq!(
+        run::<i64>(&mut con, &["BITCOUNT", "k", "0", "536870911"]),
+        2
+    );
+    assert_eq!(run::<i64>(&mut con, &["BITCOUNT", "k", "2", "-2"]), 0);
+    assert_eq!(
+        run::<i64>(&mut con, &["BITCOUNT", "k", "10", "4294967295", "BIT"]),
+        1
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["BITOP", "OR", "o", "k", "k"]),
+        536870912
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["BITOP", "AND", "a", "k", "o"]),
+        536870912
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["BITOP", "XOR", "x", "k", "o"]),
+        536870912
+    );
+    assert_eq!(run::<i64>(&mut con, &["BITCOUNT", "o"]), 2);
+    assert_eq!(run::<i64>(&mut con, &["BITCOUNT", "a"]), 2);
+    assert_eq!(run::<i64>(&mut con, &["BITCOUNT", "x"]), 0);
+    assert_eq!(run::<i64>(&mut con, &["BITPOS", "a", "1", "2"]), 4294967295);
+    let got: Vec<u8> = run(&mut con, &["GETRANGE", "o", "536870910", "-1"]);
+    assert_eq!(got, [0, 1]);
+    // The 512 MB the bitmap spans are 131,072 fragments; two are stored.
+    let reads = data_reads(&mut con) - before;
+    assert!(reads < 1000, "{reads} records read through the cache");
+}
+
+#[test]
+fn bit_commands_over_a_dense_bitmap_still_count_every_byte() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let ones = vec![0xFFu8; 20_000];
+    redis::cmd("SET")
+        .arg("d")
+        .arg(&ones)
+        .query::<()>(&mut con)
+        .unwrap();
+    run::<i64>(&mut con, &["SETBIT", "d", "100000", "0"]);
+    assert_eq!(run::<i64>(&mut con, &["BITCOUNT", "d"]), 159_999);
+    assert_eq!(run::<i64>(&mut con, &["BITPOS", "d", "0"]), 100_000);
+    assert_eq!(
+        run::<i64>(&mut con, &["BITPOS", "d", "0", "12501"]),
+        160_000
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["BITPOS", "d", "0", "12501", "-1"]),
+        -1
+    );
+    assert_eq!(
+        run::<i64>(&mut con, &["BITCOUNT", "d", "1", "-2", "BYTE"]),
+        159_983
+    );
+    assert_eq!(run::<i64>(&mut con, &["BITOP", "NOT", "n", "d"]), 20_000);
+    assert_eq!(run::<i64>(&mut con, &["BITCOUNT", "n"]), 1);
+    assert_eq!(
+        run::<i64>(&mut con, &["BITOP", "AND", "a", "d", "n"]),
+        20_000
+    );
+    assert_eq!(run::<i64>(&mut con, &["BITCOUNT", "a"]), 0);
+}

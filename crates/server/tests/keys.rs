@@ -5,7 +5,9 @@ mod common;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use common::{data_cache_misses_during, fails, info_field, run, wait_until, TestServer};
+use common::{
+    data_cache_misses_during, fails, info_field, run, wait_for_blocked, wait_until, TestServer,
+};
 use redis::Value;
 
 fn now_secs() -> u64 {
@@ -370,4 +372,158 @@ fn deleting_a_large_collection_keeps_other_keys_cached() {
         assert_eq!(run::<i64>(&mut con, &["EXISTS", "gone"]), 0);
         run::<i64>(&mut con, &["DEL", "replaced"]);
     }
+}
+
+#[test]
+fn object_refcount_idletime_and_help() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["SET", "small", "42"]);
+    run::<()>(&mut con, &["SET", "large", "123456"]);
+    run::<()>(&mut con, &["SET", "text", "hello"]);
+    run::<()>(&mut con, &["RPUSH", "list", "a"]);
+    let refcount = |con: &mut redis::Connection, key: &str| -> Option<i64> {
+        run(con, &["OBJECT", "REFCOUNT", key])
+    };
+    // Redis shares the integers below 10000.
+    assert_eq!(refcount(&mut con, "small"), Some(2147483647));
+    assert_eq!(refcount(&mut con, "large"), Some(1));
+    assert_eq!(refcount(&mut con, "text"), Some(1));
+    assert_eq!(refcount(&mut con, "list"), Some(1));
+    assert_eq!(refcount(&mut con, "missing"), None);
+
+    let idle = |con: &mut redis::Connection, key: &str| -> Option<i64> {
+        run(con, &["OBJECT", "IDLETIME", key])
+    };
+    assert_eq!(idle(&mut con, "missing"), None);
+    std::thread::sleep(Duration::from_millis(2100));
+    // TYPE, EXISTS, TTL and OBJECT look without touching, as in Redis.
+    run::<String>(&mut con, &["TYPE", "text"]);
+    run::<i64>(&mut con, &["EXISTS", "text"]);
+    run::<i64>(&mut con, &["TTL", "text"]);
+    assert!(
+        idle(&mut con, "text").unwrap() >= 2,
+        "untouched by TYPE, EXISTS, TTL"
+    );
+    run::<String>(&mut con, &["GET", "text"]);
+    assert!(idle(&mut con, "text").unwrap() <= 1, "a read touches");
+    run::<i64>(&mut con, &["RPUSH", "list", "b"]);
+    assert!(idle(&mut con, "list").unwrap() <= 1, "a write touches");
+    assert!(idle(&mut con, "small").unwrap() >= 2);
+
+    let help: Vec<String> = run(&mut con, &["OBJECT", "HELP"]);
+    assert_eq!(help.len(), 15, "{help:?}");
+    assert!(help.contains(&"IDLETIME <key>".to_string()));
+    assert!(help.contains(&"REFCOUNT <key>".to_string()));
+}
+
+#[test]
+fn swapdb_exchanges_databases_and_survives_a_restart() {
+    let mut server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["SET", "in0", "zero"]);
+    run::<()>(&mut con, &["HSET", "h", "f", "0"]);
+    run::<()>(&mut con, &["SELECT", "1"]);
+    run::<()>(&mut con, &["SET", "in1", "one"]);
+    run::<()>(&mut con, &["RPUSH", "h", "1"]);
+    run::<()>(&mut con, &["SWAPDB", "0", "1"]);
+    // The connection stays on database 1, which now holds database 0's keys.
+    assert_eq!(
+        run::<Option<String>>(&mut con, &["GET", "in0"]),
+        Some("zero".into())
+    );
+    assert_eq!(run::<Option<String>>(&mut con, &["GET", "in1"]), None);
+    assert_eq!(run::<String>(&mut con, &["TYPE", "h"]), "hash");
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 2);
+    run::<()>(&mut con, &["SET", "later", "x"]);
+    run::<()>(&mut con, &["SELECT", "0"]);
+    assert_eq!(run::<String>(&mut con, &["GET", "in1"]), "one");
+    assert_eq!(run::<String>(&mut con, &["TYPE", "h"]), "list");
+    let keyspace: String = run(&mut con, &["INFO", "keyspace"]);
+    assert!(keyspace.contains("db0:keys=2,"), "{keyspace}");
+    assert!(keyspace.contains("db1:keys=3,"), "{keyspace}");
+    // MOVE, COPY and SWAPDB inside MULTI see the swapped databases.
+    assert_eq!(run::<i64>(&mut con, &["MOVE", "in1", "1"]), 1);
+    let (swapped, read): (String, Option<String>) = redis::pipe()
+        .atomic()
+        .cmd("SWAPDB")
+        .arg(1)
+        .arg(0)
+        .cmd("GET")
+        .arg("in1")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!((swapped.as_str(), read.as_deref()), ("OK", Some("one")));
+
+    server.restart();
+    let mut con = server.client();
+    assert_eq!(run::<String>(&mut con, &["GET", "in0"]), "zero");
+    assert_eq!(run::<String>(&mut con, &["GET", "later"]), "x");
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 4);
+    run::<()>(&mut con, &["SELECT", "1"]);
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 1);
+    assert_eq!(run::<String>(&mut con, &["TYPE", "h"]), "list");
+    run::<()>(&mut con, &["FLUSHDB"]);
+    run::<()>(&mut con, &["SELECT", "0"]);
+    assert_eq!(
+        run::<i64>(&mut con, &["DBSIZE"]),
+        4,
+        "FLUSHDB emptied the other one"
+    );
+
+    assert_eq!(
+        fails(&mut con, &["SWAPDB", "0", "16"]),
+        "ERR DB index is out of range"
+    );
+    assert_eq!(
+        fails(&mut con, &["SWAPDB", "-1", "0"]),
+        "ERR DB index is out of range"
+    );
+    assert_eq!(
+        fails(&mut con, &["SWAPDB", "a", "1"]),
+        "ERR invalid first DB index"
+    );
+    assert_eq!(
+        fails(&mut con, &["SWAPDB", "0", "b"]),
+        "ERR invalid second DB index"
+    );
+    assert_eq!(run::<String>(&mut con, &["SWAPDB", "2", "2"]), "OK");
+}
+
+#[test]
+fn swapdb_serves_blocked_clients_and_touches_watched_keys_that_exist() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let mut blocked = server.client();
+    let waiter =
+        std::thread::spawn(move || -> Vec<String> { run(&mut blocked, &["BLPOP", "queue", "10"]) });
+    wait_for_blocked(&mut con, 1);
+    run::<()>(&mut con, &["SELECT", "1"]);
+    run::<()>(&mut con, &["RPUSH", "queue", "job"]);
+    run::<()>(&mut con, &["SET", "elsewhere", "1"]);
+    let mut watcher = server.client();
+    run::<()>(&mut watcher, &["WATCH", "elsewhere"]);
+    let mut calm = server.client();
+    run::<()>(&mut calm, &["WATCH", "nowhere"]);
+    run::<()>(&mut con, &["SWAPDB", "1", "0"]);
+    assert_eq!(waiter.join().unwrap(), ["queue", "job"]);
+    let exec = |con: &mut redis::Connection| -> Value {
+        run::<()>(con, &["MULTI"]);
+        run::<()>(con, &["PING"]);
+        run(con, &["EXEC"])
+    };
+    assert_eq!(
+        exec(&mut watcher),
+        Value::Nil,
+        "a watched key that exists in the other one"
+    );
+    assert!(
+        matches!(exec(&mut calm), Value::Array(_)),
+        "a key in neither"
+    );
+    // A watch taken after the swap follows database 0 to where it is stored now.
+    run::<()>(&mut watcher, &["WATCH", "elsewhere"]);
+    run::<()>(&mut con, &["SELECT", "0"]);
+    run::<()>(&mut con, &["SET", "elsewhere", "2"]);
+    assert_eq!(exec(&mut watcher), Value::Nil);
 }

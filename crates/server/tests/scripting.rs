@@ -455,3 +455,91 @@ fn a_table_that_holds_itself_is_refused_not_expanded() {
     );
     assert_eq!(nested, vec![vec![1, 2]; 3]);
 }
+
+/// Waits until no script is running: SCRIPT KILL answers NOTBUSY.
+fn no_script_running(con: &mut redis::Connection) -> bool {
+    matches!(
+        redis::cmd("SCRIPT").arg("KILL").query::<()>(con),
+        Err(err) if err.code() == Some("NOTBUSY")
+    )
+}
+
+#[test]
+fn shutdown_ends_a_looping_script_whose_client_left_and_keeps_acknowledged_writes() {
+    let mut server = TestServer::start_with(&["--appendfsync", "always"]);
+    let mut con = server.client();
+    for i in 0..200 {
+        run::<()>(&mut con, &["SET", &format!("k{i}"), &format!("v{i}")]);
+    }
+    let mut looping = server.raw();
+    looping.command(&[
+        "EVAL",
+        "redis.call('SET', KEYS[1], 'lost') while true do end",
+        "1",
+        "k0",
+    ]);
+    thread::sleep(Duration::from_millis(300));
+    drop(looping);
+    // Others are still served while it loops.
+    assert_eq!(run::<String>(&mut con, &["GET", "k1"]), "v1");
+    let mut admin = server.raw();
+    admin.command(&["SHUTDOWN", "NOSAVE"]);
+    let status = server
+        .wait_exit_within(Duration::from_secs(5))
+        .expect("shale-server still running 5 s after SHUTDOWN");
+    assert!(status.success(), "exit status {status}");
+    server.start_again();
+    let mut con = server.client();
+    for i in 0..200 {
+        let value: String = run(&mut con, &["GET", &format!("k{i}")]);
+        assert_eq!(value, format!("v{i}"), "the script's write never committed");
+    }
+}
+
+#[test]
+fn sigterm_ends_a_running_script_and_a_transaction_waiting_behind_it() {
+    let mut server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["SET", "kept", "yes"]);
+    let mut looping = server.raw();
+    looping.command(&["EVAL", "while true do end", "1", "a"]);
+    thread::sleep(Duration::from_millis(200));
+    let mut queued = server.raw();
+    queued.pipeline(&[&["MULTI"], &["SET", "a", "1"], &["EXEC"]]);
+    thread::sleep(Duration::from_millis(300));
+    server.terminate();
+    let status = server
+        .wait_exit_within(Duration::from_secs(5))
+        .expect("shale-server still running 5 s after SIGTERM");
+    assert!(status.success(), "exit status {status}");
+    server.start_again();
+    let mut con = server.client();
+    assert_eq!(run::<String>(&mut con, &["GET", "kept"]), "yes");
+    assert_eq!(run::<Option<String>>(&mut con, &["GET", "a"]), None);
+}
+
+#[test]
+fn a_script_past_its_time_limit_is_stopped_once_its_client_has_gone() {
+    let server = TestServer::start_with(&["--lua-time-limit", "200"]);
+    let mut con = server.client();
+    con.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut looping = server.raw();
+    let script = "redis.call('SET', KEYS[2], 'lost') while true do end";
+    looping.command(&["EVAL", script, "2", "held", "other"]);
+    thread::sleep(Duration::from_millis(100));
+    drop(looping);
+    // The script holds its keys until it is stopped; a write of one waits for that.
+    run::<()>(&mut con, &["SET", "held", "mine"]);
+    assert_eq!(run::<String>(&mut con, &["GET", "held"]), "mine");
+    assert_eq!(run::<Option<String>>(&mut con, &["GET", "other"]), None);
+    assert!(no_script_running(&mut con));
+}
+
+#[test]
+fn a_script_past_its_time_limit_runs_on_while_its_client_waits() {
+    let server = TestServer::start_with(&["--lua-time-limit", "100"]);
+    let mut con = server.client();
+    let reply: String = run(&mut con, &["EVAL", &slow_script(1000), "1", "a"]);
+    assert_eq!(reply, "done");
+    assert_eq!(run::<String>(&mut con, &["GET", "a"]), "during");
+}

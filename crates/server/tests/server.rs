@@ -960,3 +960,20 @@ fn memory_usage_reports_the_bytes_a_key_takes_in_storage() {
         "ERR unknown subcommand 'DOCTOR'. Try MEMORY HELP."
     );
 }
+
+#[test]
+fn latency_monitor_threshold_is_accepted_for_scripts_that_set_it() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(
+        &mut con,
+        &["CONFIG", "SET", "latency-monitor-threshold", "100"],
+    );
+    let got: Vec<String> = run(&mut con, &["CONFIG", "GET", "latency-monitor-threshold"]);
+    assert_eq!(got, ["latency-monitor-threshold", "100"]);
+    assert!(fails(
+        &mut con,
+        &["CONFIG", "SET", "latency-monitor-threshold", "soon"]
+    )
+    .starts_with("ERR CONFIG SET failed"));
+}

@@ -230,3 +230,55 @@ fn a_long_transaction_is_isolated_and_other_keys_move_on() {
         );
     }
 }
+
+#[test]
+fn flushes_break_only_watches_of_keys_that_existed() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let mut other = server.client();
+    for flush in [&["FLUSHALL"][..], &["FLUSHDB"], &["FLUSHALL", "ASYNC"]] {
+        run::<()>(&mut con, &["SET", "present", "1"]);
+        run::<()>(&mut con, &["WATCH", "missing"]);
+        run::<()>(&mut other, flush);
+        run::<()>(&mut con, &["MULTI"]);
+        run::<()>(&mut con, &["PING"]);
+        let exec: Vec<String> = run(&mut con, &["EXEC"]);
+        assert_eq!(exec, ["PONG"], "{flush:?} of a missing watched key");
+
+        run::<()>(&mut con, &["SET", "present", "1"]);
+        run::<()>(&mut con, &["WATCH", "present"]);
+        run::<()>(&mut other, flush);
+        run::<()>(&mut con, &["MULTI"]);
+        run::<()>(&mut con, &["PING"]);
+        let exec: redis::Value = run(&mut con, &["EXEC"]);
+        assert_eq!(
+            exec,
+            redis::Value::Nil,
+            "{flush:?} of a present watched key"
+        );
+    }
+    // Another database's flush leaves this one's watches alone.
+    run::<()>(&mut con, &["SET", "present", "1"]);
+    run::<()>(&mut con, &["WATCH", "present"]);
+    run::<()>(&mut other, &["SELECT", "3"]);
+    run::<()>(&mut other, &["FLUSHDB"]);
+    run::<()>(&mut con, &["MULTI"]);
+    run::<()>(&mut con, &["PING"]);
+    let exec: Vec<String> = run(&mut con, &["EXEC"]);
+    assert_eq!(exec, ["PONG"]);
+}
+
+#[test]
+fn commands_flagged_no_multi_are_refused_when_queued_and_abort_exec() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    raw.send(b"MULTI\r\nSET a 1\r\nSHUTDOWN\r\nEXEC\r\nGET a\r\n");
+    raw.expect(b"+OK\r\n+QUEUED\r\n-ERR Command not allowed inside a transaction\r\n");
+    raw.expect(b"-EXECABORT Transaction discarded because of previous errors.\r\n$-1\r\n");
+    // Inside MULTI, WATCH and MULTI answer with their errors and do not abort.
+    raw.send(b"MULTI\r\nWATCH x\r\nMULTI\r\nPING\r\nEXEC\r\n");
+    raw.expect(b"+OK\r\n-ERR WATCH inside MULTI is not allowed\r\n-ERR MULTI calls can not be nested\r\n+QUEUED\r\n*1\r\n+PONG\r\n");
+    let mut con = server.client();
+    let info: Vec<redis::Value> = run(&mut con, &["COMMAND", "INFO", "shutdown"]);
+    assert!(format!("{info:?}").contains("no_multi"), "{info:?}");
+}

@@ -7,6 +7,7 @@
 //! | meta | `db:u8 slot:u16 user_key` |
 //! | meta (counters) | `0xFF "keys" db:u8`, `0xFF "expires" db:u8` |
 //! | meta (versions) | `0xFF "version"` |
+//! | meta (database map) | `0xFF "dbmap"` |
 //! | data, score | `db:u8 slot:u16 key_len:u32 user_key version:u64 element...` |
 //! | expire | `db:u8 expire_at_ms:u64 slot:u16 user_key` |
 //!
@@ -183,6 +184,14 @@ pub fn expire_count_key(db: u8) -> Vec<u8> {
 pub fn version_key() -> Vec<u8> {
     let mut out = vec![INTERNAL_PREFIX];
     out.extend_from_slice(b"version");
+    out
+}
+
+/// The record mapping each database a client selects to the first byte of its keys, one byte
+/// per database; SWAPDB exchanges two of them.
+pub fn db_map_key() -> Vec<u8> {
+    let mut out = vec![INTERNAL_PREFIX];
+    out.extend_from_slice(b"dbmap");
     out
 }
 

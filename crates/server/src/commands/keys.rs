@@ -217,6 +217,22 @@ pub fn object_encoding(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, E
     Ok(Reply::bulk_or_null(ctx.db().encoding(&args[2])?))
 }
 
+/// OBJECT REFCOUNT key
+pub fn object_refcount(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(ctx
+        .db()
+        .refcount(&args[2])?
+        .map_or(Reply::Null, Reply::Integer))
+}
+
+/// OBJECT IDLETIME key
+pub fn object_idletime(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(ctx
+        .db()
+        .idle_secs(&args[2])?
+        .map_or(Reply::Null, |idle| Reply::Integer(idle as i64)))
+}
+
 /// OBJECT FREQ: Redis tracks access frequency only under an LFU `maxmemory-policy`, and
 /// Shale's policy is always `noeviction`, so an existing key gets Redis's answer for that case.
 pub fn object_freq(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
@@ -238,5 +254,11 @@ pub fn object_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Err
         "FREQ <key>",
         "    Return the access frequency index of the <key>. The returned integer is",
         "    proportional to the logarithm of the recent access frequency of the key.",
+        "IDLETIME <key>",
+        "    Return the idle time of the <key>, that is the approximated number of",
+        "    seconds elapsed since the last access to the key.",
+        "REFCOUNT <key>",
+        "    Return the number of references of the value associated with the specified",
+        "    <key>.",
     ]))
 }

@@ -34,7 +34,9 @@ use crate::server::monitor::Origin;
 use crate::server::{ClientState, Services};
 use crate::types::{Db, HeldStripes, Keyspace, ScanBuffer, Transaction, WrittenKeys};
 
-pub use notify::{expired_event, format_classes, parse_classes, publish_committed, Event};
+pub use notify::{
+    expired_event, format_classes, parse_classes, publish_committed, Event, INVALID_CLASSES,
+};
 pub use table::{
     command_keys, lookup, position, resolve, CommandSpec, Flags, Unresolved, ALL_COMMANDS, COMMANDS,
 };
@@ -216,6 +218,10 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
         return Outcome::rejected(err, spec);
     }
     if let Some(multi) = &mut ctx.client.multi {
+        if spec.flags.contains(Flags::NO_MULTI) {
+            let err = Error::msg("Command not allowed inside a transaction");
+            return Outcome::rejected(err, spec);
+        }
         if !runs_in_multi(spec) {
             multi.queue(args);
             ctx.client.share_state();
@@ -228,6 +234,13 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     // A handler that failed after it ran a script (its commit) replies with an error of its own.
     let error_counted = std::mem::take(&mut ctx.error_counted) && result.is_ok();
     let reply = result.unwrap_or_else(|err| err.to_reply());
+    if !spec.flags.contains(Flags::NO_TOUCH) {
+        let db = ctx.db().index() as u8;
+        for key in command_keys(spec, args) {
+            ctx.keyspace.access.touch(db, key);
+        }
+    }
+    notify::miss_events(ctx, spec, args);
     let written = ctx.written.take();
     if !written.is_empty() {
         notify::command_events(ctx, spec, args, &written);

@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use super::args::is;
 use super::table::key_count;
-use super::{command_keys, CommandSpec, Context};
+use super::{command_keys, CommandSpec, Context, Flags};
 use crate::server::pubsub::Kind;
 use crate::server::Services;
 use crate::types::WrittenKey;
@@ -24,9 +24,21 @@ const SET: u32 = 1 << 5;
 const HASH: u32 = 1 << 6;
 const ZSET: u32 = 1 << 7;
 pub const EXPIRED: u32 = 1 << 8;
-const ALL: u32 = GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED;
+/// Never fires: Shale never evicts.
+const EVICTED: u32 = 1 << 9;
+/// Streams; no stream commands exist yet.
+const STREAM: u32 = 1 << 10;
+/// Module events; Shale has no modules.
+const MODULE: u32 = 1 << 11;
+/// `new`: a key was created.
+pub const NEW: u32 = 1 << 12;
+/// `keymiss`: a read found no key.
+pub const KEY_MISS: u32 = 1 << 13;
+/// What `A` stands for; as in Redis, it leaves out `n` and `m`.
+const ALL: u32 = GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
 
-const LETTERS: [(char, u32); 9] = [
+/// The type classes and `n` in the order Redis prints them, then the others.
+const CLASS_LETTERS: [(char, u32); 11] = [
     ('g', GENERIC),
     ('$', STRING),
     ('l', LIST),
@@ -34,37 +46,42 @@ const LETTERS: [(char, u32); 9] = [
     ('h', HASH),
     ('z', ZSET),
     ('x', EXPIRED),
-    ('K', KEYSPACE),
-    ('E', KEYEVENT),
+    ('e', EVICTED),
+    ('t', STREAM),
+    ('d', MODULE),
+    ('n', NEW),
 ];
+const OTHER_LETTERS: [(char, u32); 3] = [('K', KEYSPACE), ('E', KEYEVENT), ('m', KEY_MISS)];
 
-/// Parses `notify-keyspace-events`; `None` for a letter Shale does not know. The classes
-/// Shale never produces (`e` evicted, `t` stream, `m` key miss, `d` module, `n` new key) are
-/// refused rather than accepted and ignored.
+/// Parses `notify-keyspace-events` as Redis 7.0 does; `None` for a letter it does not know.
 pub fn parse_classes(text: &str) -> Option<u32> {
     text.chars().try_fold(0, |flags, c| match c {
         'A' => Some(flags | ALL),
-        c => LETTERS
+        c => CLASS_LETTERS
             .iter()
+            .chain(&OTHER_LETTERS)
             .find(|(letter, _)| *letter == c)
             .map(|(_, flag)| flags | flag),
     })
 }
 
-/// The canonical spelling of `flags`, as CONFIG GET shows it.
+/// The spelling of `flags` that CONFIG GET shows, as Redis 7.0 writes it: `A` stands for all
+/// of its classes, and then, as in Redis, `n` goes unprinted.
 pub fn format_classes(flags: u32) -> String {
     let mut out = String::new();
     if flags & ALL == ALL {
         out.push('A');
+    } else {
+        let set = CLASS_LETTERS.iter().filter(|(_, flag)| flags & flag != 0);
+        out.extend(set.map(|(letter, _)| letter));
     }
-    for (letter, flag) in LETTERS {
-        let covered_by_all = flags & ALL == ALL && flag & ALL != 0;
-        if flags & flag != 0 && !covered_by_all {
-            out.push(letter);
-        }
-    }
+    let set = OTHER_LETTERS.iter().filter(|(_, flag)| flags & flag != 0);
+    out.extend(set.map(|(letter, _)| letter));
     out
 }
+
+/// The error for a class letter Redis does not know, in Redis's words.
+pub const INVALID_CLASSES: &str = "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.";
 
 /// An event held back until its transaction commits.
 pub struct Event {
@@ -97,25 +114,76 @@ pub fn command_events(
         return;
     }
     let keys = command_keys(spec, args);
+    // Redis announces a new key as it adds it, before the command's own events.
+    // Written keys name stored databases; events name the databases clients select.
+    let keyspace = ctx.keyspace;
+    let number = |w: &WrittenKey| keyspace.db_number(w.db);
+    for written_key in written.iter().filter(|w| w.created) {
+        emit(
+            ctx,
+            flags,
+            NEW,
+            "new",
+            number(written_key),
+            &written_key.key,
+        );
+    }
     let position_of = |w: &WrittenKey| keys.iter().position(|k| *k == w.key.as_slice());
     // In the order the command names its keys (RENAME: rename_from, then rename_to).
     let mut written: Vec<(Option<usize>, &WrittenKey)> =
         written.iter().map(|w| (position_of(w), w)).collect();
     written.sort_by_key(|(position, _)| position.unwrap_or(usize::MAX));
     for (position, written_key) in written {
-        let other_db = written_key.db as usize != ctx.client.db;
+        let db = number(written_key);
+        let other_db = db as usize != ctx.client.db;
         for (class, name) in events(spec.name, args, position, other_db, written_key.deleted) {
-            if ctx.txn.is_some() {
-                ctx.events.push(Event {
-                    class,
-                    name,
-                    db: written_key.db,
-                    key: written_key.key.clone(),
-                });
-            } else if flags & class != 0 {
-                publish_with(ctx.services, flags, name, written_key.db, &written_key.key);
-            }
+            emit(ctx, flags, class, name, db, &written_key.key);
         }
+    }
+}
+
+/// Publishes an event, or inside a transaction holds it until the transaction commits.
+fn emit(ctx: &mut Context<'_>, flags: u32, class: u32, name: &'static str, db: u8, key: &[u8]) {
+    if ctx.txn.is_some() {
+        ctx.events.push(Event {
+            class,
+            name,
+            db,
+            key: key.to_vec(),
+        });
+    } else if flags & class != 0 {
+        publish_with(ctx.services, flags, name, db, key);
+    }
+}
+
+/// Publishes `keymiss` for each key that a command read and did not find, as Redis does
+/// on every read lookup that misses. Checked after the command, only while class `m` is on:
+/// the keys a read-only command names, and the keys a storing command reads from.
+pub fn miss_events(ctx: &mut Context<'_>, spec: &CommandSpec, args: &[Bytes]) {
+    let flags = ctx.services.notify_classes();
+    if flags & KEY_MISS == 0 || flags & (KEYSPACE | KEYEVENT) == 0 {
+        return;
+    }
+    let keys = command_keys(spec, args);
+    let read: &[&[u8]] = match spec.name {
+        // Introspection that Redis looks up without notifying.
+        "object|encoding" | "object|freq" | "object|idletime" | "object|refcount"
+        | "memory|usage" => return,
+        "sinterstore" | "sunionstore" | "sdiffstore" | "zunionstore" | "zinterstore"
+        | "zdiffstore" | "zrangestore" | "pfmerge" => keys.get(1..).unwrap_or_default(),
+        "bitop" => keys.get(1..).unwrap_or_default(),
+        "sort" => keys.get(..1).unwrap_or_default(),
+        _ if spec.flags.contains(Flags::READONLY) => &keys,
+        _ => return,
+    };
+    let missing: Vec<Vec<u8>> = read
+        .iter()
+        .filter(|key| ctx.db().exists(&[Bytes::copy_from_slice(key)]).ok() == Some(0))
+        .map(|key| key.to_vec())
+        .collect();
+    let db = ctx.client.db as u8;
+    for key in missing {
+        emit(ctx, flags, KEY_MISS, "keymiss", db, &key);
     }
 }
 
@@ -276,6 +344,18 @@ mod tests {
         );
         assert_eq!(parse_classes(""), Some(0));
         assert_eq!(parse_classes("Kq"), None);
+        // Spellings Redis 7.0's CONFIG GET gives back.
+        for (set, get) in [
+            ("$lshzxeKE", "$lshzxeKE"),
+            ("En", "nE"),
+            ("Kt", "tK"),
+            ("AKEmn", "AKEm"),
+            ("KEg$lshzxetd", "AKE"),
+            ("x$", "$x"),
+            ("gd", "gd"),
+        ] {
+            assert_eq!(parse_classes(set).map(format_classes).as_deref(), Some(get));
+        }
     }
 
     #[test]

@@ -116,7 +116,9 @@ fn run_script(
         .scripts
         .checkout()
         .map_err(|e| Error::msg(format!("can't start a Lua state: {e}")))?;
-    let running = services.scripts.started(killable);
+    let running = services
+        .scripts
+        .started(killable.then_some(ctx.client.handle.fd));
     let (caller_db, caller_resp3) = (ctx.client.db, ctx.client.resp3);
     // The script's commands run as a client of its own, which subscribes to nothing.
     let subscriptions = std::mem::take(&mut ctx.client.subscriptions);

@@ -346,6 +346,25 @@ pub fn flushall(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     flush(ctx, args, true)
 }
 
+/// SWAPDB index1 index2: O(1) whatever the databases hold (see `types::databases`).
+pub fn swapdb(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let first = int(&args[1]).map_err(|_| Error::msg("invalid first DB index"))?;
+    let second = int(&args[2]).map_err(|_| Error::msg("invalid second DB index"))?;
+    let databases = ctx.keyspace.databases();
+    let index = |n: i64| {
+        usize::try_from(n)
+            .ok()
+            .filter(|&n| n < databases)
+            .ok_or_else(|| Error::msg("DB index is out of range"))
+    };
+    let (first, second) = (index(first)?, index(second)?);
+    ctx.db_at(first).swap_with(second)?;
+    // Clients blocked on keys of either database try them again, as in Redis.
+    let blocked = ctx.services.blocking.keys_in(&[first as u8, second as u8]);
+    ctx.keyspace.note_ready(blocked);
+    Ok(Reply::OK)
+}
+
 pub fn time(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -34,10 +34,16 @@ impl Flags {
     /// Internal (not reported): a read that may write (PFCOUNT stores the count it computed),
     /// so its reply waits for the WAL sync as a write's does.
     pub const MAY_WRITE: Flags = Flags(1 << 13);
+    /// Refused inside MULTI, which then aborts: `-ERR Command not allowed inside a
+    /// transaction`.
+    pub const NO_MULTI: Flags = Flags(1 << 14);
+    /// Internal (not reported): looks its keys up without making them recently used (OBJECT
+    /// IDLETIME), as Redis's `LOOKUP_NOTOUCH` lookups do.
+    pub const NO_TOUCH: Flags = Flags(1 << 15);
     pub const NONE: Flags = Flags(0);
 
     /// In the order of Redis's flag bits, which COMMAND INFO follows.
-    const NAMES: [(Flags, &'static str); 12] = [
+    const NAMES: [(Flags, &'static str); 13] = [
         (Flags::WRITE, "write"),
         (Flags::READONLY, "readonly"),
         (Flags::DENYOOM, "denyoom"),
@@ -50,6 +56,7 @@ impl Flags {
         (Flags::SKIP_MONITOR, "skip_monitor"),
         (Flags::FAST, "fast"),
         (Flags::NO_AUTH, "no_auth"),
+        (Flags::NO_MULTI, "no_multi"),
     ];
 
     pub const fn with(self, other: Flags) -> Flags {
@@ -172,9 +179,10 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("dbsize", 1, RF, NO_KEYS, "server", "Returns the number of keys in the database.", server::dbsize),
     spec!("flushdb", -1, D, NO_KEYS, "server", "Removes all keys from the current database.", server::flushdb),
     spec!("flushall", -1, D, NO_KEYS, "server", "Removes all keys from all databases.", server::flushall),
+    spec!("swapdb", 3, DF, NO_KEYS, "server", "Swaps two Redis databases.", server::swapdb),
     spec!("time", 1, Flags::LOADING.with(Flags::STALE).with(Flags::FAST), NO_KEYS, "server", "Returns the server time.", server::time),
     container!("slowlog", -2, Flags::NONE, "server", "A container for slow log commands.", server::slowlog_help, SLOWLOG),
-    spec!("shutdown", -1, ADMIN, NO_KEYS, "server", "Shuts down the server.", server::shutdown),
+    spec!("shutdown", -1, ADMIN.with(Flags::NO_MULTI), NO_KEYS, "server", "Shuts down the server.", server::shutdown),
     container!("memory", -2, Flags::NONE, "server", "A container for memory diagnostics commands.", server::memory_help, MEMORY),
     spec!("role", 1, CONN, NO_KEYS, "server", "Returns the replication role.", server::role),
     spec!("monitor", 1, ADMIN, NO_KEYS, "server", "Listens for all requests received by the server in real-time.", server::monitor),
@@ -205,16 +213,16 @@ pub static COMMANDS: &[CommandSpec] = &[
     // generic
     spec!("del", -2, D, ALL_KEYS, "generic", "Deletes one or more keys.", keys::del),
     spec!("unlink", -2, DF, ALL_KEYS, "generic", "Deletes one or more keys without blocking.", keys::del),
-    spec!("exists", -2, RF, ALL_KEYS, "generic", "Counts how many of the given keys exist.", keys::exists),
-    spec!("type", 2, RF, KEY1, "generic", "Returns the type of the value stored at a key.", keys::key_type),
+    spec!("exists", -2, RF.with(Flags::NO_TOUCH), ALL_KEYS, "generic", "Counts how many of the given keys exist.", keys::exists),
+    spec!("type", 2, RF.with(Flags::NO_TOUCH), KEY1, "generic", "Returns the type of the value stored at a key.", keys::key_type),
     spec!("expire", -3, DF, KEY1, "generic", "Sets the expiration time of a key in seconds.", keys::expire),
     spec!("pexpire", -3, DF, KEY1, "generic", "Sets the expiration time of a key in milliseconds.", keys::pexpire),
     spec!("expireat", -3, DF, KEY1, "generic", "Sets the expiration time of a key to a Unix timestamp.", keys::expireat),
     spec!("pexpireat", -3, DF, KEY1, "generic", "Sets the expiration time of a key to a Unix milliseconds timestamp.", keys::pexpireat),
-    spec!("ttl", 2, RF, KEY1, "generic", "Returns the expiration time in seconds of a key.", keys::ttl),
-    spec!("pttl", 2, RF, KEY1, "generic", "Returns the expiration time in milliseconds of a key.", keys::pttl),
-    spec!("expiretime", 2, RF, KEY1, "generic", "Returns the expiration time of a key as a Unix timestamp.", keys::expiretime),
-    spec!("pexpiretime", 2, RF, KEY1, "generic", "Returns the expiration time of a key as a Unix milliseconds timestamp.", keys::pexpiretime),
+    spec!("ttl", 2, RF.with(Flags::NO_TOUCH), KEY1, "generic", "Returns the expiration time in seconds of a key.", keys::ttl),
+    spec!("pttl", 2, RF.with(Flags::NO_TOUCH), KEY1, "generic", "Returns the expiration time in milliseconds of a key.", keys::pttl),
+    spec!("expiretime", 2, RF.with(Flags::NO_TOUCH), KEY1, "generic", "Returns the expiration time of a key as a Unix timestamp.", keys::expiretime),
+    spec!("pexpiretime", 2, RF.with(Flags::NO_TOUCH), KEY1, "generic", "Returns the expiration time of a key as a Unix milliseconds timestamp.", keys::pexpiretime),
     spec!("persist", 2, DF, KEY1, "generic", "Removes the expiration time of a key.", keys::persist),
     spec!("rename", 3, D, KEY12, "generic", "Renames a key and overwrites the destination.", keys::rename),
     spec!("renamenx", 3, DF, KEY12, "generic", "Renames a key only when the target key name doesn't exist.", keys::renamenx),
@@ -431,14 +439,16 @@ static SLOWLOG: &[CommandSpec] = &[
 
 #[rustfmt::skip]
 static MEMORY: &[CommandSpec] = &[
-    spec!("memory|usage", -3, R, KEY2, "server", "Estimates the memory usage of a key.", server::memory_usage),
+    spec!("memory|usage", -3, R.with(Flags::NO_TOUCH), KEY2, "server", "Estimates the memory usage of a key.", server::memory_usage),
     spec!("memory|help", 2, HELP, NO_KEYS, "server", "Returns helpful text about the different subcommands.", server::memory_help),
 ];
 
 #[rustfmt::skip]
 static OBJECT: &[CommandSpec] = &[
-    spec!("object|encoding", 3, R, KEY2, "generic", "Returns the internal encoding of a Redis object.", keys::object_encoding),
-    spec!("object|freq", 3, R, KEY2, "generic", "Returns the logarithmic access frequency counter of a Redis object.", keys::object_freq),
+    spec!("object|encoding", 3, R.with(Flags::NO_TOUCH), KEY2, "generic", "Returns the internal encoding of a Redis object.", keys::object_encoding),
+    spec!("object|freq", 3, R.with(Flags::NO_TOUCH), KEY2, "generic", "Returns the logarithmic access frequency counter of a Redis object.", keys::object_freq),
+    spec!("object|idletime", 3, R.with(Flags::NO_TOUCH), KEY2, "generic", "Returns the time since the last access to a Redis object.", keys::object_idletime),
+    spec!("object|refcount", 3, R.with(Flags::NO_TOUCH), KEY2, "generic", "Returns the reference count of a value of a key.", keys::object_refcount),
     spec!("object|help", 2, HELP, NO_KEYS, "generic", "Returns helpful text about the different subcommands.", keys::object_help),
 ];
 

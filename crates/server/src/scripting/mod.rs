@@ -38,10 +38,14 @@ pub struct Scripts {
 /// A script whose last run was shorter than this runs on its connection's worker thread.
 const FAST_SCRIPT: Duration = Duration::from_millis(10);
 
-/// A script in execution, as SCRIPT KILL sees it.
+/// A script in execution, as SCRIPT KILL, SHUTDOWN and the cron see it.
 pub struct RunningScript {
     started: Instant,
     killed: AtomicBool,
+    /// Whether SCRIPT KILL may stop it: not inside EXEC, whose other writes it belongs to.
+    killable: bool,
+    /// The socket of the client waiting for its reply; `None` inside EXEC.
+    client_fd: Option<i32>,
 }
 
 impl RunningScript {
@@ -117,15 +121,16 @@ impl Scripts {
         }
     }
 
-    /// A script that starts running now; SCRIPT KILL sees it if it is `killable`.
-    pub fn started(&self, killable: bool) -> Arc<RunningScript> {
+    /// A script that starts running now for the client on socket `client_fd`; SCRIPT KILL
+    /// may stop it if it has one (it does not run inside EXEC).
+    pub fn started(&self, client_fd: Option<i32>) -> Arc<RunningScript> {
         let script = Arc::new(RunningScript {
             started: Instant::now(),
             killed: AtomicBool::new(false),
+            killable: client_fd.is_some(),
+            client_fd,
         });
-        if killable {
-            self.running.lock().push(script.clone());
-        }
+        self.running.lock().push(script.clone());
         script
     }
 
@@ -137,7 +142,7 @@ impl Scripts {
     pub fn kill(&self, limit: Duration) -> usize {
         let running = self.running.lock();
         let mut killed = 0;
-        for script in running.iter() {
+        for script in running.iter().filter(|script| script.killable) {
             if script.started.elapsed() >= limit && !script.is_killed() {
                 script.killed.store(true, Ordering::Relaxed);
                 killed += 1;
@@ -145,4 +150,41 @@ impl Scripts {
         }
         killed
     }
+
+    /// Stops every running script, inside EXEC too (SHUTDOWN): none of their writes commit.
+    pub fn stop_all(&self) {
+        for script in self.running.lock().iter() {
+            script.killed.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Stops the scripts that have run longer than `limit` for a client that has gone: their
+    /// reply can no longer be delivered and their writes are not committed yet, so they are
+    /// dropped as SCRIPT KILL drops them, rather than hold their keys and a core forever.
+    /// Returns how many it stopped.
+    pub fn stop_orphans(&self, limit: Duration) -> usize {
+        let running = self.running.lock();
+        let mut stopped = 0;
+        for script in running.iter() {
+            let Some(fd) = script.client_fd else { continue };
+            if script.started.elapsed() >= limit && !script.is_killed() && peer_closed(fd) {
+                script.killed.store(true, Ordering::Relaxed);
+                stopped += 1;
+            }
+        }
+        stopped
+    }
+}
+
+/// Whether the peer of socket `fd` has closed its end. The socket stays open while its
+/// connection runs the script, so `fd` is still that client's.
+fn peer_closed(fd: i32) -> bool {
+    let mut poll = libc::pollfd {
+        fd,
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: `poll` points to one valid pollfd, and a zero timeout never blocks.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready > 0 && poll.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
 }

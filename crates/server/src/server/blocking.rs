@@ -138,6 +138,16 @@ impl Blocking {
         reply
     }
 
+    /// The keys that clients wait on in databases `dbs` (SWAPDB has them try again).
+    pub fn keys_in(&self, dbs: &[u8]) -> Vec<(u8, Vec<u8>)> {
+        let queues = self.queues.lock();
+        queues
+            .keys()
+            .filter(|(db, _)| dbs.contains(db))
+            .cloned()
+            .collect()
+    }
+
     pub fn blocked_clients(&self) -> usize {
         self.by_client.lock().len()
     }
@@ -177,7 +187,8 @@ impl Blocking {
             if ready.is_empty() {
                 return;
             }
-            for (db, key) in ready {
+            for (stored, key) in ready {
+                let db = keyspace.db_number(stored);
                 self.serve_key(keyspace, db, Bytes::from(key));
             }
         }

@@ -23,9 +23,18 @@ pub struct Cron {
 }
 
 impl Cron {
-    pub fn stop(mut self) {
+    /// Stops the thread, waiting for it at most `patience`: a reap stuck behind a key lock
+    /// must not keep the server from exiting.
+    pub fn stop(mut self, patience: Duration) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        let deadline = Instant::now() + patience;
+        while !thread.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if thread.is_finished() {
             let _ = thread.join();
         }
     }
@@ -41,12 +50,23 @@ pub fn start(services: Arc<Services>) -> Cron {
                 let tick = Duration::from_millis(1000 / services.config.read().hz.max(1) as u64);
                 let started = Instant::now();
                 services.stats.sample(now_ms());
+                stop_orphan_scripts(&services);
                 reap(&services, tick * REAP_BUDGET_PERCENT / 100);
                 std::thread::sleep(tick.saturating_sub(started.elapsed()));
             }
         })
         .ok();
     Cron { stop, thread }
+}
+
+/// Stops scripts past `lua-time-limit` whose client has disconnected (see
+/// [`crate::scripting::Scripts::stop_orphans`]).
+fn stop_orphan_scripts(services: &Services) {
+    let limit = Duration::from_millis(services.config.read().lua_time_limit);
+    let stopped = services.scripts.stop_orphans(limit);
+    if stopped > 0 {
+        tracing::warn!("stopped {stopped} script(s) past lua-time-limit whose client has gone");
+    }
 }
 
 fn reap(services: &Services, budget: Duration) {

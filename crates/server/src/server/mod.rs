@@ -310,6 +310,10 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
     }
     tracing::info!("shutting down");
     services.shutdown.trigger();
+    // Transactions and scripts still running are not acknowledged and never will be: they stop
+    // here, and whatever they staged is dropped rather than committed after the last sync.
+    services.keyspace.close();
+    services.scripts.stop_all();
     services.clients.kill_all();
     for _ in 0..200 {
         if services.clients.count() == 0 {
@@ -317,7 +321,7 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    cron.stop();
+    cron.stop(std::time::Duration::from_secs(1));
     services.durability.stop();
     if let Err(err) = services.keyspace.engine().flush_memtables() {
         tracing::warn!("flushing memtables at shutdown failed: {err}");

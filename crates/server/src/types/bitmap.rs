@@ -4,6 +4,7 @@
 use bytes::Bytes;
 use shale_storage::metadata::{KeyKind, Metadata};
 
+use super::fragments::FRAGMENT;
 use super::string::string_len;
 use super::{byte_window, clamped_window, Db};
 use crate::error::Error;
@@ -151,62 +152,26 @@ impl<'a> Db<'a> {
         Ok(read_bits(&byte, offset % 8, 1) == 1)
     }
 
-    /// Visits bytes `[first, last]` of a string in chunks.
-    fn chunks(
-        &self,
-        key: &[u8],
-        meta: &Metadata,
-        first: u64,
-        last: u64,
-        visit: &mut dyn FnMut(u64, &[u8]) -> bool,
-    ) -> Result<(), Error> {
-        let mut at = first;
-        while at <= last {
-            let end = (at + CHUNK).min(last + 1);
-            let bytes = self.string_range(key, meta, at, end)?;
-            if !visit(at, &bytes) {
-                break;
-            }
-            at = end;
-        }
-        Ok(())
-    }
-
-    /// BITCOUNT key [start end [BYTE|BIT]]
+    /// BITCOUNT key [start end [BYTE|BIT]]: reads only the stored parts of the range.
     pub fn bitcount(&self, key: &[u8], range: Option<(i64, i64, Unit)>) -> Result<u64, Error> {
         let Some(meta) = self.string_meta(key)? else {
             return Ok(0);
         };
         let len = string_len(&meta);
         let (start, end, unit) = range.unwrap_or((0, -1, Unit::Byte));
-        let scale = if unit == Unit::Bit { 8 } else { 1 };
-        let Some((first, last)) = byte_window(start, end, len * scale) else {
+        let Some(bits) = bit_window(byte_window, start, end, len, unit) else {
             return Ok(0);
         };
-        let (first_bit, last_bit) = if unit == Unit::Bit {
-            (first, last)
-        } else {
-            (first * 8, last * 8 + 7)
-        };
         let mut count = 0u64;
-        self.chunks(key, &meta, first_bit / 8, last_bit / 8, &mut |at, bytes| {
-            for (i, byte) in bytes.iter().enumerate() {
-                let base = (at + i as u64) * 8;
-                let mut b = *byte;
-                if base < first_bit {
-                    b &= 0xFF >> (first_bit - base);
-                }
-                if base + 7 > last_bit {
-                    b &= 0xFF << (base + 7 - last_bit);
-                }
-                count += b.count_ones() as u64;
-            }
+        self.stored_fragments(key, &meta, bits.0 / 8, bits.1 / 8 + 1, &mut |at, bytes| {
+            count += count_ones(bytes, at, bits);
             true
         })?;
         Ok(count)
     }
 
-    /// BITPOS key bit [start [end [BYTE|BIT]]]
+    /// BITPOS key bit [start [end [BYTE|BIT]]]: reads only the stored parts of the range;
+    /// what lies between them is zeros.
     pub fn bitpos(
         &self,
         key: &[u8],
@@ -219,35 +184,34 @@ impl<'a> Db<'a> {
             return Ok(if bit { -1 } else { 0 });
         };
         let len = string_len(&meta);
-        let scale = if unit == Unit::Bit { 8 } else { 1 };
-        let window = clamped_window(start.unwrap_or(0), end.unwrap_or(-1), len * scale);
-        let Some((first, last)) = window else {
+        let window = start.unwrap_or(0);
+        let Some(bits) = bit_window(clamped_window, window, end.unwrap_or(-1), len, unit) else {
             return Ok(-1);
         };
-        let (first_bit, last_bit) = if unit == Unit::Bit {
-            (first, last)
-        } else {
-            (first * 8, last * 8 + 7)
-        };
+        let (first_bit, last_bit) = bits;
         let mut found = None;
-        self.chunks(key, &meta, first_bit / 8, last_bit / 8, &mut |at, bytes| {
-            for (i, byte) in bytes.iter().enumerate() {
-                let base = (at + i as u64) * 8;
-                for b in 0..8 {
-                    let position = base + b;
-                    if position < first_bit || position > last_bit {
-                        continue;
-                    }
-                    if (byte >> (7 - b) & 1 == 1) == bit {
-                        found = Some(position as i64);
-                        return false;
-                    }
+        // The first byte not yet seen: a stored part that begins after it leaves zeros between.
+        let mut unseen = first_bit / 8;
+        self.stored_fragments(
+            key,
+            &meta,
+            first_bit / 8,
+            last_bit / 8 + 1,
+            &mut |at, bytes| {
+                if !bit && at > unseen {
+                    found = Some((unseen * 8).max(first_bit));
+                    return false;
                 }
-            }
-            true
-        })?;
+                found = find_bit(bytes, at, bit, bits);
+                unseen = unseen.max(at + bytes.len() as u64);
+                found.is_none()
+            },
+        )?;
+        if found.is_none() && !bit && unseen <= last_bit / 8 {
+            found = Some((unseen * 8).max(first_bit));
+        }
         Ok(match found {
-            Some(position) => position,
+            Some(position) => position as i64,
             // Looking for a zero without an explicit end: the string counts as padded with zeros.
             None if !bit && end.is_none() => last_bit as i64 + 1,
             None => -1,
@@ -255,6 +219,9 @@ impl<'a> Db<'a> {
     }
 
     /// BITOP: stores the result in `dst` (deleting it when empty) and returns its length.
+    /// AND, OR and XOR of sparse bitmaps visit only the stretches where a source (for AND,
+    /// every source) has stored bytes; the rest of the result is zeros, left unwritten. NOT
+    /// turns zeros into ones, so its result is written whole, as in Redis.
     pub fn bitop(&self, op: BitwiseOp, dst: &'a [u8], keys: &[Bytes]) -> Result<u64, Error> {
         let mut all: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
         all.push(dst);
@@ -271,15 +238,15 @@ impl<'a> Db<'a> {
             .unwrap_or(0);
         let mut result = self.new_string(dst)?;
         let mut at = 0;
-        while at < len {
-            let end = (at + CHUNK).min(len);
+        while let Some(from) = self.next_stretch(op, keys, &sources, at, len)? {
+            let end = (from + CHUNK).min(len);
             let mut chunk: Option<Vec<u8>> = None;
             for (key, meta) in keys.iter().zip(&sources) {
                 let mut bytes = match meta {
-                    Some(meta) => self.string_range(key, meta, at, end)?,
+                    Some(meta) => self.string_range(key, meta, from, end)?,
                     None => Vec::new(),
                 };
-                bytes.resize((end - at) as usize, 0);
+                bytes.resize((end - from) as usize, 0);
                 chunk = Some(match chunk {
                     None if op == BitwiseOp::Not => bytes.iter().map(|b| !b).collect(),
                     None => bytes,
@@ -295,11 +262,63 @@ impl<'a> Db<'a> {
                     }
                 });
             }
-            result.write(at, &chunk.unwrap_or_default())?;
+            result.write(from, &chunk.unwrap_or_default())?;
             at = end;
         }
+        // The result has the longest source's length, zeros where nothing was written.
+        result.write(len, &[])?;
         result.commit()?;
         Ok(len)
+    }
+
+    /// Where BITOP's next stretch of work at or after byte `at` begins (on a fragment
+    /// boundary), or `None` if the rest of the result is zeros.
+    fn next_stretch(
+        &self,
+        op: BitwiseOp,
+        keys: &[Bytes],
+        sources: &[Option<Metadata>],
+        at: u64,
+        len: u64,
+    ) -> Result<Option<u64>, Error> {
+        if at >= len {
+            return Ok(None);
+        }
+        let next = |key: &Bytes, meta: &Option<Metadata>, from: u64| match meta {
+            Some(meta) => self.next_stored(key, meta, from),
+            None => Ok(None),
+        };
+        let boundary = |offset: u64| (offset.max(at) / FRAGMENT) * FRAGMENT;
+        match op {
+            BitwiseOp::Not => Ok(Some(at)),
+            BitwiseOp::Or | BitwiseOp::Xor => {
+                let mut first: Option<u64> = None;
+                for (key, meta) in keys.iter().zip(sources) {
+                    if let Some(offset) = next(key, meta, at)? {
+                        first = Some(first.map_or(offset, |f| f.min(offset)));
+                    }
+                }
+                Ok(first.map(boundary))
+            }
+            // Every source must have stored bytes there: seek each to the farthest start
+            // until they agree.
+            BitwiseOp::And => {
+                let mut from = at;
+                loop {
+                    let mut farthest = from;
+                    for (key, meta) in keys.iter().zip(sources) {
+                        match next(key, meta, from)? {
+                            Some(offset) => farthest = farthest.max(boundary(offset)),
+                            None => return Ok(None),
+                        }
+                    }
+                    if farthest == boundary(from) || farthest >= len {
+                        return Ok((farthest < len).then_some(farthest));
+                    }
+                    from = farthest;
+                }
+            }
+        }
     }
 
     /// BITFIELD and BITFIELD_RO: one reply per GET, SET or INCRBY (`None` where FAIL
@@ -383,6 +402,65 @@ impl<'a> Db<'a> {
         }
         Ok(replies)
     }
+}
+
+/// The inclusive bit window of a BITCOUNT or BITPOS range over a string of `len` bytes,
+/// resolved by `window` (which reads negative ends as Redis does for that command).
+fn bit_window(
+    window: fn(i64, i64, i64) -> Option<(u64, u64)>,
+    start: i64,
+    end: i64,
+    len: i64,
+    unit: Unit,
+) -> Option<(u64, u64)> {
+    match unit {
+        Unit::Bit => window(start, end, len * 8),
+        Unit::Byte => window(start, end, len).map(|(first, last)| (first * 8, last * 8 + 7)),
+    }
+}
+
+/// The bits of `bytes` (which begin at byte `at` of the string) set within the inclusive bit
+/// window `bits`.
+fn count_ones(bytes: &[u8], at: u64, bits: (u64, u64)) -> u64 {
+    let (first_byte, last_byte) = (bits.0 / 8, bits.1 / 8);
+    let from = first_byte.saturating_sub(at) as usize;
+    let to = ((last_byte + 1).saturating_sub(at) as usize).min(bytes.len());
+    if from >= to {
+        return 0;
+    }
+    let mut count: u64 = bytes[from..to].iter().map(|b| b.count_ones() as u64).sum();
+    // Bits of the window's end bytes that lie outside it.
+    if at + (from as u64) == first_byte {
+        let outside = bytes[from] & !(0xFFu8 >> (bits.0 % 8));
+        count -= outside.count_ones() as u64;
+    }
+    if at + (to as u64 - 1) == last_byte {
+        let outside = bytes[to - 1] & 0xFFu8.checked_shr(bits.1 as u32 % 8 + 1).unwrap_or(0);
+        count -= outside.count_ones() as u64;
+    }
+    count
+}
+
+/// The position of the first bit equal to `bit` within the inclusive bit window `bits` in
+/// `bytes`, which begin at byte `at` of the string.
+fn find_bit(bytes: &[u8], at: u64, bit: bool, bits: (u64, u64)) -> Option<u64> {
+    let (first_byte, last_byte) = (bits.0 / 8, bits.1 / 8);
+    let from = first_byte.saturating_sub(at) as usize;
+    let to = ((last_byte + 1).saturating_sub(at) as usize).min(bytes.len());
+    let skip = if bit { 0x00 } else { 0xFF };
+    for (i, byte) in bytes.get(from..to)?.iter().enumerate() {
+        if *byte == skip {
+            continue;
+        }
+        let base = (at + (from + i) as u64) * 8;
+        for b in 0..8 {
+            let position = base + b;
+            if position >= bits.0 && position <= bits.1 && (byte >> (7 - b) & 1 == 1) == bit {
+                return Some(position);
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
 use shale_storage::metadata::{Body, KeyKind, Metadata};
-use shale_storage::Cf;
+use shale_storage::{Cf, ScanDirection};
 
 use super::{now_ms, Change, Db};
 use crate::error::Error;
@@ -21,6 +21,8 @@ pub const FRAGMENT: u64 = 4096;
 pub const MAX_STRING_LEN: u64 = FRAGMENT << 32;
 /// Strings written by range and bit commands stay inline up to this length.
 pub const INLINE_LIMIT: u64 = 4096;
+/// A read of up to this many fragments asks for each; a longer one scans for those stored.
+const POINT_READ_FRAGMENTS: u64 = 16;
 
 fn fragment_suffix(index: u64) -> [u8; 4] {
     (index as u32).to_be_bytes()
@@ -63,6 +65,14 @@ impl<'a> Db<'a> {
                 let mut out = vec![0u8; (end - start) as usize];
                 let first = start / FRAGMENT;
                 let last = (end - 1) / FRAGMENT;
+                if last - first >= POINT_READ_FRAGMENTS {
+                    // A long range reads the fragments that exist, not every one it spans.
+                    self.stored_fragments(key, meta, start, end, &mut |at, fragment| {
+                        copy_overlap(&mut out, start, fragment, at);
+                        true
+                    })?;
+                    return Ok(out);
+                }
                 let suffixes: Vec<[u8; 4]> = (first..=last).map(fragment_suffix).collect();
                 let subs: Vec<&[u8]> = suffixes.iter().map(|s| s.as_slice()).collect();
                 let fragments = self.get_records(Cf::Data, key, *version, &subs)?;
@@ -74,6 +84,75 @@ impl<'a> Db<'a> {
             }
             _ => Err(Error::WrongType),
         }
+    }
+
+    /// Visits the stored parts of a string that overlap bytes `[start, end)`, in order: the
+    /// byte offset where each begins and its bytes (an inline value is one part at 0). What
+    /// lies between them is zeros, so a command over a sparse bitmap costs what is stored, not
+    /// the length it spans. `visit` returns whether to go on.
+    pub(crate) fn stored_fragments(
+        &self,
+        key: &[u8],
+        meta: &Metadata,
+        start: u64,
+        end: u64,
+        visit: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<(), Error> {
+        match (&meta.kind, &meta.body) {
+            (KeyKind::String, Body::Inline(v)) => {
+                if start < end && start < v.len() as u64 {
+                    visit(0, v);
+                }
+                Ok(())
+            }
+            (KeyKind::String, Body::Collection { version, size, .. }) => {
+                let end = end.min(*size);
+                if start >= end {
+                    return Ok(());
+                }
+                let lower = fragment_suffix(start / FRAGMENT);
+                // Past the last index, which may be the last one 32 bits can name.
+                let upper = ((end - 1) / FRAGMENT < u32::MAX as u64)
+                    .then(|| fragment_suffix((end - 1) / FRAGMENT + 1));
+                let bounds = (lower.as_slice(), upper.as_ref().map(|u| u.as_slice()));
+                let mut malformed = false;
+                self.scan_records(
+                    Cf::Data,
+                    key,
+                    *version,
+                    bounds,
+                    ScanDirection::Forward,
+                    &mut |suffix, bytes| match <[u8; 4]>::try_from(suffix) {
+                        Ok(index) => visit(u32::from_be_bytes(index) as u64 * FRAGMENT, bytes),
+                        Err(_) => {
+                            malformed = true;
+                            false
+                        }
+                    },
+                )?;
+                match malformed {
+                    true => Err(Error::msg("corrupt record: string fragment")),
+                    false => Ok(()),
+                }
+            }
+            _ => Err(Error::WrongType),
+        }
+    }
+
+    /// Where the first stored part of a string that reaches byte `from` or beyond begins (it
+    /// may begin before `from`; see [`Db::stored_fragments`]), or `None` if there is none.
+    pub(crate) fn next_stored(
+        &self,
+        key: &[u8],
+        meta: &Metadata,
+        from: u64,
+    ) -> Result<Option<u64>, Error> {
+        let mut found = None;
+        self.stored_fragments(key, meta, from, u64::MAX, &mut |at, _| {
+            found = Some(at);
+            false
+        })?;
+        Ok(found)
     }
 
     /// Opens the string at `key` for a partial write; the caller holds its lock. A missing or

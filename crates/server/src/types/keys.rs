@@ -260,6 +260,23 @@ impl<'a> Db<'a> {
     }
 
     /// OBJECT ENCODING: the name Redis would give the key's in-memory encoding.
+    /// OBJECT REFCOUNT: 1 for every value a client can reach, except the integers 0 to 9999,
+    /// which Redis shares (with `noeviction`, Shale's only policy) and counts as `INT_MAX`.
+    pub fn refcount(&self, key: &[u8]) -> Result<Option<i64>, Error> {
+        Ok(self.live_meta(key)?.map(|meta| match &meta.body {
+            Body::Inline(v) if meta.kind == KeyKind::String && is_shared_integer(v) => {
+                i32::MAX as i64
+            }
+            _ => 1,
+        }))
+    }
+
+    /// OBJECT IDLETIME: seconds since the key was last read or written (see `access`).
+    pub fn idle_secs(&self, key: &[u8]) -> Result<Option<u64>, Error> {
+        let exists = self.live_meta(key)?.is_some();
+        Ok(exists.then(|| self.ks.access.idle_secs(self.index, key)))
+    }
+
     pub fn encoding(&self, key: &[u8]) -> Result<Option<&'static str>, Error> {
         let Some(meta) = self.live_meta(key)? else {
             return Ok(None);
@@ -447,6 +464,11 @@ impl Db<'_> {
             false => vec![self.index],
             true => (0..self.ks.databases as u8).collect(),
         };
+        let stored = |db: u8, key: &[u8]| {
+            let db = Db { index: db, ..*self };
+            db.raw_meta(key).is_ok_and(|meta| meta.is_some())
+        };
+        self.ks.watches.raise_existing(&dbs, stored);
         let mut change = Change::default();
         for cf in Cf::ALL {
             change.batch.delete_range(cf, start.clone(), end.clone());
@@ -456,6 +478,45 @@ impl Db<'_> {
         }
         self.write(change)?;
         Ok(vec![(start, end)])
+    }
+}
+
+impl Db<'_> {
+    /// SWAPDB: this database and database `other` exchange their contents. Their stored
+    /// databases exchange numbers (see `databases`), so this costs one small write whatever
+    /// they hold. As in Redis, the watched keys of either that exist in either are touched.
+    pub fn swap_with(&self, other: usize) -> Result<(), Error> {
+        let (a, b) = (self.number as usize, other);
+        if a == b {
+            return Ok(());
+        }
+        let _guard = self.lock_all()?;
+        let map = match self.txn.and_then(|txn| txn.db_map.lock().clone()) {
+            Some(map) => map,
+            None => self.ks.db_map.current(),
+        };
+        let stored = [map[a], map[b]];
+        let exists = |_: u8, key: &[u8]| {
+            stored.iter().any(|&index| {
+                let db = Db { index, ..*self };
+                db.raw_meta(key).is_ok_and(|meta| meta.is_some())
+            })
+        };
+        self.ks.watches.raise_existing(&stored, exists);
+        let map = super::databases::swapped(&map, a, b);
+        let mut change = Change::default();
+        change.batch.put(Cf::Meta, k::db_map_key(), map.clone());
+        match self.txn {
+            Some(txn) => {
+                txn.stage(change)?;
+                *txn.db_map.lock() = Some(map);
+            }
+            None => {
+                self.ks.write(change)?;
+                self.ks.apply_db_map(&map);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -479,6 +540,12 @@ fn record_kind(value: &[u8], now: u64) -> Option<KeyKind> {
 
 fn is_expired_record(value: &[u8], now: u64) -> bool {
     record_kind(value, now).is_none()
+}
+
+/// Whether Redis would store this string as one of its shared integers, 0 to 9999.
+fn is_shared_integer(v: &[u8]) -> bool {
+    is_redis_int(v)
+        && std::str::from_utf8(v).is_ok_and(|s| s.parse::<u16>().is_ok_and(|n| n < 10000))
 }
 
 /// Whether Redis would store this string as an integer (OBJECT ENCODING "int").

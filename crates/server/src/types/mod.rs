@@ -5,10 +5,12 @@
 //! in one [`WriteBatch`] (through [`Db::stage_replace`], which keeps the key counters, the
 //! expiry index and old elements in step), and write the batch.
 
+mod access;
 pub mod bitmap;
 mod collection;
 pub mod combine;
 mod cursor;
+mod databases;
 pub mod expiry;
 mod fragments;
 pub mod hash;
@@ -34,7 +36,7 @@ mod watch;
 mod written;
 pub mod zset;
 
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -43,6 +45,7 @@ use shale_storage::keys as k;
 use shale_storage::metadata::{Body, KeyKind, Metadata};
 use shale_storage::{Cf, Engine, ScanDirection, StorageError, WriteBatch};
 
+pub use access::AccessClock;
 pub(crate) use collection::ScanBuffer;
 use combine::{Combiner, Entry, Guest, Handback};
 pub use cursor::CursorTable;
@@ -95,6 +98,12 @@ pub struct Keyspace {
     pub stats: KeyspaceStats,
     /// Bytes of LCS tables that running commands hold (see `lcs`).
     lcs_tables: AtomicUsize,
+    /// When each key was last read or written (OBJECT IDLETIME).
+    pub access: AccessClock,
+    /// Set at shutdown: transactions no longer commit.
+    closed: AtomicBool,
+    /// Which stored database each database number names (SWAPDB).
+    db_map: databases::DbMap,
 }
 
 impl Keyspace {
@@ -109,6 +118,7 @@ impl Keyspace {
                 })
                 .collect()
         };
+        let db_map = databases::DbMap::load(engine.as_ref(), databases)?;
         Ok(Keyspace {
             key_counts: load(k::key_count_key)?,
             expire_counts: load(k::expire_count_key)?,
@@ -125,11 +135,27 @@ impl Keyspace {
             ready: Default::default(),
             stats: KeyspaceStats::default(),
             lcs_tables: AtomicUsize::new(0),
+            access: AccessClock::default(),
+            closed: AtomicBool::new(false),
+            db_map,
         })
     }
 
     pub fn engine(&self) -> &dyn Engine {
         self.engine.as_ref()
+    }
+
+    /// Refuses the commit of every transaction (EXEC, scripts) from now on: at shutdown, the
+    /// ones still running commit nothing after the last WAL sync, and none half.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Relaxed);
+    }
+
+    fn check_open(&self) -> Result<(), Error> {
+        match self.closed.load(Ordering::Relaxed) {
+            true => Err(Error::msg("the server is shutting down")),
+            false => Ok(()),
+        }
     }
 
     pub fn databases(&self) -> usize {
@@ -143,6 +169,8 @@ impl Keyspace {
 
     /// A handle on database `index` whose commands run inside `txn`, if there is one, report
     /// the keys they write to `written`, if given, and find the stripes in `held` locked.
+    /// Database numbers are the ones clients select; the handle works on the stored database
+    /// that the number names now (see `databases`).
     pub fn db_in<'a>(
         &'a self,
         index: usize,
@@ -150,32 +178,50 @@ impl Keyspace {
         written: Option<&'a WrittenKeys>,
         held: Option<&'a HeldStripes>,
     ) -> Db<'a> {
+        let stored = txn
+            .and_then(|txn| txn.db_map.lock().as_ref().map(|map| map[index]))
+            .unwrap_or_else(|| self.db_map.stored(index));
         Db {
             ks: self,
-            index: index as u8,
+            index: stored,
+            number: index as u8,
             txn,
             written,
             held,
         }
     }
 
-    /// The lock stripe that all of `keys` in `db` fall in, if they share one.
+    /// The number clients select for stored database `stored` (the first byte of its keys).
+    pub fn db_number(&self, stored: u8) -> u8 {
+        self.db_map.number(stored)
+    }
+
+    /// The lock stripe that all of `keys` in database `db` fall in, if they share one.
     pub fn shared_stripe(&self, db: usize, keys: &[&[u8]]) -> Option<usize> {
+        let db = self.db_map.stored(db);
         let (first, rest) = keys.split_first()?;
-        let stripe = self.locks.stripe(db as u8, first);
+        let stripe = self.locks.stripe(db, first);
         rest.iter()
-            .all(|key| self.locks.stripe(db as u8, key) == stripe)
+            .all(|key| self.locks.stripe(db, key) == stripe)
             .then_some(stripe)
     }
 
-    /// Takes the stripes of `keys` in `db` for one command, suspending the task (not the
-    /// thread) while another client holds one; pass them to [`Keyspace::db_in`].
+    /// Takes the stripes of `keys` in database `db` for one command, suspending the task (not
+    /// the thread) while another client holds one; pass them to [`Keyspace::db_in`].
     pub async fn hold_for_command(&self, db: usize, keys: &[&[u8]]) -> HeldStripes {
-        let stripes = keys
-            .iter()
-            .map(|k| self.locks.stripe(db as u8, k))
-            .collect();
+        let db = self.db_map.stored(db);
+        let stripes = keys.iter().map(|k| self.locks.stripe(db, k)).collect();
         self.locks.hold_async(stripes).await
+    }
+
+    /// Notes `keys` (database number, key) as filled, so that clients blocked on them try
+    /// again (after SWAPDB).
+    pub fn note_ready(&self, keys: Vec<(u8, Vec<u8>)>) {
+        let stored = keys
+            .into_iter()
+            .map(|(db, key)| (self.db_map.stored(db as usize), key))
+            .collect();
+        self.ready.add(stored);
     }
 
     /// [`Keyspace::hold_for_command`] for a command whose keys all lie in `stripe` (see
@@ -189,7 +235,10 @@ impl Keyspace {
 #[derive(Clone, Copy)]
 pub struct Db<'a> {
     pub(crate) ks: &'a Keyspace,
+    /// The stored database: the first byte of its keys.
     pub(crate) index: u8,
+    /// The database number the client selected.
+    number: u8,
     /// Inside a transaction, reads and writes go through its overlay and locks.
     txn: Option<&'a Transaction>,
     /// Where the keys of each write are reported, for keyspace notifications.
@@ -335,6 +384,11 @@ impl<'a> Db<'a> {
             }
             if new_expiry != 0 {
                 batch.put(Cf::Expire, k::expire_key(db, new_expiry, key), Vec::new());
+            }
+        }
+        if let (Some(written), Some(_)) = (self.written, new) {
+            if old.is_none_or(|m| m.is_expired(now_ms())) {
+                written.note_created(db, key);
             }
         }
         match new {

@@ -718,32 +718,42 @@ impl<'a> Db<'a> {
             }
             None
         };
-        let empty = RoaringBitmap::new();
+        let step: i64 = if reverse { -1 } else { 1 };
+        // The missing containers from `expected` up to (not including) `until`, all zeros:
+        // counted, not walked.
+        let in_gap = |expected: &mut i64, until: i64, remaining: &mut u64| -> Option<u32> {
+            let containers = (until - *expected).unsigned_abs();
+            let zeros = containers << 16;
+            if *remaining > zeros {
+                *remaining -= zeros;
+                *expected = until;
+                return None;
+            }
+            let nth = *remaining - 1;
+            let high = *expected + step * (nth >> 16) as i64;
+            let low = match reverse {
+                true => 0xFFFF - (nth & 0xFFFF) as u32,
+                false => (nth & 0xFFFF) as u32,
+            };
+            Some(join(high as u16, low))
+        };
         self.containers(
             key,
             &bitmap,
             (0, split(top).0),
             direction,
             &mut |high, c| {
-                while expected != high as i64 {
-                    if let Some(hit) = zero_in(expected as u16, &empty, &mut remaining) {
-                        found = Some(hit);
-                        return Ok(false);
-                    }
-                    expected += if reverse { -1 } else { 1 };
-                }
-                if let Some(hit) = zero_in(high, &c, &mut remaining) {
-                    found = Some(hit);
-                    return Ok(false);
-                }
-                expected += if reverse { -1 } else { 1 };
-                Ok(true)
+                found = in_gap(&mut expected, high as i64, &mut remaining)
+                    .or_else(|| zero_in(high, &c, &mut remaining));
+                expected = high as i64 + step;
+                Ok(found.is_none())
             },
         )?;
-        let last = if reverse { -1 } else { u16::MAX as i64 + 1 };
-        while found.is_none() && expected != last && (0..=u16::MAX as i64).contains(&expected) {
-            found = zero_in(expected as u16, &empty, &mut remaining);
-            expected += if reverse { -1 } else { 1 };
+        if found.is_none() {
+            let past_last = if reverse { -1 } else { u16::MAX as i64 + 1 };
+            if (0..=u16::MAX as i64).contains(&expected) {
+                found = in_gap(&mut expected, past_last, &mut remaining);
+            }
         }
         Ok(found)
     }

@@ -139,13 +139,15 @@ impl<'a> Db<'a> {
         }
         from.delete(Cf::Data, member);
         from.size -= 1;
+        let mut change = from.stage()?;
+        // A destination that has the member already is not written: as in Redis, it gets no
+        // `sadd` event and its watchers keep their transactions.
         if to.get(Cf::Data, member)?.is_none() {
             self.ks.sampling.forget_gaps(to.version);
             to.put(Cf::Data, member, Vec::new());
             to.size += 1;
+            change.append(to.stage()?);
         }
-        let mut change = from.stage()?;
-        change.append(to.stage()?);
         self.write(change)?;
         Ok(true)
     }

@@ -32,14 +32,21 @@ pub struct Transaction {
     /// Ranges that FLUSHDB/FLUSHALL deleted, to compact after the commit (and whether a
     /// SYNC flush waits for it).
     reclaims: Mutex<(Vec<KeyRange>, bool)>,
+    /// The database map after a SWAPDB of this transaction: its later commands use it, and
+    /// the commit installs it.
+    pub(super) db_map: Mutex<Option<Vec<u8>>>,
 }
 
 impl Keyspace {
-    /// Starts a transaction holding the locks of `keys` (database, key).
+    /// Starts a transaction holding the locks of `keys` (database number, key).
     pub fn begin(&self, keys: &[(u8, &[u8])]) -> Result<Transaction, Error> {
         let txn = self.transaction_holding(BTreeMap::new());
+        let stored: Vec<(u8, &[u8])> = keys
+            .iter()
+            .map(|&(db, key)| (self.db_map.stored(db as usize), key))
+            .collect();
         // Nothing is held yet, so this locks in ascending order and waits as long as needed.
-        self.hold_in(&txn, keys)?;
+        self.hold_in(&txn, &stored)?;
         Ok(txn)
     }
 
@@ -54,19 +61,33 @@ impl Keyspace {
             pending: Mutex::new(Change::default()),
             held: Mutex::new(held),
             reclaims: Mutex::default(),
+            db_map: Mutex::default(),
         }
     }
 
     /// Writes everything the transaction staged as one batch. Its locks are released when it
     /// is dropped.
     pub fn commit(&self, txn: &Transaction) -> Result<(), Error> {
-        self.write(txn.take_change())
+        self.check_open()?;
+        self.write(txn.take_change())?;
+        self.install_db_map(txn);
+        Ok(())
     }
 
     /// [`Keyspace::commit`] for connections, which share storage writes (see
     /// [`Keyspace::write_combined`]).
     pub async fn commit_combined(&self, txn: &Transaction) -> Result<(), Error> {
-        self.write_combined(txn.take_change()).await
+        self.check_open()?;
+        self.write_combined(txn.take_change()).await?;
+        self.install_db_map(txn);
+        Ok(())
+    }
+
+    /// Installs the database map of a SWAPDB the committed `txn` ran, under its locks.
+    fn install_db_map(&self, txn: &Transaction) {
+        if let Some(map) = txn.db_map.lock().take() {
+            self.apply_db_map(&map);
+        }
     }
 
     /// Makes sure `txn` holds the stripes of `keys`, locking the missing ones.
@@ -83,9 +104,10 @@ impl Keyspace {
     /// command by command (a pipeline's writes) cannot deadlock; stripes taken before a busy
     /// one stay held until the transaction ends.
     pub fn try_hold_in(&self, txn: &Transaction, db: usize, keys: &[&[u8]]) -> bool {
+        let db = self.db_map.stored(db);
         let mut held = txn.held.lock();
         for key in keys {
-            let index = self.locks.stripe(db as u8, key);
+            let index = self.locks.stripe(db, key);
             if held.contains_key(&index) {
                 continue;
             }

@@ -33,6 +33,7 @@ pub struct WatchSet {
 }
 
 struct WatchedKey {
+    /// The database number the client selected; registrations are kept by stored database.
     db: u8,
     key: Vec<u8>,
     /// The key's expiry when it was watched, if it existed then (0: none). A key that expires
@@ -59,21 +60,13 @@ impl Watches {
                         raise(db, user_key);
                     }
                 }
-                Op::DeleteRange { cf, start, end, .. } => match k::owner_of(*cf, start) {
-                    Some((db, user_key)) => raise(db, user_key),
-                    // A whole database or several: FLUSHDB, FLUSHALL.
-                    None if *cf == Cf::Meta => {
-                        let (first, last) = (start.first().copied(), end.first().copied());
-                        for (db, keys) in by_db.iter() {
-                            if first.is_some_and(|f| f <= *db) && last.is_some_and(|l| *db < l) {
-                                keys.values()
-                                    .flatten()
-                                    .for_each(|f| f.store(true, Ordering::Relaxed));
-                            }
-                        }
+                // A range of whole databases (FLUSHDB, FLUSHALL) raises nothing here: those
+                // commands raise the watched keys that existed, see `raise_existing`.
+                Op::DeleteRange { cf, start, .. } => {
+                    if let Some((db, user_key)) = k::owner_of(*cf, start) {
+                        raise(db, user_key);
                     }
-                    None => {}
-                },
+                }
                 Op::Patch { key, .. } => {
                     if let Some((db, user_key)) = k::owner_of(Cf::Data, key) {
                         raise(db, user_key);
@@ -85,30 +78,55 @@ impl Watches {
     }
 }
 
+impl Watches {
+    /// Raises the flags of the keys watched in `dbs` for which `existed` holds: as in Redis,
+    /// emptying a database (FLUSHDB, FLUSHALL, SWAPDB) touches only the watched keys it held.
+    pub(super) fn raise_existing(&self, dbs: &[u8], existed: impl Fn(u8, &[u8]) -> bool) {
+        if self.active.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        // Copied out, so that reading the keys does not hold up every other write.
+        let watched: Vec<(u8, Vec<u8>, Flags)> = self
+            .by_db
+            .lock()
+            .iter()
+            .filter(|(db, _)| dbs.contains(db))
+            .flat_map(|(db, keys)| keys.iter().map(|(k, f)| (*db, k.clone(), f.clone())))
+            .collect();
+        for (db, key, flags) in watched {
+            if existed(db, &key) {
+                flags.iter().for_each(|f| f.store(true, Ordering::Relaxed));
+            }
+        }
+    }
+}
+
 impl Db<'_> {
     /// WATCH: from now on, any write of `keys` (or their expiry) makes the client's EXEC fail.
     pub fn watch(&self, set: &mut WatchSet, keys: &[Bytes]) -> Result<(), Error> {
         let watches = &self.ks.watches;
-        // Under the keys' locks, so no write is between noting its watchers and landing.
+        // Under the keys' locks, so no write is between noting its watchers and landing. They
+        // also keep SWAPDB out, so the stored database is looked up again under them.
         let _guard = self.lock(keys)?;
+        let db = self.ks.db(self.number as usize);
         for key in keys {
-            if !set.watched.insert((self.index, key.to_vec())) {
+            if !set.watched.insert((self.number, key.to_vec())) {
                 continue;
             }
             // Registered before reading, so that a write in between raises the flag.
             watches
                 .by_db
                 .lock()
-                .entry(self.index)
+                .entry(db.index)
                 .or_default()
                 .entry(key.to_vec())
                 .or_default()
                 .push(set.dirty.clone());
             watches.active.fetch_add(1, Ordering::Relaxed);
-            let expire_at = self.live_meta(key);
+            let expire_at = db.live_meta(key);
             // Recorded even if the read failed, so that UNWATCH finds the registration.
             set.keys.push(WatchedKey {
-                db: self.index,
+                db: self.number,
                 key: key.to_vec(),
                 expire_at: expire_at
                     .as_ref()
@@ -127,7 +145,9 @@ impl Keyspace {
         if !set.keys.is_empty() {
             let mut by_db = self.watches.by_db.lock();
             for watched in set.keys.drain(..) {
-                let Some(keys) = by_db.get_mut(&watched.db) else {
+                // Under `by_db`, which SWAPDB holds while it moves registrations and the map.
+                let stored = self.db_map.stored(watched.db as usize);
+                let Some(keys) = by_db.get_mut(&stored) else {
                     continue;
                 };
                 if let Some(flags) = keys.get_mut(&watched.key) {
@@ -154,7 +174,22 @@ impl Keyspace {
                 .any(|w| w.expire_at.is_some_and(|at| at != 0 && at <= now))
     }
 
-    /// The keys of a watch set, to lock them for EXEC.
+    /// Installs a database map (SWAPDB) and moves the watch registrations with it: a client
+    /// watches a key of the database it selected, whichever stored database that names.
+    pub(super) fn apply_db_map(&self, map: &[u8]) {
+        let mut by_db = self.watches.by_db.lock();
+        let moved: HashMap<u8, _> = by_db
+            .drain()
+            .map(|(stored, keys)| {
+                let number = self.db_map.number(stored) as usize;
+                (map.get(number).copied().unwrap_or(stored), keys)
+            })
+            .collect();
+        *by_db = moved;
+        self.db_map.apply(map);
+    }
+
+    /// The keys of a watch set (database number, key), to lock them for EXEC.
     pub fn watched_keys<'a>(&self, set: &'a WatchSet) -> Vec<(u8, &'a [u8])> {
         set.keys.iter().map(|w| (w.db, w.key.as_slice())).collect()
     }

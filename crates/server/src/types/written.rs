@@ -13,6 +13,8 @@ pub struct WrittenKey {
     pub key: Vec<u8>,
     /// Whether the write removed the key.
     pub deleted: bool,
+    /// Whether the write created the key (it did not exist, or had expired).
+    pub created: bool,
 }
 
 /// The keys in the order first written, and where each stands (so that a command writing
@@ -30,6 +32,23 @@ impl WrittenKeys {
         }
         written.1.clear();
         std::mem::take(&mut written.0)
+    }
+
+    /// Notes that a write about to be staged creates `key`; its batch is noted later.
+    pub(super) fn note_created(&self, db: u8, key: &[u8]) {
+        let (keys, index) = &mut *self.0.lock();
+        match index.get(&(db, key.to_vec())) {
+            Some(&at) => keys[at].created = true,
+            None => {
+                index.insert((db, key.to_vec()), keys.len());
+                keys.push(WrittenKey {
+                    db,
+                    key: key.to_vec(),
+                    deleted: false,
+                    created: true,
+                });
+            }
+        }
     }
 
     pub(super) fn note(&self, batch: &WriteBatch) {
@@ -58,6 +77,7 @@ impl WrittenKeys {
                         db,
                         key: key.to_vec(),
                         deleted,
+                        created: false,
                     });
                 }
             }

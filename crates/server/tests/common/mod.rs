@@ -119,6 +119,29 @@ impl TestServer {
         self.child.take().expect("running").wait().expect("wait")
     }
 
+    /// Waits at most `limit` for the process to exit on its own; `None` (after killing it) if
+    /// it is still running then.
+    pub fn wait_exit_within(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + limit;
+        let child = self.child.as_mut().expect("running");
+        loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                self.child = None;
+                return Some(status);
+            }
+            if std::time::Instant::now() >= deadline {
+                self.kill();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends SIGTERM without waiting.
+    pub fn terminate(&self) {
+        send_sigterm(self.child.as_ref().expect("running").id());
+    }
+
     /// Starts again on the same data directory (on a new port).
     pub fn restart(&mut self) {
         if self.child.is_some() {

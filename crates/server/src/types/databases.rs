@@ -1,0 +1,124 @@
+//! Which stored database each database number names, so that SWAPDB is O(1).
+//!
+//! Every key begins with its database's byte, so exchanging the contents of two databases
+//! would rewrite every key of both. Instead a client's database number (the one SELECT takes)
+//! is mapped to the stored one when a [`super::Db`] handle is made, and SWAPDB exchanges two
+//! entries of the map: one small record written with the change, and the in-memory copy here.
+//! Everything keyed by stored database (key counters, expiry watermarks, the access clock)
+//! moves with its data; what clients name by number (notifications, blocked clients) is
+//! translated back.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use shale_storage::keys as k;
+use shale_storage::{Cf, Engine};
+
+use crate::error::Error;
+
+pub(super) struct DbMap {
+    /// Database number → stored database.
+    stored: Vec<AtomicU8>,
+    /// Stored database → database number.
+    numbered: Vec<AtomicU8>,
+}
+
+impl DbMap {
+    /// Reads the map written by the last SWAPDB; without one, each number is its own database.
+    /// A map written while more databases were configured is kept if the databases in use
+    /// now map among themselves; otherwise some of them would name data beyond the count.
+    pub(super) fn load(engine: &dyn Engine, databases: usize) -> Result<DbMap, Error> {
+        let mut map: Vec<u8> = engine.get(Cf::Meta, &k::db_map_key())?.unwrap_or_default();
+        if !is_permutation(&map) {
+            return Err(Error::msg("corrupt record: database map"));
+        }
+        map.extend(map.len() as u8..databases as u8);
+        if !is_permutation(&map[..databases]) {
+            return Err(Error::msg(format!(
+                "SWAPDB has exchanged a database below {databases} with one above it: start with 'databases {}'",
+                map.len()
+            )));
+        }
+        map.truncate(databases);
+        let numbered = inverse(&map);
+        Ok(DbMap {
+            stored: map.into_iter().map(AtomicU8::new).collect(),
+            numbered: numbered.into_iter().map(AtomicU8::new).collect(),
+        })
+    }
+
+    pub(super) fn stored(&self, number: usize) -> u8 {
+        self.stored[number].load(Ordering::Acquire)
+    }
+
+    pub(super) fn number(&self, stored: u8) -> u8 {
+        self.numbered
+            .get(stored as usize)
+            .map_or(stored, |n| n.load(Ordering::Acquire))
+    }
+
+    pub(super) fn current(&self) -> Vec<u8> {
+        self.stored
+            .iter()
+            .map(|entry| entry.load(Ordering::Acquire))
+            .collect()
+    }
+
+    /// Installs a map whose record has been written. The caller holds every key lock.
+    pub(super) fn apply(&self, map: &[u8]) {
+        for (entry, stored) in self.stored.iter().zip(map) {
+            entry.store(*stored, Ordering::Release);
+        }
+        for (entry, number) in self.numbered.iter().zip(inverse(map)) {
+            entry.store(number, Ordering::Release);
+        }
+    }
+}
+
+/// `map` with the entries of databases `a` and `b` exchanged.
+pub(super) fn swapped(map: &[u8], a: usize, b: usize) -> Vec<u8> {
+    let mut out = map.to_vec();
+    out.swap(a, b);
+    out
+}
+
+fn is_permutation(map: &[u8]) -> bool {
+    let mut seen = [false; 256];
+    map.iter()
+        .all(|&db| (db as usize) < map.len() && !std::mem::replace(&mut seen[db as usize], true))
+}
+
+fn inverse(map: &[u8]) -> Vec<u8> {
+    let mut out = vec![0; map.len()];
+    for (number, &stored) in map.iter().enumerate() {
+        out[stored as usize] = number as u8;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shale_storage::{MemoryEngine, WriteBatch};
+
+    #[test]
+    fn maps_load_grow_and_refuse_to_shrink_across_a_swap() {
+        let engine = MemoryEngine::default();
+        let map = DbMap::load(&engine, 4).unwrap();
+        assert_eq!(map.current(), [0, 1, 2, 3]);
+        let swapped_map = swapped(&map.current(), 1, 3);
+        map.apply(&swapped_map);
+        assert_eq!((map.stored(1), map.number(3)), (3, 1));
+        let mut batch = WriteBatch::new();
+        batch.put(Cf::Meta, k::db_map_key(), swapped_map);
+        engine.write(batch).unwrap();
+        assert_eq!(
+            DbMap::load(&engine, 6).unwrap().current(),
+            [0, 3, 2, 1, 4, 5]
+        );
+        assert!(
+            DbMap::load(&engine, 2).is_err(),
+            "database 1 names stored database 3"
+        );
+        assert_eq!(DbMap::load(&engine, 1).unwrap().current(), [0]);
+    }
+}
