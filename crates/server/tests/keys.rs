@@ -527,3 +527,52 @@ fn swapdb_serves_blocked_clients_and_touches_watched_keys_that_exist() {
     run::<()>(&mut con, &["SET", "elsewhere", "2"]);
     assert_eq!(exec(&mut watcher), Value::Nil);
 }
+
+#[test]
+fn swapdb_inside_multi_wakes_blocked_clients_and_names_databases_after_the_swap() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(
+        &mut con,
+        &["CONFIG", "SET", "notify-keyspace-events", "KEA"],
+    );
+    let mut blocked = server.client();
+    let waiter =
+        std::thread::spawn(move || -> Vec<String> { run(&mut blocked, &["BLPOP", "queue", "10"]) });
+    wait_for_blocked(&mut con, 1);
+    let mut watcher = server.client();
+    run::<()>(&mut watcher, &["WATCH", "k"]);
+    let mut listener = server.client();
+    listener
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut pubsub = listener.as_pubsub();
+    pubsub.psubscribe("__keyspace@*__:k").unwrap();
+    // In database 1, then swapped into 0, where the client waits; then k is set in 0.
+    let (pushed, swapped, set): (i64, String, String) = redis::pipe()
+        .atomic()
+        .cmd("SELECT")
+        .arg(1)
+        .ignore()
+        .cmd("RPUSH")
+        .arg("queue")
+        .arg("job")
+        .cmd("SWAPDB")
+        .arg(0)
+        .arg(1)
+        .cmd("SELECT")
+        .arg(0)
+        .ignore()
+        .cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!((pushed, swapped.as_str(), set.as_str()), (1, "OK", "OK"));
+    assert_eq!(waiter.join().unwrap(), ["queue", "job"]);
+    let message = pubsub.get_message().unwrap();
+    assert_eq!(message.get_channel_name(), "__keyspace@0__:k");
+    run::<()>(&mut watcher, &["MULTI"]);
+    run::<()>(&mut watcher, &["PING"]);
+    assert_eq!(run::<Value>(&mut watcher, &["EXEC"]), Value::Nil);
+}

@@ -116,8 +116,8 @@ pub fn command_events(
     let keys = command_keys(spec, args);
     // Redis announces a new key as it adds it, before the command's own events.
     // Written keys name stored databases; events name the databases clients select.
-    let keyspace = ctx.keyspace;
-    let number = |w: &WrittenKey| keyspace.db_number(w.db);
+    let (keyspace, txn) = (ctx.keyspace, ctx.txn);
+    let number = |w: &WrittenKey| keyspace.db_number_in(w.db, txn);
     for written_key in written.iter().filter(|w| w.created) {
         emit(
             ctx,

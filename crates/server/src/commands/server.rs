@@ -348,8 +348,10 @@ pub fn flushall(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 
 /// SWAPDB index1 index2: O(1) whatever the databases hold (see `types::databases`).
 pub fn swapdb(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let first = int(&args[1]).map_err(|_| Error::msg("invalid first DB index"))?;
-    let second = int(&args[2]).map_err(|_| Error::msg("invalid second DB index"))?;
+    // As Redis reads them: C ints, then checked against the number of databases.
+    let c_int = |arg: &Bytes| int(arg).ok().filter(|n| i32::try_from(*n).is_ok());
+    let first = c_int(&args[1]).ok_or_else(|| Error::msg("invalid first DB index"))?;
+    let second = c_int(&args[2]).ok_or_else(|| Error::msg("invalid second DB index"))?;
     let databases = ctx.keyspace.databases();
     let index = |n: i64| {
         usize::try_from(n)
@@ -359,9 +361,6 @@ pub fn swapdb(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     };
     let (first, second) = (index(first)?, index(second)?);
     ctx.db_at(first).swap_with(second)?;
-    // Clients blocked on keys of either database try them again, as in Redis.
-    let blocked = ctx.services.blocking.keys_in(&[first as u8, second as u8]);
-    ctx.keyspace.note_ready(blocked);
     Ok(Reply::OK)
 }
 

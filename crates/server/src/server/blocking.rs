@@ -138,8 +138,8 @@ impl Blocking {
         reply
     }
 
-    /// The keys that clients wait on in databases `dbs` (SWAPDB has them try again).
-    pub fn keys_in(&self, dbs: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    /// The keys that clients wait on in databases `dbs`.
+    fn keys_in(&self, dbs: &[u8]) -> Vec<(u8, Vec<u8>)> {
         let queues = self.queues.lock();
         queues
             .keys()
@@ -183,12 +183,16 @@ impl Blocking {
     /// that the served pops themselves fill (BLMOVE into a list another client waits on).
     pub fn serve_ready(&self, keyspace: &Keyspace) {
         loop {
-            let ready = keyspace.ready.take();
-            if ready.is_empty() {
+            let (ready, swapped) = keyspace.ready.take();
+            if ready.is_empty() && swapped.is_empty() {
                 return;
             }
             for (stored, key) in ready {
                 let db = keyspace.db_number(stored);
+                self.serve_key(keyspace, db, Bytes::from(key));
+            }
+            // SWAPDB: the keys waited on in either database may hold something now.
+            for (db, key) in self.keys_in(&swapped) {
                 self.serve_key(keyspace, db, Bytes::from(key));
             }
         }

@@ -75,7 +75,11 @@ fn reap(services: &Services, budget: Duration) {
     for index in 0..keyspace.databases() {
         let db = keyspace.db(index);
         loop {
-            let mut notify = |key: &[u8]| expired_event(services, index as u8, key);
+            // Named at the moment of the event: a SWAPDB meanwhile gives the data another number.
+            let mut notify = |key: &[u8]| {
+                let number = keyspace.db_number(db.index() as u8);
+                expired_event(services, number, key)
+            };
             match db.reap_expired(now_ms(), REAP_BATCH, &mut notify) {
                 Ok(n) if n == REAP_BATCH && started.elapsed() < budget => continue,
                 Ok(_) => break,

@@ -8,7 +8,7 @@
 //! moves with its data; what clients name by number (notifications, blocked clients) is
 //! translated back.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use shale_storage::keys as k;
 use shale_storage::{Cf, Engine};
@@ -20,6 +20,12 @@ pub(super) struct DbMap {
     stored: Vec<AtomicU8>,
     /// Stored database → database number.
     numbered: Vec<AtomicU8>,
+    /// Entries of a map written while more databases were configured, beyond those in use:
+    /// written back with every new map, so a restart with fewer databases loses no swap.
+    tail: Vec<u8>,
+    /// Bumped by every change: a caller that locked keys by stored database after a wait
+    /// checks it to know its locks are still the right ones.
+    generation: AtomicU64,
 }
 
 impl DbMap {
@@ -38,11 +44,13 @@ impl DbMap {
                 map.len()
             )));
         }
-        map.truncate(databases);
+        let tail = map.split_off(databases);
         let numbered = inverse(&map);
         Ok(DbMap {
             stored: map.into_iter().map(AtomicU8::new).collect(),
             numbered: numbered.into_iter().map(AtomicU8::new).collect(),
+            tail,
+            generation: AtomicU64::new(0),
         })
     }
 
@@ -56,6 +64,10 @@ impl DbMap {
             .map_or(stored, |n| n.load(Ordering::Acquire))
     }
 
+    pub(super) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
     pub(super) fn current(&self) -> Vec<u8> {
         self.stored
             .iter()
@@ -63,14 +75,25 @@ impl DbMap {
             .collect()
     }
 
-    /// Installs a map whose record has been written. The caller holds every key lock.
-    pub(super) fn apply(&self, map: &[u8]) {
-        for (entry, stored) in self.stored.iter().zip(map) {
-            entry.store(*stored, Ordering::Release);
+    /// The record to write for `map`: it and the entries of databases not in use now.
+    pub(super) fn record(&self, map: &[u8]) -> Vec<u8> {
+        [map, &self.tail].concat()
+    }
+
+    /// Installs a map whose record is being written. The caller holds every key lock. Returns
+    /// the database numbers whose stored database changed.
+    pub(super) fn apply(&self, map: &[u8]) -> Vec<u8> {
+        let mut changed = Vec::new();
+        for (number, (entry, stored)) in self.stored.iter().zip(map).enumerate() {
+            if entry.swap(*stored, Ordering::AcqRel) != *stored {
+                changed.push(number as u8);
+            }
         }
         for (entry, number) in self.numbered.iter().zip(inverse(map)) {
             entry.store(number, Ordering::Release);
         }
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        changed
     }
 }
 
@@ -106,19 +129,24 @@ mod tests {
         let map = DbMap::load(&engine, 4).unwrap();
         assert_eq!(map.current(), [0, 1, 2, 3]);
         let swapped_map = swapped(&map.current(), 1, 3);
-        map.apply(&swapped_map);
+        assert_eq!(map.apply(&swapped_map), [1, 3]);
         assert_eq!((map.stored(1), map.number(3)), (3, 1));
-        let mut batch = WriteBatch::new();
-        batch.put(Cf::Meta, k::db_map_key(), swapped_map);
-        engine.write(batch).unwrap();
-        assert_eq!(
-            DbMap::load(&engine, 6).unwrap().current(),
-            [0, 3, 2, 1, 4, 5]
-        );
+        let write = |record: Vec<u8>| {
+            let mut batch = WriteBatch::new();
+            batch.put(Cf::Meta, k::db_map_key(), record);
+            engine.write(batch).unwrap();
+        };
+        write(map.record(&swapped_map));
+        let six = DbMap::load(&engine, 6).unwrap();
+        assert_eq!(six.current(), [0, 3, 2, 1, 4, 5]);
         assert!(
             DbMap::load(&engine, 2).is_err(),
             "database 1 names stored database 3"
         );
-        assert_eq!(DbMap::load(&engine, 1).unwrap().current(), [0]);
+        // With one database in use, a new record keeps the swap of 1 and 3.
+        let one = DbMap::load(&engine, 1).unwrap();
+        assert_eq!(one.current(), [0]);
+        write(one.record(&one.current()));
+        assert_eq!(DbMap::load(&engine, 4).unwrap().current(), [0, 3, 2, 1]);
     }
 }

@@ -495,17 +495,20 @@ impl Db<'_> {
             Some(map) => map,
             None => self.ks.db_map.current(),
         };
-        let stored = [map[a], map[b]];
+        // Watch registrations are filed by the installed map; the data to look at is where the
+        // transaction's map (after an earlier SWAPDB of it) says.
+        let watched = [self.ks.db_map.stored(a), self.ks.db_map.stored(b)];
         let exists = |_: u8, key: &[u8]| {
-            stored.iter().any(|&index| {
+            [map[a], map[b]].iter().any(|&index| {
                 let db = Db { index, ..*self };
                 db.raw_meta(key).is_ok_and(|meta| meta.is_some())
             })
         };
-        self.ks.watches.raise_existing(&stored, exists);
+        self.ks.watches.raise_existing(&watched, exists);
         let map = super::databases::swapped(&map, a, b);
         let mut change = Change::default();
-        change.batch.put(Cf::Meta, k::db_map_key(), map.clone());
+        let record = self.ks.db_map.record(&map);
+        change.batch.put(Cf::Meta, k::db_map_key(), record);
         match self.txn {
             Some(txn) => {
                 txn.stage(change)?;

@@ -209,19 +209,28 @@ impl Keyspace {
     /// Takes the stripes of `keys` in database `db` for one command, suspending the task (not
     /// the thread) while another client holds one; pass them to [`Keyspace::db_in`].
     pub async fn hold_for_command(&self, db: usize, keys: &[&[u8]]) -> HeldStripes {
-        let db = self.db_map.stored(db);
-        let stripes = keys.iter().map(|k| self.locks.stripe(db, k)).collect();
-        self.locks.hold_async(stripes).await
+        loop {
+            let generation = self.db_map.generation();
+            let stored = self.db_map.stored(db);
+            let stripes = keys.iter().map(|k| self.locks.stripe(stored, k)).collect();
+            let held = self.locks.hold_async(stripes).await;
+            // A SWAPDB while this waited: the stripes are those of the other stored database.
+            if self.db_map.generation() == generation {
+                return held;
+            }
+        }
     }
 
-    /// Notes `keys` (database number, key) as filled, so that clients blocked on them try
-    /// again (after SWAPDB).
-    pub fn note_ready(&self, keys: Vec<(u8, Vec<u8>)>) {
-        let stored = keys
-            .into_iter()
-            .map(|(db, key)| (self.db_map.stored(db as usize), key))
-            .collect();
-        self.ready.add(stored);
+    /// [`Keyspace::db_number`] for a key written in `txn`, which may have swapped databases.
+    pub fn db_number_in(&self, stored: u8, txn: Option<&Transaction>) -> u8 {
+        let pending = txn.and_then(|txn| txn.db_map.lock().clone());
+        match pending {
+            Some(map) => map
+                .iter()
+                .position(|&s| s == stored)
+                .map_or(stored, |n| n as u8),
+            None => self.db_map.number(stored),
+        }
     }
 
     /// [`Keyspace::hold_for_command`] for a command whose keys all lie in `stripe` (see

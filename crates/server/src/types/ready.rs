@@ -17,6 +17,9 @@ pub struct ReadyKeys {
     /// command.
     noted: AtomicBool,
     keys: Mutex<Vec<(u8, Vec<u8>)>>,
+    /// Database numbers that SWAPDB pointed at other stored databases: every key blocked
+    /// clients wait on there is tried again.
+    swapped: Mutex<Vec<u8>>,
 }
 
 impl ReadyKeys {
@@ -32,12 +35,22 @@ impl ReadyKeys {
         self.blocked.load(Ordering::Relaxed) > 0
     }
 
-    /// The keys noted since the last call.
-    pub fn take(&self) -> Vec<(u8, Vec<u8>)> {
+    /// The keys (stored database, key) and the swapped database numbers noted since the last
+    /// call.
+    pub fn take(&self) -> (Vec<(u8, Vec<u8>)>, Vec<u8>) {
         if !self.noted.swap(false, Ordering::AcqRel) {
-            return Vec::new();
+            return Default::default();
         }
-        std::mem::take(&mut *self.keys.lock())
+        let keys = std::mem::take(&mut *self.keys.lock());
+        (keys, std::mem::take(&mut *self.swapped.lock()))
+    }
+
+    pub(super) fn note_swapped(&self, numbers: Vec<u8>) {
+        if numbers.is_empty() || !self.any_blocked() {
+            return;
+        }
+        self.swapped.lock().extend(numbers);
+        self.noted.store(true, Ordering::Release);
     }
 
     pub(super) fn note(&self, batch: &WriteBatch) {

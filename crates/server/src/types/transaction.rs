@@ -40,14 +40,20 @@ pub struct Transaction {
 impl Keyspace {
     /// Starts a transaction holding the locks of `keys` (database number, key).
     pub fn begin(&self, keys: &[(u8, &[u8])]) -> Result<Transaction, Error> {
-        let txn = self.transaction_holding(BTreeMap::new());
-        let stored: Vec<(u8, &[u8])> = keys
-            .iter()
-            .map(|&(db, key)| (self.db_map.stored(db as usize), key))
-            .collect();
-        // Nothing is held yet, so this locks in ascending order and waits as long as needed.
-        self.hold_in(&txn, &stored)?;
-        Ok(txn)
+        loop {
+            let generation = self.db_map.generation();
+            let txn = self.transaction_holding(BTreeMap::new());
+            let stored: Vec<(u8, &[u8])> = keys
+                .iter()
+                .map(|&(db, key)| (self.db_map.stored(db as usize), key))
+                .collect();
+            // Nothing is held yet, so this locks in ascending order and waits as long as needed.
+            self.hold_in(&txn, &stored)?;
+            // A SWAPDB while this waited: the locks are those of the other stored database.
+            if self.db_map.generation() == generation {
+                return Ok(txn);
+            }
+        }
     }
 
     /// Starts a transaction that takes over `held`, the stripes a connection locked for it.
@@ -69,24 +75,35 @@ impl Keyspace {
     /// is dropped.
     pub fn commit(&self, txn: &Transaction) -> Result<(), Error> {
         self.check_open()?;
-        self.write(txn.take_change())?;
-        self.install_db_map(txn);
-        Ok(())
+        let previous = self.install_db_map(txn);
+        let written = self.write(txn.take_change());
+        self.restore_db_map_unless(written.is_ok(), previous);
+        written
     }
 
     /// [`Keyspace::commit`] for connections, which share storage writes (see
     /// [`Keyspace::write_combined`]).
     pub async fn commit_combined(&self, txn: &Transaction) -> Result<(), Error> {
         self.check_open()?;
-        self.write_combined(txn.take_change()).await?;
-        self.install_db_map(txn);
-        Ok(())
+        let previous = self.install_db_map(txn);
+        let written = self.write_combined(txn.take_change()).await;
+        self.restore_db_map_unless(written.is_ok(), previous);
+        written
     }
 
-    /// Installs the database map of a SWAPDB the committed `txn` ran, under its locks.
-    fn install_db_map(&self, txn: &Transaction) {
-        if let Some(map) = txn.db_map.lock().take() {
-            self.apply_db_map(&map);
+    /// Installs the database map of a SWAPDB that `txn` ran, under its locks (it holds them
+    /// all), before its batch is written: watchers then find the batch's keys under the
+    /// numbers they name after the swap. Returns the map it replaced.
+    fn install_db_map(&self, txn: &Transaction) -> Option<Vec<u8>> {
+        let map = txn.db_map.lock().take()?;
+        let previous = self.db_map.current();
+        self.apply_db_map(&map);
+        Some(previous)
+    }
+
+    fn restore_db_map_unless(&self, written: bool, previous: Option<Vec<u8>>) {
+        if let (false, Some(previous)) = (written, previous) {
+            self.apply_db_map(&previous);
         }
     }
 

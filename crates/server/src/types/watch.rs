@@ -186,7 +186,8 @@ impl Keyspace {
             })
             .collect();
         *by_db = moved;
-        self.db_map.apply(map);
+        let changed = self.db_map.apply(map);
+        self.ready.note_swapped(changed);
     }
 
     /// The keys of a watch set (database number, key), to lock them for EXEC.
