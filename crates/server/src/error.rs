@@ -37,9 +37,25 @@ pub enum Error {
     /// An `ERR` reply with its own text.
     #[error("{0}")]
     Message(Cow<'static, str>),
-    /// A reply with a prefix other than `ERR` (`WRONGPASS`, `NOPROTO`, ...): the whole line.
-    #[error("{0}")]
-    Prefixed(Cow<'static, str>),
+    #[error("invalid username-password pair or user is disabled.")]
+    WrongPass,
+    #[error("unsupported protocol version")]
+    NoProto,
+    /// HELLO with a protocol version from a client that has not authenticated.
+    #[error("HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")]
+    HelloNoAuth,
+    #[error("Transaction discarded because of previous errors.")]
+    ExecAbort,
+    #[error("No matching script. Please use EVAL.")]
+    NoScript,
+    #[error("No scripts in execution right now.")]
+    NotBusy,
+    #[error("client unblocked via CLIENT UNBLOCK")]
+    Unblocked,
+    #[error("Key is not a valid HyperLogLog string value.")]
+    NotHyperLogLog,
+    #[error("Corrupted HLL object detected")]
+    CorruptHyperLogLog,
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
 }
@@ -61,10 +77,25 @@ impl Error {
             Error::UnknownSubcommand { sub, command } => {
                 format!("ERR unknown subcommand '{sub}'. Try {command} HELP.").into()
             }
-            Error::Prefixed(line) => line.clone(),
-            other => format!("ERR {other}").into(),
+            other => format!("{} {other}", other.prefix()).into(),
         };
         Reply::Error(line)
+    }
+
+    /// The code a reply of this error starts with.
+    fn prefix(&self) -> &'static str {
+        match self {
+            Error::WrongType | Error::NotHyperLogLog => "WRONGTYPE",
+            Error::NoAuth | Error::HelloNoAuth => "NOAUTH",
+            Error::WrongPass => "WRONGPASS",
+            Error::NoProto => "NOPROTO",
+            Error::ExecAbort => "EXECABORT",
+            Error::NoScript => "NOSCRIPT",
+            Error::NotBusy => "NOTBUSY",
+            Error::Unblocked => "UNBLOCKED",
+            Error::CorruptHyperLogLog => "INVALIDOBJ",
+            _ => "ERR",
+        }
     }
 }
 
@@ -94,7 +125,18 @@ mod tests {
             "ERR value is not an integer or out of range"
         );
         assert_eq!(line(Error::NoAuth), "NOAUTH Authentication required.");
-        assert_eq!(line(Error::Prefixed("WRONGPASS x".into())), "WRONGPASS x");
+        assert_eq!(
+            line(Error::WrongPass),
+            "WRONGPASS invalid username-password pair or user is disabled."
+        );
+        assert_eq!(
+            line(Error::NotHyperLogLog),
+            "WRONGTYPE Key is not a valid HyperLogLog string value."
+        );
+        assert_eq!(
+            line(Error::ExecAbort),
+            "EXECABORT Transaction discarded because of previous errors."
+        );
         assert_eq!(
             line(Error::UnknownSubcommand {
                 sub: "x".into(),

@@ -58,7 +58,7 @@ fn main() {
             println!(
                 "shale-server v={} (redis {})",
                 env!("CARGO_PKG_VERSION"),
-                shale_server::server::REDIS_VERSION
+                shale_server::REDIS_VERSION
             );
             return;
         }
@@ -103,7 +103,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let result = runtime.block_on(shale_server::server::run(config, file));
+    let result = runtime.block_on(shale_server::network::run(config, file));
     // `run` has synced the WAL. A thread still inside a command (a script that has not yet
     // seen its stop) must not keep the process alive, nor be running while the C++ statics of
     // RocksDB are destroyed at exit: the process ends here, as a crash after the sync would.

@@ -6,8 +6,9 @@ use shale_protocol::Reply;
 use super::args::{db_index, int, is, text};
 use super::{help_reply, Context};
 use crate::error::Error;
-use crate::server::blocking::Unblock;
-use crate::server::{ClientHandle, Closing, Running, REDIS_VERSION};
+use crate::services::blocking::Unblock;
+use crate::services::{ClientHandle, Closing, Running};
+use crate::REDIS_VERSION;
 
 pub fn ping(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     if !ctx.client.resp3 && !ctx.client.subscriptions.is_empty() && args.len() <= 2 {
@@ -29,10 +30,6 @@ pub fn echo(_ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     Ok(Reply::Bulk(args[1].clone()))
 }
 
-fn wrong_pass() -> Error {
-    Error::Prefixed("WRONGPASS invalid username-password pair or user is disabled.".into())
-}
-
 /// Checks a username (only `default` exists) and password against `requirepass`.
 fn check_password(ctx: &Context<'_>, user: &[u8], password: &[u8]) -> Result<(), Error> {
     let required = ctx.services.config.read().requirepass.clone();
@@ -40,7 +37,7 @@ fn check_password(ctx: &Context<'_>, user: &[u8], password: &[u8]) -> Result<(),
     if ok {
         Ok(())
     } else {
-        Err(wrong_pass())
+        Err(Error::WrongPass)
     }
 }
 
@@ -68,9 +65,7 @@ pub fn hello(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         let version = int(version)
             .map_err(|_| Error::msg("Protocol version is not an integer or out of range"))?;
         if version != 2 && version != 3 {
-            return Err(Error::Prefixed(
-                "NOPROTO unsupported protocol version".into(),
-            ));
+            return Err(Error::NoProto);
         }
         resp = version as u8;
     }
@@ -93,7 +88,7 @@ pub fn hello(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         }
     }
     if !ctx.client.authenticated {
-        return Err(Error::Prefixed("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time".into()));
+        return Err(Error::HelloNoAuth);
     }
     ctx.client.resp3 = resp == 3;
     {
@@ -423,7 +418,7 @@ pub fn client_kill(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error
 }
 
 /// Kills a client; killing oneself closes after the reply, as in Redis.
-fn kill(ctx: &mut Context<'_>, client: &crate::server::ClientHandle) {
+fn kill(ctx: &mut Context<'_>, client: &crate::services::ClientHandle) {
     if client.id == ctx.client.handle.id {
         ctx.client.closing = Some(Closing::AfterReply);
     } else {

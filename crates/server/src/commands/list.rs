@@ -7,7 +7,7 @@ use shale_storage::metadata::KeyKind;
 use super::args::{self, int, is, mpop_count, mpop_numkeys, non_negative, pop_count};
 use super::{block_on, bulks, Context};
 use crate::error::Error;
-use crate::server::blocking::Attempt;
+use crate::services::blocking::Attempt;
 use crate::types::list::{End, PosOptions};
 
 fn push(

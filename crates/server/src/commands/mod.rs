@@ -9,6 +9,7 @@ mod bitmap;
 mod connection;
 mod hash;
 mod hyperloglog;
+mod info;
 mod keys;
 mod list;
 mod notify;
@@ -29,14 +30,12 @@ use bytes::Bytes;
 use shale_protocol::{Bulks, Reply};
 
 use crate::error::Error;
-use crate::server::blocking::{Attempt, BlockRequest};
-use crate::server::monitor::Origin;
-use crate::server::{ClientState, Services};
+use crate::services::blocking::{Attempt, BlockRequest};
+use crate::services::monitor::Origin;
+use crate::services::notifications::Event;
+use crate::services::{ClientState, Services};
 use crate::types::{Db, HeldStripes, Keyspace, ScanBuffer, Transaction, WrittenKeys};
 
-pub use notify::{
-    expired_event, format_classes, parse_classes, publish_committed, Event, INVALID_CLASSES,
-};
 pub use table::{
     command_keys, lookup, position, resolve, CommandSpec, Flags, Unresolved, ALL_COMMANDS, COMMANDS,
 };
@@ -56,7 +55,7 @@ pub struct Context<'a> {
     /// The keys the current command wrote, while keyspace notifications are on.
     pub written: WrittenKeys,
     /// Keyspace events of a transaction's commands, published once it commits.
-    pub events: Vec<notify::Event>,
+    pub events: Vec<Event>,
     /// Set by a command whose error reply is one a command it ran has already counted (a
     /// script returning what `redis.call` raised), so INFO counts each error once.
     pub error_counted: bool,
@@ -142,7 +141,7 @@ impl Outcome {
     }
 
     /// Counts the reply in INFO's error figures if it is an error not counted yet.
-    pub fn count_error(&self, stats: &crate::server::ServerStats) {
+    pub fn count_error(&self, stats: &crate::services::ServerStats) {
         match &self.reply {
             Reply::Error(line) if !self.error_counted => stats.record_errors(line, 1),
             _ => {}
@@ -168,10 +167,10 @@ pub fn execute_nested(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     let stats = &ctx.services.stats;
     outcome.count_error(stats);
     match outcome.spec {
-        Some(spec) if outcome.rejected => stats.record_rejected(spec),
+        Some(spec) if outcome.rejected => stats.record_rejected(spec.index()),
         Some(spec) => {
             let elapsed = started.elapsed().as_micros() as u64;
-            stats.record_calls(spec, 1, elapsed, outcome.reply.is_error() as u64);
+            stats.record_calls(spec.index(), 1, elapsed, outcome.reply.is_error() as u64);
             if monitored(spec) {
                 let origin = if ctx.in_script {
                     Origin::Script

@@ -1,105 +1,18 @@
-//! Keyspace notifications (`notify-keyspace-events`).
+//! Keyspace notifications (`notify-keyspace-events`): which events each command causes.
 //!
 //! The type layer reports which keys a command's writes changed, and whether each was deleted
 //! (read from the write batch itself, see [`crate::types::WrittenKeys`]); this file names the
-//! event, as Redis does for each command, and publishes `__keyspace@<db>__:<key>` and
-//! `__keyevent@<db>__:<event>` messages.
+//! event, as Redis does for each command, and hands it to the notifications service
+//! ([`crate::services::notifications`]), which publishes it.
 
 use bytes::Bytes;
 
 use super::args::is;
 use super::table::key_count;
 use super::{command_keys, CommandSpec, Context, Flags};
-use crate::server::pubsub::Kind;
-use crate::server::Services;
+use crate::config::event_classes::*;
+use crate::services::notifications::Event;
 use crate::types::WrittenKey;
-
-/// Event classes, as letters in `notify-keyspace-events`.
-pub const KEYSPACE: u32 = 1;
-pub const KEYEVENT: u32 = 1 << 1;
-const GENERIC: u32 = 1 << 2;
-const STRING: u32 = 1 << 3;
-const LIST: u32 = 1 << 4;
-const SET: u32 = 1 << 5;
-const HASH: u32 = 1 << 6;
-const ZSET: u32 = 1 << 7;
-pub const EXPIRED: u32 = 1 << 8;
-/// Never fires: Shale never evicts.
-const EVICTED: u32 = 1 << 9;
-/// Streams; no stream commands exist yet.
-const STREAM: u32 = 1 << 10;
-/// Module events; Shale has no modules.
-const MODULE: u32 = 1 << 11;
-/// `new`: a key was created.
-pub const NEW: u32 = 1 << 12;
-/// `keymiss`: a read found no key.
-pub const KEY_MISS: u32 = 1 << 13;
-/// What `A` stands for; as in Redis, it leaves out `n` and `m`.
-const ALL: u32 = GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
-
-/// The type classes and `n` in the order Redis prints them, then the others.
-const CLASS_LETTERS: [(char, u32); 11] = [
-    ('g', GENERIC),
-    ('$', STRING),
-    ('l', LIST),
-    ('s', SET),
-    ('h', HASH),
-    ('z', ZSET),
-    ('x', EXPIRED),
-    ('e', EVICTED),
-    ('t', STREAM),
-    ('d', MODULE),
-    ('n', NEW),
-];
-const OTHER_LETTERS: [(char, u32); 3] = [('K', KEYSPACE), ('E', KEYEVENT), ('m', KEY_MISS)];
-
-/// Parses `notify-keyspace-events` as Redis 7.0 does; `None` for a letter it does not know.
-pub fn parse_classes(text: &str) -> Option<u32> {
-    text.chars().try_fold(0, |flags, c| match c {
-        'A' => Some(flags | ALL),
-        c => CLASS_LETTERS
-            .iter()
-            .chain(&OTHER_LETTERS)
-            .find(|(letter, _)| *letter == c)
-            .map(|(_, flag)| flags | flag),
-    })
-}
-
-/// The spelling of `flags` that CONFIG GET shows, as Redis 7.0 writes it: `A` stands for all
-/// of its classes, and then, as in Redis, `n` goes unprinted.
-pub fn format_classes(flags: u32) -> String {
-    let mut out = String::new();
-    if flags & ALL == ALL {
-        out.push('A');
-    } else {
-        let set = CLASS_LETTERS.iter().filter(|(_, flag)| flags & flag != 0);
-        out.extend(set.map(|(letter, _)| letter));
-    }
-    let set = OTHER_LETTERS.iter().filter(|(_, flag)| flags & flag != 0);
-    out.extend(set.map(|(letter, _)| letter));
-    out
-}
-
-/// The error for a class letter Redis does not know, in Redis's words.
-pub const INVALID_CLASSES: &str = "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.";
-
-/// An event held back until its transaction commits.
-pub struct Event {
-    class: u32,
-    name: &'static str,
-    db: u8,
-    key: Vec<u8>,
-}
-
-/// Publishes events held back by a transaction, once it has committed.
-pub fn publish_committed(services: &Services, events: Vec<Event>) {
-    let flags = services.notify_classes();
-    for event in events {
-        if flags & event.class != 0 {
-            publish_with(services, flags, event.name, event.db, &event.key);
-        }
-    }
-}
 
 /// Publishes the events of one command that changed `written`; inside a transaction, holds
 /// them in `ctx.events` until it commits.
@@ -119,14 +32,7 @@ pub fn command_events(
     let (keyspace, txn) = (ctx.keyspace, ctx.txn);
     let number = |w: &WrittenKey| keyspace.db_number_in(w.db, txn);
     for written_key in written.iter().filter(|w| w.created) {
-        emit(
-            ctx,
-            flags,
-            NEW,
-            "new",
-            number(written_key),
-            &written_key.key,
-        );
+        emit(ctx, NEW, "new", number(written_key), &written_key.key);
     }
     let position_of = |w: &WrittenKey| keys.iter().position(|k| *k == w.key.as_slice());
     // In the order the command names its keys (RENAME: rename_from, then rename_to).
@@ -137,22 +43,18 @@ pub fn command_events(
         let db = number(written_key);
         let other_db = db as usize != ctx.client.db;
         for (class, name) in events(spec.name, args, position, other_db, written_key.deleted) {
-            emit(ctx, flags, class, name, db, &written_key.key);
+            emit(ctx, class, name, db, &written_key.key);
         }
     }
 }
 
 /// Publishes an event, or inside a transaction holds it until the transaction commits.
-fn emit(ctx: &mut Context<'_>, flags: u32, class: u32, name: &'static str, db: u8, key: &[u8]) {
+fn emit(ctx: &mut Context<'_>, class: u32, name: &'static str, db: u8, key: &[u8]) {
+    let event = Event::new(class, name, db, key);
     if ctx.txn.is_some() {
-        ctx.events.push(Event {
-            class,
-            name,
-            db,
-            key: key.to_vec(),
-        });
-    } else if flags & class != 0 {
-        publish_with(ctx.services, flags, name, db, key);
+        ctx.events.push(event);
+    } else {
+        ctx.services.notifications().publish(event);
     }
 }
 
@@ -183,32 +85,7 @@ pub fn miss_events(ctx: &mut Context<'_>, spec: &CommandSpec, args: &[Bytes]) {
         .collect();
     let db = ctx.client.db as u8;
     for key in missing {
-        emit(ctx, flags, KEY_MISS, "keymiss", db, &key);
-    }
-}
-
-/// The `expired` event of a key the expiry cycle removed.
-pub fn expired_event(services: &Services, db: u8, key: &[u8]) {
-    let flags = services.notify_classes();
-    if flags & EXPIRED != 0 {
-        publish_with(services, flags, "expired", db, key);
-    }
-}
-
-fn publish_with(services: &Services, flags: u32, event: &str, db: u8, key: &[u8]) {
-    let pubsub = &services.pubsub;
-    if flags & KEYSPACE != 0 {
-        let mut channel = format!("__keyspace@{db}__:").into_bytes();
-        channel.extend_from_slice(key);
-        pubsub.publish(
-            Kind::Channel,
-            &Bytes::from(channel),
-            &Bytes::copy_from_slice(event.as_bytes()),
-        );
-    }
-    if flags & KEYEVENT != 0 {
-        let channel = Bytes::from(format!("__keyevent@{db}__:{event}"));
-        pubsub.publish(Kind::Channel, &channel, &Bytes::copy_from_slice(key));
+        emit(ctx, KEY_MISS, "keymiss", db, &key);
     }
 }
 
@@ -331,32 +208,6 @@ fn events(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn class_letters_round_trip() {
-        assert_eq!(
-            parse_classes("KEA").map(format_classes).as_deref(),
-            Some("AKE")
-        );
-        assert_eq!(
-            parse_classes("Elg").map(format_classes).as_deref(),
-            Some("glE")
-        );
-        assert_eq!(parse_classes(""), Some(0));
-        assert_eq!(parse_classes("Kq"), None);
-        // Spellings Redis 7.0's CONFIG GET gives back.
-        for (set, get) in [
-            ("$lshzxeKE", "$lshzxeKE"),
-            ("En", "nE"),
-            ("Kt", "tK"),
-            ("AKEmn", "AKEm"),
-            ("KEg$lshzxetd", "AKE"),
-            ("x$", "$x"),
-            ("gd", "gd"),
-        ] {
-            assert_eq!(parse_classes(set).map(format_classes).as_deref(), Some(get));
-        }
-    }
 
     #[test]
     fn events_follow_redis() {

@@ -7,7 +7,7 @@ use shale_protocol::Reply;
 use super::args::text;
 use super::{help_reply, Context};
 use crate::error::Error;
-use crate::server::pubsub::Kind;
+use crate::services::pubsub::Kind;
 
 fn confirmation(word: &'static str, name: Option<Bytes>, count: i64) -> Reply {
     Reply::Push(vec![

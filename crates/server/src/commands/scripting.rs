@@ -9,11 +9,11 @@ use bytes::Bytes;
 use shale_protocol::Reply;
 
 use super::args::{int, is};
-use super::notify::Event;
-use super::{execute_nested, help_reply, publish_committed, resolve, CommandSpec, Context, Flags};
+use super::{execute_nested, help_reply, resolve, CommandSpec, Context, Flags};
 use crate::error::Error;
 use crate::scripting::Invocation;
-use crate::server::monitor::Origin;
+use crate::services::monitor::Origin;
+use crate::services::notifications::Event;
 use crate::types::{off_worker, Transaction};
 
 pub fn eval(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
@@ -52,9 +52,7 @@ fn run(
     ctx.services.monitors.feed(ctx.client.db, origin, args);
     let scripts = &ctx.services.scripts;
     let (sha, source) = if by_sha {
-        scripts.lookup(&args[1]).ok_or_else(|| {
-            Error::Prefixed("NOSCRIPT No matching script. Please use EVAL.".into())
-        })?
+        scripts.lookup(&args[1]).ok_or(Error::NoScript)?
     } else {
         (scripts.load(args[1].clone()), args[1].clone())
     };
@@ -96,7 +94,7 @@ fn run_in_transaction(
     let (reply, events, killed) = run_script(ctx, &txn, invocation, read_only, true)?;
     if !killed {
         ctx.keyspace.commit(&txn)?;
-        publish_committed(ctx.services, events);
+        ctx.services.notifications().publish_all(events);
     }
     Ok(reply)
 }
@@ -131,7 +129,7 @@ fn run_script(
         if let Some((refusal, spec)) = script_refusal(args, read_only) {
             services.stats.record_errors(refusal, 1);
             if let Some(spec) = spec {
-                services.stats.record_rejected(spec);
+                services.stats.record_rejected(spec.index());
             }
             return Reply::Error(refusal.into());
         }
@@ -206,9 +204,7 @@ pub fn script_flush(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Erro
 pub fn script_kill(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     let limit = Duration::from_millis(ctx.services.config.read().lua_time_limit);
     if ctx.services.scripts.kill(limit) == 0 {
-        return Err(Error::Prefixed(
-            "NOTBUSY No scripts in execution right now.".into(),
-        ));
+        return Err(Error::NotBusy);
     }
     Ok(Reply::OK)
 }

@@ -7,10 +7,10 @@ use shale_protocol::Reply;
 
 use super::args::{int, is, text};
 use super::table::{command_keys, lookup, resolve, CommandSpec, Flags, ALL_COMMANDS, COMMANDS};
-use super::{help_reply, Context};
+use super::{help_reply, info, Context};
 use crate::config::Config;
 use crate::error::Error;
-use crate::server::{info, Closing};
+use crate::services::Closing;
 use crate::types::pattern::glob_match;
 
 fn acl_categories(spec: &CommandSpec) -> Vec<Reply> {

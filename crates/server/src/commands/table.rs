@@ -528,6 +528,11 @@ static BY_NAME: LazyLock<FxHashMap<&'static [u8], &'static CommandSpec>> = LazyL
 });
 
 impl CommandSpec {
+    /// Where the command sits in [`ALL_COMMANDS`], which indexes its statistics.
+    pub fn index(&self) -> usize {
+        position(self).unwrap_or(usize::MAX)
+    }
+
     /// Whether `argc` arguments (the name included) fit the arity: exactly it when positive,
     /// at least its magnitude when negative.
     pub fn accepts(&self, argc: usize) -> bool {

@@ -7,9 +7,9 @@ use bytes::Bytes;
 use shale_protocol::Reply;
 
 use super::args::db_index;
-use super::{command_keys, execute_nested, publish_committed, resolve, Context};
+use super::{command_keys, execute_nested, resolve, Context};
 use crate::error::Error;
-use crate::server::QueuedTransaction;
+use crate::services::QueuedTransaction;
 
 pub fn multi(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     if ctx.client.multi.is_some() {
@@ -51,9 +51,7 @@ pub fn exec(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     ctx.client.share_state();
     if queued.refused {
         ctx.keyspace.unwatch(&mut ctx.client.watching);
-        return Err(Error::Prefixed(
-            "EXECABORT Transaction discarded because of previous errors.".into(),
-        ));
+        return Err(Error::ExecAbort);
     }
     let keys = declared_keys(ctx, queued.commands());
     let txn = ctx.keyspace.begin(&keys)?;
@@ -69,7 +67,7 @@ pub fn exec(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     }
     let events = std::mem::take(&mut inner.events);
     ctx.keyspace.commit(&txn)?;
-    publish_committed(ctx.services, events);
+    ctx.services.notifications().publish_all(events);
     let (ranges, wait) = txn.take_reclaims();
     drop(txn);
     if wait {

@@ -11,7 +11,7 @@ use super::args::{
 use super::hash::scan_reply;
 use super::{block_on, Context};
 use crate::error::Error;
-use crate::server::blocking::Attempt;
+use crate::services::blocking::Attempt;
 use crate::types::numbers::{parse_double, parse_range_double};
 use crate::types::set::SetOp;
 use crate::types::zset::{

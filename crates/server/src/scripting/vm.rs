@@ -12,7 +12,7 @@ use super::convert::{
     command_args, counted_error, error_line, error_table, lua_to_reply, mark_counted, reply_to_lua,
 };
 use super::{cjson, sha1_hex, RunningScript};
-use crate::server::REDIS_VERSION;
+use crate::REDIS_VERSION;
 
 /// A runaway script fails instead of taking the server's memory.
 const MEMORY_LIMIT: usize = 1 << 30;

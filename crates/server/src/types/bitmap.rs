@@ -447,8 +447,16 @@ fn find_bit(bytes: &[u8], at: u64, bit: bool, bits: (u64, u64)) -> Option<u64> {
     let (first_byte, last_byte) = (bits.0 / 8, bits.1 / 8);
     let from = first_byte.saturating_sub(at) as usize;
     let to = ((last_byte + 1).saturating_sub(at) as usize).min(bytes.len());
-    let skip = if bit { 0x00 } else { 0xFF };
-    for (i, byte) in bytes.get(from..to)?.iter().enumerate() {
+    let (skip, skip_word) = if bit { (0x00, 0) } else { (0xFF, u64::MAX) };
+    let window = bytes.get(from..to)?;
+    // Whole words without the bit first: a dense bitmap's long runs go eight bytes a step.
+    let words = window
+        .chunks_exact(8)
+        .take_while(|word| {
+            <[u8; 8]>::try_from(*word).is_ok_and(|w| u64::from_ne_bytes(w) == skip_word)
+        })
+        .count();
+    for (i, byte) in window.iter().enumerate().skip(words * 8) {
         if *byte == skip {
             continue;
         }

@@ -30,14 +30,6 @@ const VAL_MAX_VALUE: u8 = 32;
 const VAL_MAX_LEN: usize = 4;
 const ZERO_MAX_LEN: usize = 64;
 
-fn not_an_hll() -> Error {
-    Error::Prefixed("WRONGTYPE Key is not a valid HyperLogLog string value.".into())
-}
-
-fn corrupt() -> Error {
-    Error::Prefixed("INVALIDOBJ Corrupted HLL object detected".into())
-}
-
 /// An empty HLL, as PFADD creates it: sparse, one XZERO over every register.
 fn empty() -> Vec<u8> {
     let mut hll = vec![0u8; HEADER + 2];
@@ -60,10 +52,10 @@ fn check_header(header: &[u8], len: usize) -> Result<(), Error> {
         && header[4] <= SPARSE
         && (header[4] == SPARSE || len == DENSE_SIZE);
     if !valid {
-        return Err(not_an_hll());
+        return Err(Error::NotHyperLogLog);
     }
     if len > SPARSE_LIMIT {
-        return Err(corrupt());
+        return Err(Error::CorruptHyperLogLog);
     }
     Ok(())
 }
@@ -229,7 +221,7 @@ fn to_dense(hll: &mut Vec<u8>) -> Result<(), Error> {
             }
         }
     })
-    .ok_or_else(corrupt)?;
+    .ok_or(Error::CorruptHyperLogLog)?;
     *hll = dense;
     Ok(())
 }
@@ -249,7 +241,7 @@ fn sparse_raise(
     // Find the opcode covering `index`.
     let (mut at, mut first, mut prev) = (HEADER, 0, None);
     let op = loop {
-        let op = op_at(hll, at).ok_or_else(corrupt)?;
+        let op = op_at(hll, at).ok_or(Error::CorruptHyperLogLog)?;
         if index < first + op.span {
             break op;
         }
@@ -355,7 +347,7 @@ fn merge_into(max: &mut [u8; REGISTERS], hll: &[u8]) -> Result<(), Error> {
             *slot = (*slot).max(value);
         }
     })
-    .ok_or_else(corrupt)
+    .ok_or(Error::CorruptHyperLogLog)
 }
 
 /// The cardinality estimate from a register histogram (Ertl's improved estimator, as Redis).
@@ -413,7 +405,7 @@ fn count(hll: &[u8]) -> Result<u64, Error> {
         sparse_runs(hll, |_, span, value| {
             histogram[value as usize] += span as u32
         })
-        .ok_or_else(corrupt)?;
+        .ok_or(Error::CorruptHyperLogLog)?;
     }
     Ok(estimate(&histogram))
 }
@@ -607,8 +599,8 @@ mod tests {
         assert!(check_header(&dense, dense.len()).is_err());
         assert!(check_header(&empty(), 18).is_ok());
         // A sparse value longer than any valid one is corrupt, whatever its length.
-        let not_hll = not_an_hll().to_reply();
-        let corrupt = corrupt().to_reply();
+        let not_hll = Error::NotHyperLogLog.to_reply();
+        let corrupt = Error::CorruptHyperLogLog.to_reply();
         assert_eq!(
             check_header(&empty(), SPARSE_LIMIT + 1)
                 .unwrap_err()

@@ -171,9 +171,7 @@ impl Blocking {
         }
         *state = WaitState::Done(match how {
             Unblock::Timeout => waiter.request.timeout_reply.clone(),
-            Unblock::Error => {
-                Error::Prefixed("UNBLOCKED client unblocked via CLIENT UNBLOCK".into()).to_reply()
-            }
+            Unblock::Error => Error::Unblocked.to_reply(),
         });
         waiter.woken.notify_one();
         true

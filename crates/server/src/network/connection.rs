@@ -23,15 +23,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::blocking::BlockRequest;
-use super::monitor::Origin;
-use super::{pubsub, ClientState, Closing, Services};
 use crate::commands::{
-    command_keys, execute, monitored, publish_committed, resolve, CommandSpec, Context, Event,
-    Flags, Outcome,
+    command_keys, execute, monitored, resolve, CommandSpec, Context, Flags, Outcome,
 };
 use crate::config::FsyncPolicy;
 use crate::error::Error;
+use crate::services::blocking::BlockRequest;
+use crate::services::monitor::Origin;
+use crate::services::{pubsub, ClientState, Closing, Services};
 use crate::types::combine::{Combiner, Entry, Guest, Handback, Leadership};
 use crate::types::{HeldStripes, Transaction};
 
@@ -42,7 +41,12 @@ const READ_CHUNK: usize = 16 * 1024;
 /// A pipeline batch commits after this many commands, so it holds its keys only briefly.
 const BATCH_LIMIT: usize = 128;
 
-pub async fn serve(services: Arc<Services>, mut stream: TcpStream, addr: SocketAddr) {
+pub async fn serve(
+    services: Arc<Services>,
+    combiner: Arc<WriteCombiner>,
+    mut stream: TcpStream,
+    addr: SocketAddr,
+) {
     services
         .stats
         .connections_received
@@ -82,6 +86,7 @@ pub async fn serve(services: Arc<Services>, mut stream: TcpStream, addr: SocketA
     };
     let mut connection = Connection {
         services: services.clone(),
+        combiner,
         stream,
         client,
         messages,
@@ -117,6 +122,8 @@ enum Wake {
 
 struct Connection {
     services: Arc<Services>,
+    /// Where writes to a busy key wait for its current writer to run them.
+    combiner: Arc<WriteCombiner>,
     stream: TcpStream,
     client: ClientState,
     /// Pub/sub messages for this connection.
@@ -289,7 +296,7 @@ impl Connection {
                             let stats = &self.services.stats;
                             stats.record_errors(line, 1);
                             if let Ok(spec) = resolve(&args) {
-                                stats.record_failure(spec);
+                                stats.record_failure(spec.index());
                             }
                         }
                         // Its reply was held back until now, and so was CLIENT REPLY's verdict.
@@ -351,7 +358,7 @@ impl Connection {
         let services = &self.services;
         let failure = match services.keyspace.commit_combined(&batch.txn).await {
             Ok(()) => {
-                publish_committed(services, batch.events);
+                services.notifications().publish_all(batch.events);
                 None
             }
             Err(err) => {
@@ -386,7 +393,8 @@ impl Connection {
     /// meanwhile, or as a guest whose write the current leader runs. Returns whether it wrote.
     async fn run_combined(&mut self, args: &[Bytes], stripe: usize, output: &mut BytesMut) -> bool {
         let services = self.services.clone();
-        let entry = services.combiner.enter(stripe, || GuestCommand {
+        let combiner = self.combiner.clone();
+        let entry = combiner.enter(stripe, || GuestCommand {
             args: args.to_vec(),
             client: self.client.stand_in(),
         });
@@ -600,7 +608,7 @@ impl Connection {
             return false;
         };
         if outcome.rejected {
-            self.services.stats.record_rejected(spec);
+            self.services.stats.record_rejected(spec.index());
             return false;
         }
         if monitored(spec) {
@@ -662,7 +670,7 @@ impl Connection {
             return;
         };
         let stats = &self.services.stats;
-        stats.record_calls(tally.spec, tally.calls, tally.usec, tally.failed);
+        stats.record_calls(tally.spec.index(), tally.calls, tally.usec, tally.failed);
         let handle = &self.client.handle;
         handle.touch(tally.spec.name, self.client.db, tally.finished);
     }
@@ -727,7 +735,7 @@ struct PipelineBatch {
     /// leader's, the commit's), and each future is copied whole when it starts.
     txn: Box<Transaction>,
     /// Keyspace events of its commands, published after the commit.
-    events: Vec<Event>,
+    events: Vec<crate::services::notifications::Event>,
     /// Where its commands' replies begin in the output buffer.
     replies_from: usize,
     commands: usize,

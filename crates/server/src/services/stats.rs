@@ -7,8 +7,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use crate::commands::{position, CommandSpec, ALL_COMMANDS};
-
 #[derive(Default)]
 pub struct CommandStats {
     pub calls: AtomicU64,
@@ -28,14 +26,15 @@ pub struct ServerStats {
     error_codes: Mutex<BTreeMap<String, u64>>,
     /// Writes that a busy key's current writer ran for another connection (`combine`).
     pub combined_writes: AtomicU64,
-    /// One per entry of [`ALL_COMMANDS`], in its order.
+    /// One per command of the table, by its position there (`CommandSpec::position`).
     pub commands: Vec<CommandStats>,
     /// Recent (time ms, commands processed) samples for instantaneous_ops_per_sec.
     samples: Mutex<VecDeque<(u64, u64)>>,
 }
 
-impl Default for ServerStats {
-    fn default() -> Self {
+impl ServerStats {
+    /// Statistics for a command table of `commands` entries.
+    pub fn new(commands: usize) -> Self {
         ServerStats {
             connections_received: AtomicU64::new(0),
             connections_rejected: AtomicU64::new(0),
@@ -45,10 +44,7 @@ impl Default for ServerStats {
             error_replies: AtomicU64::new(0),
             error_codes: Mutex::new(BTreeMap::new()),
             combined_writes: AtomicU64::new(0),
-            commands: ALL_COMMANDS
-                .iter()
-                .map(|_| CommandStats::default())
-                .collect(),
+            commands: (0..commands).map(|_| CommandStats::default()).collect(),
             samples: Mutex::new(VecDeque::new()),
         }
     }
@@ -89,15 +85,11 @@ impl ServerStats {
         codes.iter().map(|(code, n)| (code.clone(), *n)).collect()
     }
 
-    /// The statistics of one command of the table.
-    fn of(&self, spec: &CommandSpec) -> Option<&CommandStats> {
-        position(spec).and_then(|at| self.commands.get(at))
-    }
-
-    /// Records `calls` executions of one command that took `usec` µs in all.
-    pub fn record_calls(&self, spec: &CommandSpec, calls: u64, usec: u64, failed: u64) {
+    /// Records `calls` executions of the command at `command` in the table that took `usec`
+    /// µs in all.
+    pub fn record_calls(&self, command: usize, calls: u64, usec: u64, failed: u64) {
         self.commands_processed.fetch_add(calls, Ordering::Relaxed);
-        if let Some(stats) = self.of(spec) {
+        if let Some(stats) = self.commands.get(command) {
             stats.calls.fetch_add(calls, Ordering::Relaxed);
             stats.usec.fetch_add(usec, Ordering::Relaxed);
             if failed > 0 {
@@ -107,15 +99,15 @@ impl ServerStats {
     }
 
     /// Records the failure of a call booked before its reply was known (a blocking command).
-    pub fn record_failure(&self, spec: &CommandSpec) {
-        if let Some(stats) = self.of(spec) {
+    pub fn record_failure(&self, command: usize) {
+        if let Some(stats) = self.commands.get(command) {
             stats.failed.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// Records a command refused before it ran: neither a call nor a failed one.
-    pub fn record_rejected(&self, spec: &CommandSpec) {
-        if let Some(stats) = self.of(spec) {
+    pub fn record_rejected(&self, command: usize) {
+        if let Some(stats) = self.commands.get(command) {
             stats.rejected.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -272,7 +264,7 @@ mod tests {
 
     #[test]
     fn error_codes_are_bounded() {
-        let stats = ServerStats::default();
+        let stats = ServerStats::new(1);
         for i in 0..ERROR_CODES + 10 {
             stats.record_errors(&format!("CODE{i:03} made up"), 1);
         }

@@ -3,12 +3,13 @@
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
-use super::pubsub::Kind;
-use super::{Services, REDIS_VERSION};
-use crate::commands::ALL_COMMANDS;
+use super::ALL_COMMANDS;
 use crate::config::FsyncPolicy;
 use crate::error::Error;
+use crate::services::pubsub::Kind;
+use crate::services::Services;
 use crate::types::Keyspace;
+use crate::REDIS_VERSION;
 
 const DEFAULT_SECTIONS: &[&str] = &[
     "server",

@@ -1,13 +1,12 @@
-//! The network server: listeners, connections, and the services commands reach through their
-//! context (configuration, clients, statistics, slow log, durability, shutdown).
+//! The services commands reach through their context: configuration, the client registry,
+//! pub/sub, blocked clients, monitors, statistics and the slow log, durability, keyspace
+//! notifications, scripts and shutdown. They sit below the commands and above the keyspace.
 
 pub mod blocking;
 mod clients;
-mod connection;
-mod cron;
 mod durability;
-pub mod info;
 pub mod monitor;
+pub mod notifications;
 pub mod pubsub;
 mod stats;
 
@@ -19,9 +18,6 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use parking_lot::RwLock;
-use shale_storage::{Engine, RocksEngine};
-use tokio::net::TcpListener;
-use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
 pub use clients::{ClientHandle, ClientRegistry, Running};
@@ -30,10 +26,7 @@ pub use stats::{ServerStats, SlowLog};
 
 use crate::config::Config;
 use crate::scripting::Scripts;
-use crate::types::{KeyRange, Keyspace, WatchSet, STRIPES};
-
-/// The Redis version Shale reports to clients (HELLO, INFO); its command set follows it.
-pub const REDIS_VERSION: &str = "7.0.15";
+use crate::types::{KeyRange, Keyspace, WatchSet};
 
 /// How a connection ends after the current command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,8 +180,6 @@ pub struct Services {
     /// `notify-keyspace-events`, parsed (see `commands::notify`).
     notify_classes: AtomicU32,
     pub durability: Durability,
-    /// Where writes to a busy key wait for its current writer to run them.
-    pub(crate) combiner: connection::WriteCombiner,
     pub shutdown: Shutdown,
     pub started: Instant,
     pub run_id: String,
@@ -196,6 +187,39 @@ pub struct Services {
 }
 
 impl Services {
+    /// The services of a server with `commands` commands in its table (for their statistics).
+    pub fn new(
+        keyspace: Arc<Keyspace>,
+        config: Config,
+        config_file: Option<PathBuf>,
+        durability: Durability,
+        tcp_port: u16,
+        commands: usize,
+    ) -> Services {
+        let (sender, _) = watch::channel(false);
+        let services = Services {
+            keyspace,
+            config: RwLock::new(config),
+            config_file,
+            clients: ClientRegistry::default(),
+            stats: ServerStats::new(commands),
+            slowlog: SlowLog::default(),
+            pubsub: pubsub::PubSub::default(),
+            output_limits: Default::default(),
+            blocking: blocking::Blocking::default(),
+            monitors: monitor::Monitors::default(),
+            scripts: Scripts::default(),
+            notify_classes: AtomicU32::new(0),
+            durability,
+            shutdown: Shutdown { sender },
+            started: Instant::now(),
+            run_id: format!("{:040x}", rand::random::<u128>()),
+            tcp_port,
+        };
+        services.apply_config();
+        services
+    }
+
     /// The largest string a command may build (`proto-max-bulk-len`).
     pub fn max_string_len(&self) -> usize {
         self.config.read().proto_max_bulk_len
@@ -230,121 +254,5 @@ impl Services {
                 tracing::warn!("reclaiming flushed space failed: {err}");
             }
         });
-    }
-}
-
-/// Opens the data directory, binds the listeners and serves until shutdown.
-pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), String> {
-    let opened = Instant::now();
-    std::fs::create_dir_all(&config.dir)
-        .map_err(|e| format!("can't create data directory {}: {e}", config.dir.display()))?;
-    let engine: Arc<dyn Engine> = Arc::new(
-        RocksEngine::open(&config.dir.join("db"), &config.rocks)
-            .map_err(|e| format!("can't open database in {}: {e}", config.dir.display()))?,
-    );
-    let keyspace = Arc::new(
-        Keyspace::open(engine.clone(), config.databases)
-            .map_err(|e| format!("can't open keyspace: {e}"))?,
-    );
-    tracing::info!("database opened in {} ms", opened.elapsed().as_millis());
-    // Before the first client can connect: until a handler is installed, SIGTERM ends the
-    // process at once, and the writes still in the WAL buffer are lost.
-    let mut terminate =
-        signal(SignalKind::terminate()).map_err(|e| format!("can't handle SIGTERM: {e}"))?;
-    let mut interrupt =
-        signal(SignalKind::interrupt()).map_err(|e| format!("can't handle SIGINT: {e}"))?;
-
-    let mut listeners = Vec::new();
-    for host in &config.bind {
-        let listener = TcpListener::bind((host.as_str(), config.port))
-            .await
-            .map_err(|e| format!("can't bind {host}:{}: {e}", config.port))?;
-        listeners.push(listener);
-    }
-    let tcp_port = listeners
-        .first()
-        .and_then(|l| l.local_addr().ok())
-        .map_or(config.port, |a| a.port());
-
-    let mut config = config;
-    config.port = tcp_port;
-    let (shutdown_tx, _) = watch::channel(false);
-    let durability = Durability::start(engine.clone(), config.appendfsync)?;
-    let services = Arc::new(Services {
-        keyspace,
-        config: RwLock::new(config),
-        config_file,
-        clients: ClientRegistry::default(),
-        stats: ServerStats::default(),
-        slowlog: SlowLog::default(),
-        pubsub: pubsub::PubSub::default(),
-        output_limits: Default::default(),
-        blocking: blocking::Blocking::default(),
-        monitors: monitor::Monitors::default(),
-        scripts: Scripts::default(),
-        notify_classes: AtomicU32::new(0),
-        durability,
-        combiner: connection::WriteCombiner::new(STRIPES),
-        shutdown: Shutdown {
-            sender: shutdown_tx,
-        },
-        started: Instant::now(),
-        run_id: format!("{:040x}", rand::random::<u128>()),
-        tcp_port,
-    });
-    services.apply_config();
-    let cron = cron::start(services.clone());
-
-    for listener in listeners {
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        tracing::info!("Ready to accept connections tcp {addr}");
-        println!("Ready to accept connections tcp {addr}");
-        tokio::spawn(accept_loop(listener, services.clone()));
-    }
-
-    let mut shutdown = services.shutdown.subscribe();
-    tokio::select! {
-        _ = shutdown.wait_for(|&stop| stop) => {}
-        _ = terminate.recv() => {}
-        _ = interrupt.recv() => {}
-    }
-    tracing::info!("shutting down");
-    services.shutdown.trigger();
-    // Transactions and scripts still running are not acknowledged and never will be: they stop
-    // here, and whatever they staged is dropped rather than committed after the last sync.
-    services.keyspace.close();
-    services.scripts.stop_all();
-    services.clients.kill_all();
-    for _ in 0..200 {
-        if services.clients.count() == 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    cron.stop(std::time::Duration::from_secs(1));
-    services.durability.stop();
-    if let Err(err) = services.keyspace.engine().flush_memtables() {
-        tracing::warn!("flushing memtables at shutdown failed: {err}");
-    }
-    tracing::info!("bye");
-    Ok(())
-}
-
-async fn accept_loop(listener: TcpListener, services: Arc<Services>) {
-    let mut shutdown = services.shutdown.subscribe();
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = shutdown.wait_for(|&stop| stop) => return,
-        };
-        let (stream, addr) = match accepted {
-            Ok(pair) => pair,
-            Err(err) => {
-                tracing::warn!("accept failed: {err}");
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        tokio::spawn(connection::serve(services.clone(), stream, addr));
     }
 }

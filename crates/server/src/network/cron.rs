@@ -9,7 +9,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::Services;
-use crate::commands::expired_event;
 use crate::types::now_ms;
 
 /// Keys one reaping step removes per database before it checks its time budget.
@@ -78,7 +77,7 @@ fn reap(services: &Services, budget: Duration) {
             // Named at the moment of the event: a SWAPDB meanwhile gives the data another number.
             let mut notify = |key: &[u8]| {
                 let number = keyspace.db_number(db.index() as u8);
-                expired_event(services, number, key)
+                services.notifications().expired(number, key)
             };
             match db.reap_expired(now_ms(), REAP_BATCH, &mut notify) {
                 Ok(n) if n == REAP_BATCH && started.elapsed() < budget => continue,

@@ -1,12 +1,14 @@
 //! Server configuration: a redis.conf-style file, command-line overrides, and the table of
 //! parameters behind CONFIG GET/SET/REWRITE.
 
+pub mod event_classes;
+
 use std::path::{Path, PathBuf};
 
 use shale_storage::RocksConfig;
 
-use crate::commands::{format_classes, parse_classes, INVALID_CLASSES};
 use crate::types::MAX_STRING_LEN;
+use event_classes::{format_classes, parse_classes, INVALID_CLASSES};
 
 /// When acknowledged writes reach the disk (Redis's `appendfsync`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,123 @@
+//! The network edge: listeners, the connections that read requests and write replies, and the
+//! cron thread. It runs commands through [`crate::commands`] with the [`Services`] they use.
+
+mod connection;
+mod cron;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use shale_storage::{Engine, RocksEngine};
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::commands::ALL_COMMANDS;
+use crate::config::Config;
+use crate::services::{Durability, Services};
+use crate::types::{Keyspace, STRIPES};
+use connection::WriteCombiner;
+
+/// Opens the data directory, binds the listeners and serves until shutdown.
+pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), String> {
+    let opened = Instant::now();
+    std::fs::create_dir_all(&config.dir)
+        .map_err(|e| format!("can't create data directory {}: {e}", config.dir.display()))?;
+    let engine: Arc<dyn Engine> = Arc::new(
+        RocksEngine::open(&config.dir.join("db"), &config.rocks)
+            .map_err(|e| format!("can't open database in {}: {e}", config.dir.display()))?,
+    );
+    let keyspace = Arc::new(
+        Keyspace::open(engine.clone(), config.databases)
+            .map_err(|e| format!("can't open keyspace: {e}"))?,
+    );
+    tracing::info!("database opened in {} ms", opened.elapsed().as_millis());
+    // Before the first client can connect: until a handler is installed, SIGTERM ends the
+    // process at once, and the writes still in the WAL buffer are lost.
+    let mut terminate =
+        signal(SignalKind::terminate()).map_err(|e| format!("can't handle SIGTERM: {e}"))?;
+    let mut interrupt =
+        signal(SignalKind::interrupt()).map_err(|e| format!("can't handle SIGINT: {e}"))?;
+
+    let mut listeners = Vec::new();
+    for host in &config.bind {
+        let listener = TcpListener::bind((host.as_str(), config.port))
+            .await
+            .map_err(|e| format!("can't bind {host}:{}: {e}", config.port))?;
+        listeners.push(listener);
+    }
+    let tcp_port = listeners
+        .first()
+        .and_then(|l| l.local_addr().ok())
+        .map_or(config.port, |a| a.port());
+
+    let mut config = config;
+    config.port = tcp_port;
+    let durability = Durability::start(engine.clone(), config.appendfsync)?;
+    let commands = ALL_COMMANDS.len();
+    let services = Services::new(
+        keyspace,
+        config,
+        config_file,
+        durability,
+        tcp_port,
+        commands,
+    );
+    let services = Arc::new(services);
+    let cron = cron::start(services.clone());
+    let combiner = Arc::new(WriteCombiner::new(STRIPES));
+
+    for listener in listeners {
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        tracing::info!("Ready to accept connections tcp {addr}");
+        println!("Ready to accept connections tcp {addr}");
+        tokio::spawn(accept_loop(listener, services.clone(), combiner.clone()));
+    }
+
+    let mut shutdown = services.shutdown.subscribe();
+    tokio::select! {
+        _ = shutdown.wait_for(|&stop| stop) => {}
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+    tracing::info!("shutting down");
+    services.shutdown.trigger();
+    // Transactions and scripts still running are not acknowledged and never will be: they stop
+    // here, and whatever they staged is dropped rather than committed after the last sync.
+    services.keyspace.close();
+    services.scripts.stop_all();
+    services.clients.kill_all();
+    for _ in 0..200 {
+        if services.clients.count() == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    cron.stop(std::time::Duration::from_secs(1));
+    services.durability.stop();
+    if let Err(err) = services.keyspace.engine().flush_memtables() {
+        tracing::warn!("flushing memtables at shutdown failed: {err}");
+    }
+    tracing::info!("bye");
+    Ok(())
+}
+
+async fn accept_loop(listener: TcpListener, services: Arc<Services>, combiner: Arc<WriteCombiner>) {
+    let mut shutdown = services.shutdown.subscribe();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.wait_for(|&stop| stop) => return,
+        };
+        let (stream, addr) = match accepted {
+            Ok(pair) => pair,
+            Err(err) => {
+                tracing::warn!("accept failed: {err}");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let combiner = combiner.clone();
+        tokio::spawn(connection::serve(services.clone(), combiner, stream, addr));
+    }
+}
