@@ -33,6 +33,7 @@ pub const MEM_ALLOCATOR: &str = "jemalloc-5.3.0";
 pub mod commands;
 pub mod config;
 pub mod error;
+pub mod keyspace;
 pub mod network;
 pub mod scripting;
 pub mod services;

@@ -67,6 +67,40 @@ pub enum Body {
     },
 }
 
+/// Bytes at the start of a list's extra field: head, tail, chunk shift and change counter.
+pub const LIST_LAYOUT_LEN: usize = 21;
+/// Bytes at the start of a sorted set's extra field: the floor of its scores.
+pub const ZSET_FLOOR_LEN: usize = 8;
+
+impl KeyKind {
+    /// Whether collections of this kind keep their elements packed in their metadata while
+    /// they are small: the data-family records they would have. A sorted set's score index
+    /// is derived from its members and scores; a list's chunks and spilled elements follow
+    /// its head, tail and shift byte.
+    pub fn packs_elements(self) -> bool {
+        matches!(
+            self,
+            KeyKind::Hash | KeyKind::Set | KeyKind::ZSet | KeyKind::List
+        )
+    }
+
+    /// How many bytes at the start of a collection's extra field are its type's own (a
+    /// list's layout, a sorted set's floor), before any packed elements.
+    pub fn own_extra_len(self) -> usize {
+        match self {
+            KeyKind::List => LIST_LAYOUT_LEN,
+            KeyKind::ZSet => ZSET_FLOOR_LEN,
+            _ => 0,
+        }
+    }
+
+    /// The packed elements in a collection's extra field, `None` if its elements are records.
+    pub fn packed_part(self, extra: &Bytes) -> Option<Bytes> {
+        let own = self.own_extra_len();
+        (self.packs_elements() && extra.len() > own).then(|| extra.slice(own..))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Metadata {
     pub kind: KeyKind,
@@ -86,6 +120,16 @@ impl Metadata {
 
     pub fn is_expired(&self, now_ms: u64) -> bool {
         self.expire_at != 0 && self.expire_at <= now_ms
+    }
+
+    /// Whether this is a collection whose elements (or Roaring containers) are all packed in
+    /// it, so it has no records elsewhere.
+    pub fn holds_no_records(&self) -> bool {
+        match &self.body {
+            Body::Collection { extra, .. } if self.kind == KeyKind::Roaring => !extra.is_empty(),
+            Body::Collection { extra, .. } => self.kind.packed_part(extra).is_some(),
+            Body::Inline(_) => false,
+        }
     }
 
     /// The collection version, if the key stores elements outside its metadata.

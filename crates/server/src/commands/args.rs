@@ -5,7 +5,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::error::Error;
-use crate::types::now_ms;
+use crate::keyspace::now_ms;
 use crate::types::numbers::{parse_timeout_ms, TimeoutError};
 use crate::types::string::parse_strict_i64;
 

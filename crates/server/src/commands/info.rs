@@ -6,9 +6,9 @@ use std::sync::atomic::Ordering;
 use super::ALL_COMMANDS;
 use crate::config::FsyncPolicy;
 use crate::error::Error;
+use crate::keyspace::Keyspace;
 use crate::services::pubsub::Kind;
 use crate::services::Services;
-use crate::types::Keyspace;
 use crate::REDIS_VERSION;
 
 const DEFAULT_SECTIONS: &[&str] = &[

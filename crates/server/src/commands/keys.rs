@@ -7,7 +7,8 @@ use shale_storage::metadata::KeyKind;
 use super::args::{db_index, int, is, scan_args, text};
 use super::{help_reply, Context};
 use crate::error::Error;
-use crate::types::{now_ms, ExpireCondition};
+use crate::keyspace::now_ms;
+use crate::types::ExpireCondition;
 
 pub fn del(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     Ok(Reply::Integer(ctx.db().delete(&args[1..])?))

@@ -30,11 +30,12 @@ use bytes::Bytes;
 use shale_protocol::{Bulks, Reply};
 
 use crate::error::Error;
+use crate::keyspace::{Db, HeldStripes, Keyspace, Transaction, WrittenKeys};
 use crate::services::blocking::{Attempt, BlockRequest};
 use crate::services::monitor::Origin;
 use crate::services::notifications::Event;
 use crate::services::{ClientState, Services};
-use crate::types::{Db, HeldStripes, Keyspace, ScanBuffer, Transaction, WrittenKeys};
+use crate::types::ScanBuffer;
 
 pub use table::{
     command_keys, lookup, position, resolve, CommandSpec, Flags, Unresolved, ALL_COMMANDS, COMMANDS,

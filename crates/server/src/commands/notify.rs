@@ -1,7 +1,7 @@
 //! Keyspace notifications (`notify-keyspace-events`): which events each command causes.
 //!
 //! The type layer reports which keys a command's writes changed, and whether each was deleted
-//! (read from the write batch itself, see [`crate::types::WrittenKeys`]); this file names the
+//! (read from the write batch itself, see [`crate::keyspace::WrittenKeys`]); this file names the
 //! event, as Redis does for each command, and hands it to the notifications service
 //! ([`crate::services::notifications`]), which publishes it.
 
@@ -11,8 +11,8 @@ use super::args::is;
 use super::table::key_count;
 use super::{command_keys, CommandSpec, Context, Flags};
 use crate::config::event_classes::*;
+use crate::keyspace::WrittenKey;
 use crate::services::notifications::Event;
-use crate::types::WrittenKey;
 
 /// Publishes the events of one command that changed `written`; inside a transaction, holds
 /// them in `ctx.events` until it commits.

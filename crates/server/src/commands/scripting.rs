@@ -11,10 +11,10 @@ use shale_protocol::Reply;
 use super::args::{int, is};
 use super::{execute_nested, help_reply, resolve, CommandSpec, Context, Flags};
 use crate::error::Error;
+use crate::keyspace::{off_worker, Transaction};
 use crate::scripting::Invocation;
 use crate::services::monitor::Origin;
 use crate::services::notifications::Event;
-use crate::types::{off_worker, Transaction};
 
 pub fn eval(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     run(ctx, args, false, false)

@@ -7,8 +7,8 @@ use shale_storage::metadata::KeyKind;
 use super::args::{int, is};
 use super::Context;
 use crate::error::Error;
+use crate::keyspace::now_ms;
 use crate::types::lcs::LcsRun;
-use crate::types::now_ms;
 use crate::types::string::{ExpiryChange, SetCondition, SetOptions};
 
 /// Turns an EX/PX/EXAT/PXAT argument into an absolute Unix time in ms. SET-like commands

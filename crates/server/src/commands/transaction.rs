@@ -1,7 +1,7 @@
 //! MULTI, EXEC, DISCARD, WATCH, UNWATCH.
 //!
 //! EXEC locks every key its commands name (and the watched keys), checks WATCH, runs the
-//! commands against a [`crate::types::Transaction`] and commits their writes as one batch.
+//! commands against a [`crate::keyspace::Transaction`] and commits their writes as one batch.
 
 use bytes::Bytes;
 use shale_protocol::Reply;

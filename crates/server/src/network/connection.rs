@@ -28,11 +28,11 @@ use crate::commands::{
 };
 use crate::config::FsyncPolicy;
 use crate::error::Error;
+use crate::keyspace::combine::{Combiner, Entry, Guest, Handback, Leadership};
+use crate::keyspace::{HeldStripes, Transaction};
 use crate::services::blocking::BlockRequest;
 use crate::services::monitor::Origin;
 use crate::services::{pubsub, ClientState, Closing, Services};
-use crate::types::combine::{Combiner, Entry, Guest, Handback, Leadership};
-use crate::types::{HeldStripes, Transaction};
 
 /// Replies are flushed once this much is buffered even if more requests are waiting, so a
 /// client that pipelines without reading cannot grow the server's memory.

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::Services;
-use crate::types::now_ms;
+use crate::keyspace::now_ms;
 
 /// Keys one reaping step removes per database before it checks its time budget.
 const REAP_BATCH: usize = 256;

@@ -14,8 +14,8 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::commands::ALL_COMMANDS;
 use crate::config::Config;
+use crate::keyspace::{Keyspace, STRIPES};
 use crate::services::{Durability, Services};
-use crate::types::{Keyspace, STRIPES};
 use connection::WriteCombiner;
 
 /// Opens the data directory, binds the listeners and serves until shutdown.

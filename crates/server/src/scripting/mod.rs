@@ -1,6 +1,6 @@
 //! Lua scripting: EVAL and EVALSHA run Lua 5.1 scripts with Redis's Lua API.
 //!
-//! A script runs as a transaction ([`crate::types::Transaction`]): the keys it declares are
+//! A script runs as a transaction ([`crate::keyspace::Transaction`]): the keys it declares are
 //! locked before it starts, any other key the moment it touches one, and all its writes commit
 //! as one batch when it ends. Clients of other keys never wait for it. Because nothing is
 //! written before the end, SCRIPT KILL can stop any script, even one that has written: its

@@ -1,7 +1,7 @@
 //! Clients blocked in BLPOP, BZPOPMIN and the like.
 //!
 //! Each key has a FIFO queue of waiters. Writes note the lists and sorted sets they fill
-//! ([`crate::types::ReadyKeys`]); after every command, the connection that ran it serves those
+//! ([`crate::keyspace::ReadyKeys`]); after every command, the connection that ran it serves those
 //! keys: it runs the pop of each waiter in queue order on the waiter's behalf and hands over
 //! the reply, so the client that blocked first is served first, as in Redis. A waiter's state
 //! lock makes serving, timing out and CLIENT UNBLOCK exclusive: a popped element is never
@@ -17,7 +17,7 @@ use shale_protocol::Reply;
 use tokio::sync::Notify;
 
 use crate::error::Error;
-use crate::types::{lock_off_worker, Db, Keyspace};
+use crate::keyspace::{lock_off_worker, Db, Keyspace};
 
 /// A blocking command's non-blocking try on some of its keys, in order: its reply, or `None`
 /// while they are empty. Serving a filled key tries only that key, as Redis does.

@@ -25,8 +25,8 @@ pub use durability::Durability;
 pub use stats::{ServerStats, SlowLog};
 
 use crate::config::Config;
+use crate::keyspace::{KeyRange, Keyspace, WatchSet};
 use crate::scripting::Scripts;
-use crate::types::{KeyRange, Keyspace, WatchSet};
 
 /// How a connection ends after the current command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,8 +6,9 @@ use shale_storage::metadata::{KeyKind, Metadata};
 
 use super::fragments::FRAGMENT;
 use super::string::string_len;
-use super::{byte_window, clamped_window, Db};
+use super::{byte_window, clamped_window};
 use crate::error::Error;
+use crate::keyspace::Db;
 
 /// Bytes read at a time by BITCOUNT, BITPOS and BITOP.
 const CHUNK: u64 = 64 * 1024;

@@ -10,45 +10,8 @@ use shale_storage::{Cf, ScanDirection, StorageError};
 
 use super::packed_elements::{self, PackedEdit, PACKED_LIMIT, PACKED_MAX_ELEMENTS};
 use super::zset::decode_score;
-use super::{now_ms, Change, Db};
 use crate::error::Error;
-
-/// Whether collections of `kind` keep their elements packed in their metadata while they are
-/// small (see `packed_elements`): the data-family records they would have. A sorted set's
-/// score index is derived from its members and scores when a scan asks for it; a list's
-/// chunks and spilled elements follow its head, tail and shift byte.
-fn packs_elements(kind: KeyKind) -> bool {
-    matches!(
-        kind,
-        KeyKind::Hash | KeyKind::Set | KeyKind::ZSet | KeyKind::List
-    )
-}
-
-/// How many bytes at the start of a collection's extra field are its type's own (a list's
-/// head, tail and chunk shift), before any packed elements.
-fn own_extra_len(kind: KeyKind) -> usize {
-    match kind {
-        KeyKind::List => super::list::LAYOUT_LEN,
-        KeyKind::ZSet => super::zset::FLOOR_LEN,
-        _ => 0,
-    }
-}
-
-/// The packed elements in a collection's extra field, `None` if its elements are records.
-fn packed_part(kind: KeyKind, extra: &Bytes) -> Option<Bytes> {
-    let own = own_extra_len(kind);
-    (packs_elements(kind) && extra.len() > own).then(|| extra.slice(own..))
-}
-
-/// Whether `meta` is a collection whose elements (or Roaring containers) are all packed in
-/// it, so it has no records elsewhere.
-pub(crate) fn holds_no_records(meta: &Metadata) -> bool {
-    match &meta.body {
-        Body::Collection { extra, .. } if meta.kind == KeyKind::Roaring => !extra.is_empty(),
-        Body::Collection { extra, .. } => packed_part(meta.kind, extra).is_some(),
-        Body::Inline(_) => false,
-    }
-}
+use crate::keyspace::{now_ms, Change, Db};
 
 /// A point read of element `sub` in `cf` of a packed collection. A packed sorted set's
 /// score-index entry `score · member` is there if the member has that score.
@@ -144,7 +107,7 @@ impl Collection {
             } => Some(Collection {
                 version,
                 size,
-                packed: packed_part(meta.kind, &extra),
+                packed: meta.kind.packed_part(&extra),
                 extra,
             }),
             Body::Inline(_) => None,
@@ -207,9 +170,9 @@ impl<'a> Db<'a> {
         };
         // A new hash, set, sorted set or list starts packed; a stored one is packed if its
         // extra field holds elements.
-        let packed = match packed_part(kind, &extra) {
+        let packed = match kind.packed_part(&extra) {
             Some(packed) => Some(PackedEdit::open(packed).ok_or_else(corrupt_packing)?),
-            None if !existed && packs_elements(kind) => Some(PackedEdit::empty()),
+            None if !existed && kind.packs_elements() => Some(PackedEdit::empty()),
             None => None,
         };
         Ok(CollectionWrite {
@@ -236,7 +199,7 @@ impl<'a> Db<'a> {
         fill: impl FnOnce(&mut CollectionWrite<'a>),
     ) -> Result<(), Error> {
         let mut write = self.fresh_write(key, kind, self.ks.versions.next()?)?;
-        if packs_elements(kind) {
+        if kind.packs_elements() {
             write.packed = Some(PackedEdit::empty());
         }
         fill(&mut write);
@@ -551,7 +514,7 @@ impl CollectionWrite<'_> {
             version: self.version,
             size: self.size,
             extra: self.extra.clone(),
-            packed: packed_part(self.kind, &self.extra),
+            packed: self.kind.packed_part(&self.extra),
         }
     }
 
@@ -658,9 +621,9 @@ impl CollectionWrite<'_> {
     /// Stages the new metadata with the element changes and returns them unwritten, for
     /// commands that change several keys in one batch.
     pub fn stage(mut self) -> Result<Change, Error> {
-        if packs_elements(self.kind) {
+        if self.kind.packs_elements() {
             // A type's own bytes are zeros until it sets them (a new sorted set's floor).
-            let own_len = own_extra_len(self.kind);
+            let own_len = self.kind.own_extra_len();
             let mut own = self.extra[..own_len.min(self.extra.len())].to_vec();
             own.resize(own_len, 0);
             self.extra = match &self.packed {

@@ -12,8 +12,8 @@ use bytes::{Bytes, BytesMut};
 use shale_storage::metadata::{Body, KeyKind, Metadata};
 use shale_storage::{Cf, ScanDirection};
 
-use super::{now_ms, Change, Db};
 use crate::error::Error;
+use crate::keyspace::{now_ms, Change, Db};
 
 pub const FRAGMENT: u64 = 4096;
 /// Fragment indexes are 32 bits, so no string may be longer than this; `proto-max-bulk-len`,

@@ -5,10 +5,11 @@ use shale_storage::metadata::KeyKind;
 use shale_storage::Cf;
 
 use super::collection::{Page, ScanBuffer};
+use super::first_occurrences;
 use super::numbers::{add_long_doubles, FloatError};
 use super::string::parse_strict_i64;
-use super::{first_occurrences, Db};
 use crate::error::Error;
+use crate::keyspace::Db;
 
 impl<'a> Db<'a> {
     /// HSET/HMSET: returns how many fields were new.

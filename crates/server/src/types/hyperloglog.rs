@@ -14,8 +14,8 @@ use shale_storage::metadata::KeyKind;
 
 use super::fragments::StringWrite;
 use super::string::string_len;
-use super::Db;
 use crate::error::Error;
+use crate::keyspace::Db;
 
 const REGISTERS: usize = 1 << 14;
 const P: u32 = 14;

@@ -7,10 +7,10 @@ use shale_storage::keys as k;
 use shale_storage::metadata::{peek_header, Body, KeyKind, Metadata};
 use shale_storage::{Cf, ScanDirection};
 
-use super::collection::{holds_no_records, Collection};
+use super::collection::Collection;
 use super::packed_elements;
-use super::{now_ms, Change, Db, Keyspace};
 use crate::error::Error;
+use crate::keyspace::{now_ms, Change, Db};
 
 /// The NX/XX/GT/LT options of the EXPIRE family; every one given must hold.
 #[derive(Debug, Clone, Copy, Default)]
@@ -24,9 +24,6 @@ pub struct ExpireCondition {
     /// Only if the new expiry is earlier.
     pub lt: bool,
 }
-
-/// `[start, end)` of raw keys.
-pub type KeyRange = (Vec<u8>, Vec<u8>);
 
 /// One page of SCAN.
 pub struct ScanPage {
@@ -226,7 +223,7 @@ impl<'a> Db<'a> {
         let old_prefix = k::element_prefix(self.index, src, *version);
         let new_prefix = k::element_prefix(target.index, dst, new_version);
         let end = k::prefix_end(&old_prefix);
-        let families = if holds_no_records(meta) {
+        let families = if meta.holds_no_records() {
             &[][..]
         } else {
             &[Cf::Data, Cf::Score][..]
@@ -448,90 +445,6 @@ impl<'a> Db<'a> {
         let total = self.counted(true);
         let due = self.due_expiries(now_ms())?;
         Ok((total - due as i64).max(0) as u64)
-    }
-}
-
-impl Db<'_> {
-    /// FLUSHDB (this database) or FLUSHALL (`all`): range deletes in one batch, O(1).
-    /// Returns the deleted ranges for [`Keyspace::reclaim`].
-    pub fn flush(&self, all: bool) -> Result<Vec<KeyRange>, Error> {
-        let _guard = self.lock_all()?;
-        let (start, end) = match all {
-            false => k::db_range(self.index),
-            true => k::all_dbs_range(),
-        };
-        let dbs: Vec<u8> = match all {
-            false => vec![self.index],
-            true => (0..self.ks.databases as u8).collect(),
-        };
-        let stored = |db: u8, key: &[u8]| {
-            let db = Db { index: db, ..*self };
-            db.raw_meta(key).is_ok_and(|meta| meta.is_some())
-        };
-        self.ks.watches.raise_existing(&dbs, stored);
-        let mut change = Change::default();
-        for cf in Cf::ALL {
-            change.batch.delete_range(cf, start.clone(), end.clone());
-        }
-        for db in dbs {
-            change.reset_counters(db);
-        }
-        self.write(change)?;
-        Ok(vec![(start, end)])
-    }
-}
-
-impl Db<'_> {
-    /// SWAPDB: this database and database `other` exchange their contents. Their stored
-    /// databases exchange numbers (see `databases`), so this costs one small write whatever
-    /// they hold. As in Redis, the watched keys of either that exist in either are touched.
-    pub fn swap_with(&self, other: usize) -> Result<(), Error> {
-        let (a, b) = (self.number as usize, other);
-        if a == b {
-            return Ok(());
-        }
-        let _guard = self.lock_all()?;
-        let map = match self.txn.and_then(|txn| txn.db_map.lock().clone()) {
-            Some(map) => map,
-            None => self.ks.db_map.current(),
-        };
-        // Watch registrations are filed by the installed map; the data to look at is where the
-        // transaction's map (after an earlier SWAPDB of it) says.
-        let watched = [self.ks.db_map.stored(a), self.ks.db_map.stored(b)];
-        let exists = |_: u8, key: &[u8]| {
-            [map[a], map[b]].iter().any(|&index| {
-                let db = Db { index, ..*self };
-                db.raw_meta(key).is_ok_and(|meta| meta.is_some())
-            })
-        };
-        self.ks.watches.raise_existing(&watched, exists);
-        let map = super::databases::swapped(&map, a, b);
-        let mut change = Change::default();
-        let record = self.ks.db_map.record(&map);
-        change.batch.put(Cf::Meta, k::db_map_key(), record);
-        match self.txn {
-            Some(txn) => {
-                txn.stage(change)?;
-                *txn.db_map.lock() = Some(map);
-            }
-            None => {
-                self.ks.write(change)?;
-                self.ks.apply_db_map(&map);
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Keyspace {
-    /// Compacts flushed ranges so their space is returned.
-    pub fn reclaim(&self, ranges: &[KeyRange]) -> Result<(), Error> {
-        for (start, end) in ranges {
-            for cf in Cf::ALL {
-                self.engine.compact_range(cf, start, end)?;
-            }
-        }
-        Ok(())
     }
 }
 

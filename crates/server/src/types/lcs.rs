@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 
-use super::Db;
 use crate::error::Error;
+use crate::keyspace::Db;
 
 /// A run of consecutive matched bytes: inclusive `[start, end]` in each string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

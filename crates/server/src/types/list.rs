@@ -32,9 +32,10 @@ use shale_storage::metadata::KeyKind;
 use shale_storage::{Cf, ScanDirection, StorageError};
 
 use super::collection::{Collection, CollectionWrite, ScanBuffer};
+use super::index_window as window;
 use super::packed_elements::{put_varint, read_varint};
-use super::{index_window as window, Db};
 use crate::error::Error;
+use crate::keyspace::Db;
 
 /// Where a new list starts, so it can grow a long way in both directions.
 const MIDDLE: u64 = 1 << 63;
@@ -55,7 +56,7 @@ const SPILLS: u8 = 0x80;
 /// flag, a write counter): a list written before, without it, reads as corrupt, not misread.
 const FLAGGED_ENTRIES: u8 = 0x40;
 /// The bytes of a list's own part of the metadata: head, tail, shift byte, write counter.
-pub(super) const LAYOUT_LEN: usize = 21;
+pub(super) const LAYOUT_LEN: usize = shale_storage::metadata::LIST_LAYOUT_LEN;
 /// Reads that found the list changed under them start over this many times, then take the
 /// key's lock.
 const READ_TRIES: usize = 3;

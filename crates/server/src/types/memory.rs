@@ -9,10 +9,9 @@ use shale_storage::keys as k;
 use shale_storage::metadata::{Body, KeyKind};
 use shale_storage::{Cf, ScanDirection};
 
-use super::collection::holds_no_records;
 use super::fragments::FRAGMENT;
-use super::Db;
 use crate::error::Error;
+use crate::keyspace::Db;
 
 /// Bytes of a string fragment's key after the element prefix: its index.
 const FRAGMENT_SUFFIX: u64 = 4;
@@ -32,7 +31,7 @@ impl Db<'_> {
         let elements = match meta.kind {
             // `size` is the string's length, in 4 KiB fragments.
             KeyKind::String => size.div_ceil(FRAGMENT) * (prefix + FRAGMENT_SUFFIX) + size,
-            _ if holds_no_records(&meta) => 0,
+            _ if meta.holds_no_records() => 0,
             // `size` counts bits, not containers (at most 65,536): all are read.
             KeyKind::Roaring => self.element_bytes(key, version, prefix, None)?.0,
             kind => {

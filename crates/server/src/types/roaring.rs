@@ -17,8 +17,8 @@ use shale_storage::{Cf, ScanDirection};
 
 use super::collection::{Collection, CollectionWrite};
 use super::packed_containers::{self, Containers, Packed, PACKED_LIMIT};
-use super::Db;
 use crate::error::Error;
+use crate::keyspace::Db;
 
 /// Output containers of TR.BITOP are written in batches of about this many bytes, so a result
 /// never has to be in memory whole.

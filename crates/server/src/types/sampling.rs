@@ -21,8 +21,8 @@ use shale_storage::{Cf, ScanDirection};
 
 use super::collection::Collection;
 use super::packed_elements::PACKED_MAX_ELEMENTS;
-use super::Db;
 use crate::error::Error;
+use crate::keyspace::Db;
 
 /// Collections up to this size are sampled uniformly from a full read; larger ones by random
 /// seeks, which favours elements after gaps in the key space but reads only what it returns.

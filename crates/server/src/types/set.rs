@@ -7,8 +7,9 @@ use shale_storage::metadata::KeyKind;
 use shale_storage::Cf;
 
 use super::collection::{Collection, Page};
-use super::{first_occurrences, Db};
+use super::first_occurrences;
 use crate::error::Error;
+use crate::keyspace::Db;
 
 /// The set algebra of SINTER, SUNION and SDIFF.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,8 +9,8 @@ use shale_storage::metadata::KeyKind;
 
 use super::numbers::parse_sort_double;
 use super::zset::{RangeBy, RangeSpec};
-use super::Db;
 use crate::error::Error;
+use crate::keyspace::Db;
 
 /// What SORT was asked for, read from its arguments.
 #[derive(Debug, Default, Clone)]

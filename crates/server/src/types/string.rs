@@ -6,8 +6,8 @@ use shale_storage::metadata::{Body, KeyKind, Metadata};
 use shale_storage::Cf;
 
 use super::numbers::{add_long_doubles, FloatError};
-use super::{now_ms, Change, Db};
 use crate::error::Error;
+use crate::keyspace::{now_ms, Change, Db};
 
 /// The NX/XX condition of SET.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

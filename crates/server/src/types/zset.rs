@@ -16,12 +16,12 @@ use shale_storage::metadata::KeyKind;
 use shale_storage::{Cf, ScanDirection};
 
 use super::collection::{Collection, CollectionWrite, Page};
-use super::Db;
 use crate::error::Error;
+use crate::keyspace::Db;
 
 /// The bytes of a sorted set's floor, its own part of the metadata; zeros (a new sorted set's,
 /// or one written before floors) lie below every score.
-pub(super) const FLOOR_LEN: usize = 8;
+pub(super) const FLOOR_LEN: usize = shale_storage::metadata::ZSET_FLOOR_LEN;
 
 fn floor_of(extra: &[u8]) -> [u8; FLOOR_LEN] {
     extra
