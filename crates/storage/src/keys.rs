@@ -214,6 +214,19 @@ pub fn score_bytes(score: f64) -> [u8; 8] {
     ordered.to_be_bytes()
 }
 
+/// A sorted-set member's record value: its score's bits, big-endian (-0 stored as 0).
+pub fn score_value(score: f64) -> Vec<u8> {
+    let score = if score == 0.0 { 0.0 } else { score };
+    score.to_bits().to_be_bytes().to_vec()
+}
+
+/// The score in a member's record value; 0 for a value that is not 8 bytes.
+pub fn score_of_value(raw: &[u8]) -> f64 {
+    raw.try_into()
+        .map(|b: [u8; 8]| f64::from_bits(u64::from_be_bytes(b)))
+        .unwrap_or(0.0)
+}
+
 /// The inverse of [`score_bytes`].
 pub fn score_from_bytes(raw: &[u8]) -> Option<f64> {
     let ordered = u64::from_be_bytes(raw.get(..8)?.try_into().ok()?);
@@ -357,6 +370,10 @@ mod tests {
         }
         assert_eq!(score_bytes(-0.0), score_bytes(0.0));
         assert_eq!(score_bytes(1.0), [0xBF, 0xF0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(score_value(1.0), [0x3F, 0xF0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(score_value(-0.0), score_value(0.0));
+        assert_eq!(score_of_value(&score_value(-2.5)), -2.5);
+        assert_eq!(score_of_value(b"short"), 0.0);
     }
 
     #[test]

@@ -9,7 +9,6 @@ use shale_storage::metadata::{Body, KeyKind, Metadata};
 use shale_storage::{Cf, ScanDirection, StorageError};
 
 use super::packed_elements::{self, PackedEdit, PACKED_LIMIT, PACKED_MAX_ELEMENTS};
-use super::zset::decode_score;
 use crate::error::Error;
 use crate::keyspace::{now_ms, Change, Db};
 
@@ -23,7 +22,7 @@ fn packed_lookup(packed: &[u8], cf: Cf, sub: &[u8]) -> Result<Option<Vec<u8>>, E
     let member = sub.get(8..).unwrap_or_default();
     let score = find(member)?;
     Ok(score
-        .filter(|score| k::score_suffix(decode_score(score), member) == sub)
+        .filter(|score| k::score_suffix(k::score_of_value(score), member) == sub)
         .map(|_| Vec::new()))
 }
 
@@ -281,7 +280,7 @@ impl<'a> Db<'a> {
             let mut index = packed_elements::entries(packed)
                 .map(|entry| {
                     let (member, score) = entry.ok_or_else(corrupt_packing)?;
-                    Ok((k::score_bytes(decode_score(score)), member))
+                    Ok((k::score_bytes(k::score_of_value(score)), member))
                 })
                 .collect::<Result<Vec<_>, Error>>()?;
             index.sort_unstable();
@@ -602,7 +601,7 @@ impl CollectionWrite<'_> {
         };
         for (sub, value) in packed.elements() {
             if self.kind == KeyKind::ZSet {
-                let index = k::score_suffix(decode_score(value), sub);
+                let index = k::score_suffix(k::score_of_value(value), sub);
                 let key = self.element_key(&index);
                 self.change.batch.put(Cf::Score, key, Vec::new());
             }

@@ -11,7 +11,9 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use shale_storage::keys::{score_bytes, score_from_bytes, score_suffix};
+use shale_storage::keys::{
+    score_bytes, score_from_bytes, score_of_value, score_suffix, score_value,
+};
 use shale_storage::metadata::KeyKind;
 use shale_storage::{Cf, ScanDirection};
 
@@ -96,17 +98,6 @@ pub enum Aggregate {
 
 pub type ScoredMember = (Bytes, f64);
 
-pub(super) fn decode_score(raw: &[u8]) -> f64 {
-    raw.try_into()
-        .map(|b: [u8; 8]| f64::from_bits(u64::from_be_bytes(b)))
-        .unwrap_or(0.0)
-}
-
-fn encode_score(score: f64) -> Vec<u8> {
-    let score = if score == 0.0 { 0.0 } else { score };
-    score.to_bits().to_be_bytes().to_vec()
-}
-
 impl ScoreBound {
     /// As a minimum: whether `score` falls below it.
     fn rejects_from_below(&self, score: f64) -> bool {
@@ -176,7 +167,7 @@ impl<'a> Db<'a> {
         {
             current
                 .entry(member.clone())
-                .or_insert(raw.map(|r| decode_score(&r)));
+                .or_insert(raw.map(|r| score_of_value(&r)));
         }
         let (mut added, mut changed) = (0, 0);
         let mut last_score = None;
@@ -211,7 +202,7 @@ impl<'a> Db<'a> {
                     write.delete(Cf::Score, &score_suffix(old, member));
                 }
             }
-            write.put(Cf::Data, member, encode_score(new));
+            write.put(Cf::Data, member, score_value(new));
             write.put(Cf::Score, &score_suffix(new, member), Vec::new());
             floor = floor.min(score_bytes(new));
             current.insert(member.clone(), Some(new));
@@ -240,7 +231,7 @@ impl<'a> Db<'a> {
         };
         Ok(self
             .get_element(Cf::Data, key, &zset, member)?
-            .map(|raw| decode_score(&raw)))
+            .map(|raw| score_of_value(&raw)))
     }
 
     pub fn zmscore(&self, key: &[u8], members: &[Bytes]) -> Result<Vec<Option<f64>>, Error> {
@@ -251,7 +242,7 @@ impl<'a> Db<'a> {
         let raw = self.get_elements(Cf::Data, key, &zset, &subs)?;
         Ok(raw
             .into_iter()
-            .map(|r| r.map(|r| decode_score(&r)))
+            .map(|r| r.map(|r| score_of_value(&r)))
             .collect())
     }
 
@@ -367,7 +358,7 @@ impl<'a> Db<'a> {
                             Some(false) => return true,
                             Some(true) => {}
                         }
-                        out.push((Bytes::copy_from_slice(member), decode_score(value)));
+                        out.push((Bytes::copy_from_slice(member), score_of_value(value)));
                         true
                     },
                 )?;
@@ -394,7 +385,7 @@ impl<'a> Db<'a> {
         let Some(raw) = self.get_element(Cf::Data, key, &zset, member)? else {
             return Ok(None);
         };
-        let score = decode_score(&raw);
+        let score = score_of_value(&raw);
         let target = score_suffix(score, member);
         let mut rank = 0i64;
         self.scan_elements(
@@ -538,7 +529,7 @@ impl<'a> Db<'a> {
         let picked = self.random_elements(Cf::Data, key, &zset, count)?;
         Ok(picked
             .into_iter()
-            .map(|(m, s)| (m, decode_score(&s)))
+            .map(|(m, s)| (m, score_of_value(&s)))
             .collect())
     }
 
@@ -557,7 +548,7 @@ impl<'a> Db<'a> {
         Ok(elements
             .into_iter()
             .map(|(m, s)| match kind {
-                KeyKind::ZSet => (m, decode_score(&s)),
+                KeyKind::ZSet => (m, score_of_value(&s)),
                 _ => (m, 1.0),
             })
             .collect())
@@ -653,7 +644,7 @@ impl<'a> Db<'a> {
     pub(crate) fn zstore(&self, dst: &'a [u8], members: &[ScoredMember]) -> Result<i64, Error> {
         self.replace_with_collection(dst, KeyKind::ZSet, |write| {
             for (member, score) in members {
-                write.put(Cf::Data, member, encode_score(*score));
+                write.put(Cf::Data, member, score_value(*score));
                 write.put(Cf::Score, &score_suffix(*score, member), Vec::new());
             }
             write.size = members.len() as u64;
@@ -706,7 +697,7 @@ impl<'a> Db<'a> {
         let items = page
             .items
             .into_iter()
-            .map(|(m, s)| (m, decode_score(&s)))
+            .map(|(m, s)| (m, score_of_value(&s)))
             .collect();
         Ok(Page {
             items,
@@ -756,7 +747,7 @@ fn remove_members(write: &mut CollectionWrite<'_>, members: &[Bytes]) -> Result<
             continue;
         }
         write.delete(Cf::Data, member);
-        write.delete(Cf::Score, &score_suffix(decode_score(raw), member));
+        write.delete(Cf::Score, &score_suffix(score_of_value(raw), member));
         removed += 1;
     }
     write.size -= removed as u64;
