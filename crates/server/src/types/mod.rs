@@ -78,3 +78,6 @@ pub(crate) fn first_occurrences<T: AsRef<[u8]>>(items: &[T]) -> Vec<bool> {
         .map(|item| seen.insert(item.as_ref()))
         .collect()
 }
+
+#[cfg(test)]
+mod tests;
