@@ -253,10 +253,7 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
 
 /// The commands that run at once inside MULTI instead of being queued.
 fn runs_in_multi(spec: &CommandSpec) -> bool {
-    matches!(
-        spec.name,
-        "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
-    )
+    spec.flags.contains(Flags::RUNS_IN_MULTI)
 }
 
 /// Runs a blocking command: replies at once if `attempt` finds something on `keys` (or if the
@@ -299,8 +296,7 @@ fn help_reply(lines: &[&str]) -> Reply {
 
 /// What a RESP2 connection may run while it has subscriptions.
 fn allowed_while_subscribed(spec: &CommandSpec) -> bool {
-    let subscription = spec.flags.contains(Flags::PUBSUB) && spec.name.contains("subscribe");
-    subscription || matches!(spec.name, "ping" | "quit" | "reset")
+    spec.flags.contains(Flags::WHILE_SUBSCRIBED)
 }
 
 /// The error for a command or subcommand that does not exist; like Redis, it is booked under

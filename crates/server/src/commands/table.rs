@@ -40,6 +40,13 @@ impl Flags {
     /// Internal (not reported): looks its keys up without making them recently used (OBJECT
     /// IDLETIME), as Redis's `LOOKUP_NOTOUCH` lookups do.
     pub const NO_TOUCH: Flags = Flags(1 << 15);
+    /// Internal (not reported): runs at once inside MULTI instead of being queued.
+    pub const RUNS_IN_MULTI: Flags = Flags(1 << 16);
+    /// Internal (not reported): allowed on a RESP2 connection that has subscriptions.
+    pub const WHILE_SUBSCRIBED: Flags = Flags(1 << 17);
+    /// Internal (not reported): locks its keys as it runs rather than before, since they may
+    /// lie in another database (MOVE, COPY ... DB).
+    pub const LOCKS_LATE: Flags = Flags(1 << 18);
     pub const NONE: Flags = Flags(0);
 
     /// In the order of Redis's flag bits, which COMMAND INFO follows.
@@ -84,9 +91,7 @@ pub struct CommandSpec {
     pub name: &'static str,
     pub arity: i32,
     pub flags: Flags,
-    pub first_key: i32,
-    pub last_key: i32,
-    pub step: i32,
+    pub keys: Keys,
     pub group: &'static str,
     pub summary: &'static str,
     pub handler: Handler,
@@ -121,9 +126,7 @@ macro_rules! spec {
             name: $name,
             arity: $arity,
             flags: $flags,
-            first_key: $keys.0,
-            last_key: $keys.1,
-            step: $keys.2,
+            keys: $keys,
             group: $group,
             summary: $summary,
             handler: $handler,
@@ -143,34 +146,82 @@ macro_rules! container {
     };
 }
 
-const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
-const KEY1: (i32, i32, i32) = (1, 1, 1);
-const KEY12: (i32, i32, i32) = (1, 2, 1);
-const ALL_KEYS: (i32, i32, i32) = (1, -1, 1);
-const PAIRS: (i32, i32, i32) = (1, -1, 2);
+/// Where a command's keys are.
+#[derive(Clone, Copy)]
+pub enum Keys {
+    /// Redis's first, last and step: a last of -1 is the last argument, -2 the one before.
+    Range(i32, i32, i32),
+    /// A count at `count_at` and that many keys after it, after the keys at `fixed`
+    /// (ZUNIONSTORE's destination). COMMAND INFO shows `reported`, as Redis does.
+    Counted {
+        count_at: usize,
+        fixed: &'static [usize],
+        reported: (i32, i32, i32),
+    },
+    /// Found in the arguments by a function (SORT ... STORE, TR.BITOPCARD).
+    Found {
+        by: fn(&[Bytes]) -> Vec<&[u8]>,
+        reported: (i32, i32, i32),
+    },
+}
+
+impl Keys {
+    /// First, last and step, as COMMAND INFO reports them.
+    pub fn reported(self) -> (i32, i32, i32) {
+        match self {
+            Keys::Range(first, last, step) => (first, last, step),
+            Keys::Counted { reported, .. } | Keys::Found { reported, .. } => reported,
+        }
+    }
+}
+
+const NO_KEYS: Keys = Keys::Range(0, 0, 0);
+const KEY1: Keys = Keys::Range(1, 1, 1);
+const KEY12: Keys = Keys::Range(1, 2, 1);
+const ALL_KEYS: Keys = Keys::Range(1, -1, 1);
+const PAIRS: Keys = Keys::Range(1, -1, 2);
+const ALL_BUT_LAST: Keys = Keys::Range(1, -2, 1);
+/// `numkeys key...` right after the command name (LMPOP, ZUNION, SINTERCARD, ...).
+const COUNTED_FIRST: Keys = Keys::Counted {
+    count_at: 1,
+    fixed: &[],
+    reported: (0, 0, 0),
+};
+/// `arg numkeys key...` (BLMPOP, BZMPOP, EVAL, ...).
+const COUNTED_SECOND: Keys = Keys::Counted {
+    count_at: 2,
+    fixed: &[],
+    reported: (0, 0, 0),
+};
+/// `destination numkeys key...` (ZUNIONSTORE, ZINTERSTORE, ZDIFFSTORE).
+const STORE_COUNTED: Keys = Keys::Counted {
+    count_at: 2,
+    fixed: &[1],
+    reported: (1, 1, 1),
+};
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
     // connection
-    spec!("ping", -1, SCRIPTABLE, NO_KEYS, "connection", "Returns the server's liveliness response.", connection::ping),
+    spec!("ping", -1, SCRIPTABLE.with(Flags::WHILE_SUBSCRIBED), NO_KEYS, "connection", "Returns the server's liveliness response.", connection::ping),
     spec!("echo", 2, SCRIPTABLE, NO_KEYS, "connection", "Returns the given string.", connection::echo),
     spec!("hello", -1, CONN.with(Flags::NO_AUTH), NO_KEYS, "connection", "Handshakes with the server.", connection::hello),
     spec!("auth", -2, CONN.with(Flags::NO_AUTH), NO_KEYS, "connection", "Authenticates the connection.", connection::auth),
     spec!("select", 2, SCRIPTABLE, NO_KEYS, "connection", "Changes the selected database.", connection::select),
-    spec!("quit", -1, CONN.with(Flags::NO_AUTH), NO_KEYS, "connection", "Closes the connection.", connection::quit),
-    spec!("reset", 1, CONN.with(Flags::NO_AUTH), NO_KEYS, "connection", "Resets the connection.", connection::reset),
+    spec!("quit", -1, CONN.with(Flags::NO_AUTH).with(Flags::RUNS_IN_MULTI).with(Flags::WHILE_SUBSCRIBED), NO_KEYS, "connection", "Closes the connection.", connection::quit),
+    spec!("reset", 1, CONN.with(Flags::NO_AUTH).with(Flags::RUNS_IN_MULTI).with(Flags::WHILE_SUBSCRIBED), NO_KEYS, "connection", "Resets the connection.", connection::reset),
     container!("client", -2, Flags::NONE, "connection", "A container for client connection commands.", connection::client_help, CLIENT),
     // transactions
-    spec!("multi", 1, CONN, NO_KEYS, "transactions", "Starts a transaction.", transaction::multi),
-    spec!("exec", 1, Flags::NOSCRIPT.with(Flags::LOADING).with(Flags::STALE).with(Flags::RUNS_COMMANDS), NO_KEYS, "transactions", "Executes all commands in a transaction.", transaction::exec),
-    spec!("discard", 1, CONN, NO_KEYS, "transactions", "Discards a transaction.", transaction::discard),
-    spec!("watch", -2, CONN, ALL_KEYS, "transactions", "Monitors changes to keys to determine the execution of a transaction.", transaction::watch),
+    spec!("multi", 1, CONN.with(Flags::RUNS_IN_MULTI), NO_KEYS, "transactions", "Starts a transaction.", transaction::multi),
+    spec!("exec", 1, Flags::NOSCRIPT.with(Flags::LOADING).with(Flags::STALE).with(Flags::RUNS_COMMANDS).with(Flags::RUNS_IN_MULTI), NO_KEYS, "transactions", "Executes all commands in a transaction.", transaction::exec),
+    spec!("discard", 1, CONN.with(Flags::RUNS_IN_MULTI), NO_KEYS, "transactions", "Discards a transaction.", transaction::discard),
+    spec!("watch", -2, CONN.with(Flags::RUNS_IN_MULTI), ALL_KEYS, "transactions", "Monitors changes to keys to determine the execution of a transaction.", transaction::watch),
     spec!("unwatch", 1, CONN, NO_KEYS, "transactions", "Forgets about watched keys of a transaction.", transaction::unwatch),
     // scripting
-    spec!("eval", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::SKIP_MONITOR).with(Flags::RUNS_COMMANDS), NO_KEYS, "scripting", "Executes a server-side Lua script.", scripting::eval),
-    spec!("evalsha", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::SKIP_MONITOR).with(Flags::RUNS_COMMANDS), NO_KEYS, "scripting", "Executes a server-side Lua script by SHA1 digest.", scripting::evalsha),
-    spec!("eval_ro", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::SKIP_MONITOR).with(Flags::READONLY).with(Flags::RUNS_COMMANDS), NO_KEYS, "scripting", "Executes a read-only server-side Lua script.", scripting::eval_ro),
-    spec!("evalsha_ro", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::SKIP_MONITOR).with(Flags::READONLY).with(Flags::RUNS_COMMANDS), NO_KEYS, "scripting", "Executes a read-only server-side Lua script by SHA1 digest.", scripting::evalsha_ro),
+    spec!("eval", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::SKIP_MONITOR).with(Flags::RUNS_COMMANDS), COUNTED_SECOND, "scripting", "Executes a server-side Lua script.", scripting::eval),
+    spec!("evalsha", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::SKIP_MONITOR).with(Flags::RUNS_COMMANDS), COUNTED_SECOND, "scripting", "Executes a server-side Lua script by SHA1 digest.", scripting::evalsha),
+    spec!("eval_ro", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::SKIP_MONITOR).with(Flags::READONLY).with(Flags::RUNS_COMMANDS), COUNTED_SECOND, "scripting", "Executes a read-only server-side Lua script.", scripting::eval_ro),
+    spec!("evalsha_ro", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::SKIP_MONITOR).with(Flags::READONLY).with(Flags::RUNS_COMMANDS), COUNTED_SECOND, "scripting", "Executes a read-only server-side Lua script by SHA1 digest.", scripting::evalsha_ro),
     container!("script", -2, Flags::NONE, "scripting", "A container for Lua scripts management commands.", scripting::script_help, SCRIPT),
     // server
     container!("command", -1, Flags::LOADING.with(Flags::STALE), "server", "Returns detailed information about commands.", server::command, COMMAND),
@@ -226,11 +277,11 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("persist", 2, DF, KEY1, "generic", "Removes the expiration time of a key.", keys::persist),
     spec!("rename", 3, D, KEY12, "generic", "Renames a key and overwrites the destination.", keys::rename),
     spec!("renamenx", 3, DF, KEY12, "generic", "Renames a key only when the target key name doesn't exist.", keys::renamenx),
-    spec!("copy", -3, W, KEY12, "generic", "Copies the value of a key to a new key.", keys::copy),
-    spec!("move", 3, DF, KEY1, "generic", "Moves a key to another database.", keys::move_key),
+    spec!("copy", -3, W.with(Flags::LOCKS_LATE), KEY12, "generic", "Copies the value of a key to a new key.", keys::copy),
+    spec!("move", 3, DF.with(Flags::LOCKS_LATE), KEY1, "generic", "Moves a key to another database.", keys::move_key),
     spec!("keys", 2, R, NO_KEYS, "generic", "Returns all key names that match a pattern.", keys::keys),
     spec!("scan", -2, R, NO_KEYS, "generic", "Iterates over the key names in the database.", keys::scan),
-    spec!("sort", -2, W, KEY1, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", sort::sort),
+    spec!("sort", -2, W, Keys::Found { by: sort_keys, reported: (1, 1, 1) }, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", sort::sort),
     spec!("sort_ro", -2, R, KEY1, "generic", "Returns the sorted elements of a list, a set, or a sorted set.", sort::sort_ro),
     spec!("randomkey", 1, R, NO_KEYS, "generic", "Returns a random key name from the database.", keys::randomkey),
     spec!("touch", -2, RF, ALL_KEYS, "generic", "Returns the number of existing keys out of those specified.", keys::touch),
@@ -269,12 +320,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("lpos", -3, R, KEY1, "list", "Returns the index of matching elements in a list.", list::lpos),
     spec!("lmove", 5, W, KEY12, "list", "Returns an element after popping it from one list and pushing it to another.", list::lmove),
     spec!("rpoplpush", 3, W, KEY12, "list", "Returns the last element of a list after removing and pushing it to another list.", list::rpoplpush),
-    spec!("lmpop", -4, D, NO_KEYS, "list", "Returns multiple elements from a list after removing them.", list::lmpop),
-    spec!("blpop", -3, D.with(Flags::NOSCRIPT).with(Flags::BLOCKING), (1, -2, 1), "list", "Removes and returns the first element in a list. Blocks until an element is available otherwise.", list::blpop),
-    spec!("brpop", -3, D.with(Flags::NOSCRIPT).with(Flags::BLOCKING), (1, -2, 1), "list", "Removes and returns the last element in a list. Blocks until an element is available otherwise.", list::brpop),
+    spec!("lmpop", -4, D, COUNTED_FIRST, "list", "Returns multiple elements from a list after removing them.", list::lmpop),
+    spec!("blpop", -3, D.with(Flags::NOSCRIPT).with(Flags::BLOCKING), ALL_BUT_LAST, "list", "Removes and returns the first element in a list. Blocks until an element is available otherwise.", list::blpop),
+    spec!("brpop", -3, D.with(Flags::NOSCRIPT).with(Flags::BLOCKING), ALL_BUT_LAST, "list", "Removes and returns the last element in a list. Blocks until an element is available otherwise.", list::brpop),
     spec!("blmove", 6, W.with(Flags::NOSCRIPT).with(Flags::BLOCKING), KEY12, "list", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise.", list::blmove),
     spec!("brpoplpush", 4, W.with(Flags::NOSCRIPT).with(Flags::BLOCKING), KEY12, "list", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise.", list::brpoplpush),
-    spec!("blmpop", -5, D.with(Flags::BLOCKING), NO_KEYS, "list", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise.", list::blmpop),
+    spec!("blmpop", -5, D.with(Flags::BLOCKING), COUNTED_SECOND, "list", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise.", list::blmpop),
     // sets
     spec!("sadd", -3, WF, KEY1, "set", "Adds one or more members to a set.", set::sadd),
     spec!("srem", -3, DF, KEY1, "set", "Removes one or more members from a set.", set::srem),
@@ -291,7 +342,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("sinterstore", -3, W, ALL_KEYS, "set", "Stores the intersect of multiple sets in a key.", set::sinterstore),
     spec!("sunionstore", -3, W, ALL_KEYS, "set", "Stores the union of multiple sets in a key.", set::sunionstore),
     spec!("sdiffstore", -3, W, ALL_KEYS, "set", "Stores the difference of multiple sets in a key.", set::sdiffstore),
-    spec!("sintercard", -3, R, NO_KEYS, "set", "Returns the number of members of the intersect of multiple sets.", set::sintercard),
+    spec!("sintercard", -3, R, COUNTED_FIRST, "set", "Returns the number of members of the intersect of multiple sets.", set::sintercard),
     spec!("sscan", -3, R, KEY1, "set", "Iterates over members of a set.", set::sscan),
     // sorted sets
     spec!("zadd", -4, WF, KEY1, "sorted-set", "Adds one or more members to a sorted set, or updates their scores.", zset::zadd),
@@ -316,18 +367,18 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("zremrangebylex", 4, D, KEY1, "sorted-set", "Removes members in a sorted set within a lexicographical range.", zset::zremrangebylex),
     spec!("zpopmin", -2, DF, KEY1, "sorted-set", "Returns the lowest-scoring members from a sorted set after removing them.", zset::zpopmin),
     spec!("zpopmax", -2, DF, KEY1, "sorted-set", "Returns the highest-scoring members from a sorted set after removing them.", zset::zpopmax),
-    spec!("bzpopmin", -3, DF.with(Flags::NOSCRIPT).with(Flags::BLOCKING), (1, -2, 1), "sorted-set", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise.", zset::bzpopmin),
-    spec!("bzpopmax", -3, DF.with(Flags::NOSCRIPT).with(Flags::BLOCKING), (1, -2, 1), "sorted-set", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.", zset::bzpopmax),
-    spec!("bzmpop", -5, D.with(Flags::BLOCKING), NO_KEYS, "sorted-set", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise.", zset::bzmpop),
-    spec!("zmpop", -4, D, NO_KEYS, "sorted-set", "Returns the highest- or lowest-scoring members from sorted sets after removing them.", zset::zmpop),
+    spec!("bzpopmin", -3, DF.with(Flags::NOSCRIPT).with(Flags::BLOCKING), ALL_BUT_LAST, "sorted-set", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise.", zset::bzpopmin),
+    spec!("bzpopmax", -3, DF.with(Flags::NOSCRIPT).with(Flags::BLOCKING), ALL_BUT_LAST, "sorted-set", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.", zset::bzpopmax),
+    spec!("bzmpop", -5, D.with(Flags::BLOCKING), COUNTED_SECOND, "sorted-set", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise.", zset::bzmpop),
+    spec!("zmpop", -4, D, COUNTED_FIRST, "sorted-set", "Returns the highest- or lowest-scoring members from sorted sets after removing them.", zset::zmpop),
     spec!("zrandmember", -2, R, KEY1, "sorted-set", "Returns one or more random members from a sorted set.", zset::zrandmember),
-    spec!("zunion", -3, R, NO_KEYS, "sorted-set", "Returns the union of multiple sorted sets.", zset::zunion),
-    spec!("zinter", -3, R, NO_KEYS, "sorted-set", "Returns the intersect of multiple sorted sets.", zset::zinter),
-    spec!("zdiff", -3, R, NO_KEYS, "sorted-set", "Returns the difference between multiple sorted sets.", zset::zdiff),
-    spec!("zunionstore", -4, W, KEY1, "sorted-set", "Stores the union of multiple sorted sets in a key.", zset::zunionstore),
-    spec!("zinterstore", -4, W, KEY1, "sorted-set", "Stores the intersect of multiple sorted sets in a key.", zset::zinterstore),
-    spec!("zdiffstore", -4, W, KEY1, "sorted-set", "Stores the difference of multiple sorted sets in a key.", zset::zdiffstore),
-    spec!("zintercard", -3, R, NO_KEYS, "sorted-set", "Returns the number of members of the intersect of multiple sorted sets.", zset::zintercard),
+    spec!("zunion", -3, R, COUNTED_FIRST, "sorted-set", "Returns the union of multiple sorted sets.", zset::zunion),
+    spec!("zinter", -3, R, COUNTED_FIRST, "sorted-set", "Returns the intersect of multiple sorted sets.", zset::zinter),
+    spec!("zdiff", -3, R, COUNTED_FIRST, "sorted-set", "Returns the difference between multiple sorted sets.", zset::zdiff),
+    spec!("zunionstore", -4, W, STORE_COUNTED, "sorted-set", "Stores the union of multiple sorted sets in a key.", zset::zunionstore),
+    spec!("zinterstore", -4, W, STORE_COUNTED, "sorted-set", "Stores the intersect of multiple sorted sets in a key.", zset::zinterstore),
+    spec!("zdiffstore", -4, W, STORE_COUNTED, "sorted-set", "Stores the difference of multiple sorted sets in a key.", zset::zdiffstore),
+    spec!("zintercard", -3, R, COUNTED_FIRST, "sorted-set", "Returns the number of members of the intersect of multiple sorted sets.", zset::zintercard),
     spec!("zscan", -3, R, KEY1, "sorted-set", "Iterates over members and scores of a sorted set.", zset::zscan),
     // roaring bitmaps (TairRoaring)
     spec!("tr.setbit", 4, WF, KEY1, "tairroaring", "Sets or clears one bit of a Roaring bitmap.", roaring::setbit),
@@ -340,7 +391,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("tr.setintarray", -3, W, KEY1, "tairroaring", "Replaces a Roaring bitmap with a list of offsets.", roaring::setintarray),
     spec!("tr.appendintarray", -3, W, KEY1, "tairroaring", "Sets bits of a Roaring bitmap.", roaring::appendintarray),
     spec!("tr.bitop", -4, W, ALL_KEYS, "tairroaring", "Stores AND, OR, XOR, DIFF or NOT of Roaring bitmaps.", roaring::bitop),
-    spec!("tr.bitopcard", -3, R, NO_KEYS, "tairroaring", "Counts AND, OR, XOR, DIFF or NOT of Roaring bitmaps.", roaring::bitopcard),
+    spec!("tr.bitopcard", -3, R, Keys::Found { by: keys_after_operation, reported: (0, 0, 0) }, "tairroaring", "Counts AND, OR, XOR, DIFF or NOT of Roaring bitmaps.", roaring::bitopcard),
     spec!("tr.optimize", 2, W, KEY1, "tairroaring", "Re-packs the containers of a Roaring bitmap.", roaring::optimize),
     spec!("tr.getbit", 3, RF, KEY1, "tairroaring", "Returns one bit of a Roaring bitmap.", roaring::getbit),
     spec!("tr.getbits", -3, RF, KEY1, "tairroaring", "Returns bits of a Roaring bitmap.", roaring::getbits),
@@ -360,7 +411,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("getbit", 3, RF, KEY1, "bitmap", "Returns a bit value by offset.", bitmap::getbit),
     spec!("bitcount", -2, R, KEY1, "bitmap", "Counts the number of set bits in a string.", bitmap::bitcount),
     spec!("bitpos", -3, R, KEY1, "bitmap", "Finds the first set or clear bit in a string.", bitmap::bitpos),
-    spec!("bitop", -4, W, (2, -1, 1), "bitmap", "Performs bitwise operations on multiple strings, and stores the result.", bitmap::bitop),
+    spec!("bitop", -4, W, Keys::Range(2, -1, 1), "bitmap", "Performs bitwise operations on multiple strings, and stores the result.", bitmap::bitop),
     spec!("bitfield", -2, W, KEY1, "bitmap", "Performs arbitrary bitfield integer operations on strings.", bitmap::bitfield),
     spec!("bitfield_ro", -2, RF, KEY1, "bitmap", "Performs arbitrary read-only bitfield integer operations on strings.", bitmap::bitfield_ro),
     // HyperLogLog
@@ -368,12 +419,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("pfcount", -2, R.with(Flags::MAY_WRITE), ALL_KEYS, "hyperloglog", "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).", hyperloglog::pfcount),
     spec!("pfmerge", -2, W, ALL_KEYS, "hyperloglog", "Merges one or more HyperLogLog values into a single key.", hyperloglog::pfmerge),
     // pub/sub
-    spec!("subscribe", -2, PUBSUB, NO_KEYS, "pubsub", "Listens for messages published to channels.", pubsub::subscribe_cmd),
-    spec!("unsubscribe", -1, PUBSUB, NO_KEYS, "pubsub", "Stops listening to messages posted to channels.", pubsub::unsubscribe_cmd),
-    spec!("psubscribe", -2, PUBSUB, NO_KEYS, "pubsub", "Listens for messages published to channels that match one or more patterns.", pubsub::psubscribe),
-    spec!("punsubscribe", -1, PUBSUB, NO_KEYS, "pubsub", "Stops listening to messages published to channels that match one or more patterns.", pubsub::punsubscribe),
-    spec!("ssubscribe", -2, PUBSUB, NO_KEYS, "pubsub", "Listens for messages published to shard channels.", pubsub::ssubscribe),
-    spec!("sunsubscribe", -1, PUBSUB, NO_KEYS, "pubsub", "Stops listening to messages posted to shard channels.", pubsub::sunsubscribe),
+    spec!("subscribe", -2, PUBSUB.with(Flags::WHILE_SUBSCRIBED), NO_KEYS, "pubsub", "Listens for messages published to channels.", pubsub::subscribe_cmd),
+    spec!("unsubscribe", -1, PUBSUB.with(Flags::WHILE_SUBSCRIBED), NO_KEYS, "pubsub", "Stops listening to messages posted to channels.", pubsub::unsubscribe_cmd),
+    spec!("psubscribe", -2, PUBSUB.with(Flags::WHILE_SUBSCRIBED), NO_KEYS, "pubsub", "Listens for messages published to channels that match one or more patterns.", pubsub::psubscribe),
+    spec!("punsubscribe", -1, PUBSUB.with(Flags::WHILE_SUBSCRIBED), NO_KEYS, "pubsub", "Stops listening to messages published to channels that match one or more patterns.", pubsub::punsubscribe),
+    spec!("ssubscribe", -2, PUBSUB.with(Flags::WHILE_SUBSCRIBED), NO_KEYS, "pubsub", "Listens for messages published to shard channels.", pubsub::ssubscribe),
+    spec!("sunsubscribe", -1, PUBSUB.with(Flags::WHILE_SUBSCRIBED), NO_KEYS, "pubsub", "Stops listening to messages posted to shard channels.", pubsub::sunsubscribe),
     spec!("publish", 3, Flags::PUBSUB.with(Flags::LOADING).with(Flags::STALE).with(Flags::FAST), NO_KEYS, "pubsub", "Posts a message to a channel.", pubsub::publish),
     spec!("spublish", 3, Flags::PUBSUB.with(Flags::LOADING).with(Flags::STALE).with(Flags::FAST), NO_KEYS, "pubsub", "Post a message to a shard channel.", pubsub::spublish),
     container!("pubsub", -2, Flags::NONE, "pubsub", "A container for Pub/Sub commands.", pubsub::pubsub_help, PUBSUB_SUBCOMMANDS),
@@ -385,7 +436,7 @@ const SUB_ADMIN: Flags = SUB.with(Flags::ADMIN);
 const SLOWLOG_FLAGS: Flags = Flags::ADMIN.with(Flags::LOADING).with(Flags::STALE);
 /// HELP, which Redis lets scripts run too.
 const HELP: Flags = Flags::LOADING.with(Flags::STALE);
-const KEY2: (i32, i32, i32) = (2, 2, 1);
+const KEY2: Keys = Keys::Range(2, 2, 1);
 
 #[rustfmt::skip]
 static CLIENT: &[CommandSpec] = &[
@@ -464,49 +515,50 @@ static PUBSUB_SUBCOMMANDS: &[CommandSpec] = &[
 /// PUBSUB's introspection subcommands.
 const PUBSUB_INFO: Flags = Flags::PUBSUB.with(Flags::LOADING).with(Flags::STALE);
 
-/// The keys a command names, from the table's key positions or, for commands that count
-/// their keys in an argument, from that count.
+/// The keys a command names, as its table row says where they are.
 pub fn command_keys<'a>(spec: &CommandSpec, args: &'a [Bytes]) -> Vec<&'a [u8]> {
-    let counted = |count_at: usize, others: &[usize]| -> Vec<&'a [u8]> {
-        let count = key_count(args, count_at);
-        let first = count_at + 1;
-        others
-            .iter()
-            .filter_map(|&i| args.get(i))
-            .chain(args.iter().skip(first).take(count))
-            .map(|a| a.as_ref())
-            .collect()
-    };
-    match spec.name {
-        "lmpop" | "zmpop" | "sintercard" | "zintercard" | "zunion" | "zinter" | "zdiff" => {
-            counted(1, &[])
-        }
-        "zunionstore" | "zinterstore" | "zdiffstore" => counted(2, &[1]),
-        "blmpop" | "bzmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall"
-        | "fcall_ro" => counted(2, &[]),
-        "tr.bitopcard" => args.iter().skip(2).map(|a| a.as_ref()).collect(),
-        "sort" => {
-            let store = sort::parse(args, true).ok().and_then(|(_, store)| store);
-            args.get(1)
-                .into_iter()
-                .chain(store)
-                .map(|a| a.as_ref())
-                .collect()
-        }
-        _ if spec.first_key <= 0 => Vec::new(),
-        _ => {
-            let first = spec.first_key as usize;
-            let last = match spec.last_key {
+    match spec.keys {
+        Keys::Range(first, _, _) if first <= 0 => Vec::new(),
+        Keys::Range(first, last, step) => {
+            let first = first as usize;
+            let last = match last {
                 n if n < 0 => (args.len() as i32 + n) as usize,
                 n => n as usize,
             };
-            let step = spec.step.max(1) as usize;
+            let step = step.max(1) as usize;
             (first..=last.min(args.len().saturating_sub(1)))
                 .step_by(step)
                 .map(|i| args[i].as_ref())
                 .collect()
         }
+        Keys::Counted {
+            count_at, fixed, ..
+        } => {
+            let count = key_count(args, count_at);
+            fixed
+                .iter()
+                .filter_map(|&i| args.get(i))
+                .chain(args.iter().skip(count_at + 1).take(count))
+                .map(|a| a.as_ref())
+                .collect()
+        }
+        Keys::Found { by, .. } => by(args),
     }
+}
+
+/// SORT's keys: the sorted key, and the destination of STORE.
+fn sort_keys(args: &[Bytes]) -> Vec<&[u8]> {
+    let store = sort::parse(args, true).ok().and_then(|(_, store)| store);
+    args.get(1)
+        .into_iter()
+        .chain(store)
+        .map(|a| a.as_ref())
+        .collect()
+}
+
+/// TR.BITOPCARD's keys: everything after the operation.
+fn keys_after_operation(args: &[Bytes]) -> Vec<&[u8]> {
+    args.iter().skip(2).map(|a| a.as_ref()).collect()
 }
 
 /// The number of keys a command states at `args[at]` (`numkeys`); 0 if it is not a count,
@@ -629,13 +681,15 @@ mod tests {
                 "{}: write and readonly",
                 spec.name
             );
-            if spec.first_key > 0 {
-                assert!(spec.step > 0, "{}: key step", spec.name);
-                assert!(
-                    spec.arity < 0 || spec.arity > spec.first_key,
-                    "{}: first key beyond arity",
-                    spec.name
-                );
+            if let Keys::Range(first, _, step) = spec.keys {
+                if first > 0 {
+                    assert!(step > 0, "{}: key step", spec.name);
+                    assert!(
+                        spec.arity < 0 || spec.arity > first,
+                        "{}: first key beyond arity",
+                        spec.name
+                    );
+                }
             }
         }
     }

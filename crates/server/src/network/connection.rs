@@ -533,7 +533,7 @@ impl Connection {
         }
         // MOVE and COPY ... DB also lock a key of another database; they lock all their keys
         // together, in order, as they run.
-        if matches!(spec.name, "move" | "copy") {
+        if spec.flags.contains(Flags::LOCKS_LATE) {
             return None;
         }
         let keys = command_keys(spec, args);
@@ -633,7 +633,7 @@ impl Connection {
                 });
             }
         }
-        if spec.first_key <= 0 {
+        if spec.keys.reported().0 <= 0 {
             // Commands without keys (INFO, CLIENT, CONFIG, ...) may read these statistics, so
             // their own calls are booked at once, as the next one expects to see them.
             self.book_tally();
