@@ -17,6 +17,7 @@ mod databases;
 pub mod expiry;
 mod locks;
 mod ready;
+pub(crate) mod sampling;
 mod transaction;
 mod version;
 mod watch;
@@ -44,7 +45,7 @@ use writes::StorageWrites;
 pub use written::{WrittenKey, WrittenKeys};
 
 use crate::error::Error;
-use crate::types::sampling::Sampling;
+use sampling::Sampling;
 use transaction::{KEY_LOCKED_ELSEWHERE, UNDECLARED_KEY_WAIT};
 
 /// A range of raw keys, `[start, end)`, that a flush deleted and compaction should reclaim.
