@@ -51,12 +51,7 @@ fn events_name_the_command_and_the_key() {
         ("del", "k2"),
         ("incrby", "n"),
     ];
-    let events = collect_messages(&mut pubsub, expected.len());
-    let expected: Vec<(String, String)> = expected
-        .iter()
-        .map(|(event, key)| (format!("__keyevent@0__:{event}"), key.to_string()))
-        .collect();
-    assert_eq!(events, expected);
+    expect_keyevents(&mut pubsub, &expected);
 
     // Nothing is published for writes that change nothing.
     run::<i64>(&mut con, &["SREM", "s", "absent"]);
@@ -88,6 +83,16 @@ fn keyspace_channels_and_expired_events() {
         ],
         "string events are off (no $), generic and expired are on"
     );
+}
+
+/// Reads `expected.len()` messages of `__keyevent@0__:*` and compares them, as (event, key).
+fn expect_keyevents(pubsub: &mut redis::PubSub<'_>, expected: &[(&str, &str)]) {
+    let events = collect_messages(pubsub, expected.len());
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(event, key)| (format!("__keyevent@0__:{event}"), key.to_string()))
+        .collect();
+    assert_eq!(events, expected);
 }
 
 /// A listener on every keyspace event of database 0.
@@ -149,12 +154,7 @@ fn new_keys_and_key_misses_have_events() {
         ("keymiss", "src"),
         ("new", "fresh"),
     ];
-    let events = collect_messages(&mut pubsub, expected.len());
-    let expected: Vec<(String, String)> = expected
-        .iter()
-        .map(|(event, key)| (format!("__keyevent@0__:{event}"), key.to_string()))
-        .collect();
-    assert_eq!(events, expected);
+    expect_keyevents(&mut pubsub, &expected);
 }
 
 #[test]
@@ -178,10 +178,5 @@ fn smove_announces_the_destination_only_when_it_gained_the_member() {
         ("del", "src"),
         ("sadd", "dst"),
     ];
-    let events = collect_messages(&mut pubsub, expected.len());
-    let expected: Vec<(String, String)> = expected
-        .iter()
-        .map(|(event, key)| (format!("__keyevent@0__:{event}"), key.to_string()))
-        .collect();
-    assert_eq!(events, expected);
+    expect_keyevents(&mut pubsub, &expected);
 }
