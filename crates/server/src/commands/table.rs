@@ -47,6 +47,9 @@ impl Flags {
     /// Internal (not reported): locks its keys as it runs rather than before, since they may
     /// lie in another database (MOVE, COPY ... DB).
     pub const LOCKS_LATE: Flags = Flags(1 << 18);
+    /// Internal (not reported): changes the connection's database (SELECT), which EXEC follows
+    /// when it declares the keys of the commands queued after it.
+    pub const SELECTS_DB: Flags = Flags(1 << 19);
     pub const NONE: Flags = Flags(0);
 
     /// In the order of Redis's flag bits, which COMMAND INFO follows.
@@ -207,7 +210,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("echo", 2, SCRIPTABLE, NO_KEYS, "connection", "Returns the given string.", connection::echo),
     spec!("hello", -1, CONN.with(Flags::NO_AUTH), NO_KEYS, "connection", "Handshakes with the server.", connection::hello),
     spec!("auth", -2, CONN.with(Flags::NO_AUTH), NO_KEYS, "connection", "Authenticates the connection.", connection::auth),
-    spec!("select", 2, SCRIPTABLE, NO_KEYS, "connection", "Changes the selected database.", connection::select),
+    spec!("select", 2, SCRIPTABLE.with(Flags::SELECTS_DB), NO_KEYS, "connection", "Changes the selected database.", connection::select),
     spec!("quit", -1, CONN.with(Flags::NO_AUTH).with(Flags::RUNS_IN_MULTI).with(Flags::WHILE_SUBSCRIBED), NO_KEYS, "connection", "Closes the connection.", connection::quit),
     spec!("reset", 1, CONN.with(Flags::NO_AUTH).with(Flags::RUNS_IN_MULTI).with(Flags::WHILE_SUBSCRIBED), NO_KEYS, "connection", "Resets the connection.", connection::reset),
     container!("client", -2, Flags::NONE, "connection", "A container for client connection commands.", connection::client_help, CLIENT),

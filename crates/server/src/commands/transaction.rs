@@ -7,7 +7,7 @@ use bytes::Bytes;
 use shale_protocol::Reply;
 
 use super::args::db_index;
-use super::{command_keys, execute_nested, resolve, Context};
+use super::{command_keys, execute_nested, resolve, Context, Flags};
 use crate::error::Error;
 use crate::services::QueuedTransaction;
 
@@ -87,7 +87,7 @@ fn declared_keys<'a>(ctx: &'a Context<'_>, commands: &'a [Vec<Bytes>]) -> Vec<(u
         let Ok(spec) = resolve(args) else {
             continue;
         };
-        if spec.name == "select" {
+        if spec.flags.contains(Flags::SELECTS_DB) {
             if let Some(index) = args
                 .get(1)
                 .and_then(|a| db_index(a, ctx.keyspace.databases()).ok())
