@@ -94,7 +94,7 @@ fn main() {
         builder.worker_threads(config.threads);
     }
     // Every client waiting for a key that a script or EXEC holds occupies a blocking thread
-    // (`types/locks.rs`); they are started only when needed.
+    // (`keyspace/locks.rs`); they are started only when needed.
     builder.max_blocking_threads(config.maxclients.saturating_add(512));
     let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,

@@ -12,7 +12,7 @@ use super::table::key_count;
 use super::{command_keys, CommandSpec, Context, Flags};
 use crate::config::event_classes::*;
 use crate::keyspace::WrittenKey;
-use crate::services::notifications::Event;
+use crate::services::notifications::{Event, Notifications};
 
 /// Publishes the events of one command that changed `written`; inside a transaction, holds
 /// them in `ctx.events` until it commits.
@@ -22,7 +22,9 @@ pub fn command_events(
     args: &[Bytes],
     written: &[WrittenKey],
 ) {
-    let flags = ctx.services.notify_classes();
+    let services = ctx.services;
+    let notifications = services.notifications();
+    let flags = services.notify_classes();
     if flags & (KEYSPACE | KEYEVENT) == 0 {
         return;
     }
@@ -32,7 +34,14 @@ pub fn command_events(
     let (keyspace, txn) = (ctx.keyspace, ctx.txn);
     let number = |w: &WrittenKey| keyspace.db_number_in(w.db, txn);
     for written_key in written.iter().filter(|w| w.created) {
-        emit(ctx, NEW, "new", number(written_key), &written_key.key);
+        emit(
+            ctx,
+            &notifications,
+            NEW,
+            "new",
+            number(written_key),
+            &written_key.key,
+        );
     }
     let position_of = |w: &WrittenKey| keys.iter().position(|k| *k == w.key.as_slice());
     // In the order the command names its keys (RENAME: rename_from, then rename_to).
@@ -43,18 +52,24 @@ pub fn command_events(
         let db = number(written_key);
         let other_db = db as usize != ctx.client.db;
         for (class, name) in events(spec.name, args, position, other_db, written_key.deleted) {
-            emit(ctx, class, name, db, &written_key.key);
+            emit(ctx, &notifications, class, name, db, &written_key.key);
         }
     }
 }
 
 /// Publishes an event, or inside a transaction holds it until the transaction commits.
-fn emit(ctx: &mut Context<'_>, class: u32, name: &'static str, db: u8, key: &[u8]) {
-    let event = Event::new(class, name, db, key);
+fn emit(
+    ctx: &mut Context<'_>,
+    notifications: &Notifications<'_>,
+    class: u32,
+    name: &'static str,
+    db: u8,
+    key: &[u8],
+) {
     if ctx.txn.is_some() {
-        ctx.events.push(event);
-    } else {
-        ctx.services.notifications().publish(event);
+        ctx.events.push(Event::new(class, name, db, key));
+    } else if notifications.enabled(class) {
+        notifications.publish(Event::new(class, name, db, key));
     }
 }
 
@@ -62,8 +77,9 @@ fn emit(ctx: &mut Context<'_>, class: u32, name: &'static str, db: u8, key: &[u8
 /// on every read lookup that misses. Checked after the command, only while class `m` is on:
 /// the keys a read-only command names, and the keys a storing command reads from.
 pub fn miss_events(ctx: &mut Context<'_>, spec: &CommandSpec, args: &[Bytes]) {
-    let flags = ctx.services.notify_classes();
-    if flags & KEY_MISS == 0 || flags & (KEYSPACE | KEYEVENT) == 0 {
+    let services = ctx.services;
+    let notifications = services.notifications();
+    if !notifications.enabled(KEY_MISS) {
         return;
     }
     let keys = command_keys(spec, args);
@@ -85,7 +101,7 @@ pub fn miss_events(ctx: &mut Context<'_>, spec: &CommandSpec, args: &[Bytes]) {
         .collect();
     let db = ctx.client.db as u8;
     for key in missing {
-        emit(ctx, KEY_MISS, "keymiss", db, &key);
+        emit(ctx, &notifications, KEY_MISS, "keymiss", db, &key);
     }
 }
 

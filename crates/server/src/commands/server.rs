@@ -499,7 +499,7 @@ pub fn memory_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Err
 }
 
 /// MONITOR: from now on this connection receives a line for every command the server runs
-/// (see `server/monitor.rs`), until it closes or sends RESET.
+/// (see `services/monitor.rs`), until it closes or sends RESET.
 pub fn monitor(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     if ctx.txn.is_some() {
         return Err(Error::msg("Command not allowed inside a transaction"));

@@ -684,15 +684,21 @@ mod tests {
                 "{}: write and readonly",
                 spec.name
             );
-            if let Keys::Range(first, _, step) = spec.keys {
-                if first > 0 {
-                    assert!(step > 0, "{}: key step", spec.name);
-                    assert!(
-                        spec.arity < 0 || spec.arity > first,
-                        "{}: first key beyond arity",
-                        spec.name
-                    );
-                }
+            let (first, _, step) = spec.keys.reported();
+            if first > 0 {
+                assert!(step > 0, "{}: key step", spec.name);
+                assert!(
+                    spec.arity < 0 || spec.arity > first,
+                    "{}: first key beyond arity",
+                    spec.name
+                );
+            }
+            if let Keys::Counted { count_at, .. } = spec.keys {
+                assert!(
+                    count_at < spec.arity.unsigned_abs() as usize,
+                    "{}",
+                    spec.name
+                );
             }
         }
     }
@@ -751,6 +757,36 @@ mod tests {
             .filter_map(|spec| position(spec))
             .collect();
         assert_eq!(positions, (0..ALL_COMMANDS.len()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn internal_flags_mark_the_commands_redis_treats_apart() {
+        let marked = |flag: Flags| -> Vec<&str> {
+            let mut names: Vec<&str> = ALL_COMMANDS
+                .iter()
+                .filter(|spec| spec.flags.contains(flag))
+                .map(|spec| spec.name)
+                .collect();
+            names.sort_unstable();
+            names
+        };
+        let in_multi = ["discard", "exec", "multi", "quit", "reset", "watch"];
+        assert_eq!(marked(Flags::RUNS_IN_MULTI), in_multi);
+        let subscribed = [
+            "ping",
+            "psubscribe",
+            "punsubscribe",
+            "quit",
+            "reset",
+            "ssubscribe",
+            "subscribe",
+            "sunsubscribe",
+            "unsubscribe",
+        ];
+        assert_eq!(marked(Flags::WHILE_SUBSCRIBED), subscribed);
+        assert_eq!(marked(Flags::LOCKS_LATE), ["copy", "move"]);
+        assert_eq!(marked(Flags::SELECTS_DB), ["select"]);
+        assert_eq!(marked(Flags::NO_MULTI), ["shutdown"]);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! Consecutive write commands of a pipeline run as one implicit transaction
 //! ([`PipelineBatch`]) and reach storage as one write, committed before their replies go out.
 //! Writes of different connections to one busy key are combined the same way
-//! (`types::combine`), and every commit shares its storage write with those of other
+//! (`keyspace::combine`), and every commit shares its storage write with those of other
 //! connections committing at the same moment (`Keyspace::write_combined`).
 
 use std::net::SocketAddr;

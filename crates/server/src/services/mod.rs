@@ -177,7 +177,7 @@ pub struct Services {
     pub blocking: blocking::Blocking,
     pub monitors: monitor::Monitors,
     pub scripts: Scripts,
-    /// `notify-keyspace-events`, parsed (see `commands::notify`).
+    /// `notify-keyspace-events`, parsed (see `config::event_classes`).
     notify_classes: AtomicU32,
     pub durability: Durability,
     pub shutdown: Shutdown,

@@ -44,6 +44,11 @@ impl Services {
 }
 
 impl Notifications<'_> {
+    /// Whether events of `class` are published (and `K` or `E` is on).
+    pub fn enabled(&self, class: u32) -> bool {
+        self.classes & class != 0 && self.classes & (KEYSPACE | KEYEVENT) != 0
+    }
+
     /// Publishes `event` if its class is enabled.
     pub fn publish(&self, event: Event) {
         if self.classes & event.class != 0 {

@@ -26,7 +26,7 @@ pub struct ServerStats {
     error_codes: Mutex<BTreeMap<String, u64>>,
     /// Writes that a busy key's current writer ran for another connection (`combine`).
     pub combined_writes: AtomicU64,
-    /// One per command of the table, by its position there (`CommandSpec::position`).
+    /// One per command of the table, by its position there (`CommandSpec::index`).
     pub commands: Vec<CommandStats>,
     /// Recent (time ms, commands processed) samples for instantaneous_ops_per_sec.
     samples: Mutex<VecDeque<(u64, u64)>>,
