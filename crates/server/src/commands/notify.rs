@@ -83,16 +83,17 @@ pub fn miss_events(ctx: &mut Context<'_>, spec: &CommandSpec, args: &[Bytes]) {
         return;
     }
     let keys = command_keys(spec, args);
-    let read: &[&[u8]] = match spec.name {
-        // Introspection that Redis looks up without notifying.
-        "object|encoding" | "object|freq" | "object|idletime" | "object|refcount"
-        | "memory|usage" => return,
-        "sinterstore" | "sunionstore" | "sdiffstore" | "zunionstore" | "zinterstore"
-        | "zdiffstore" | "zrangestore" | "pfmerge" => keys.get(1..).unwrap_or_default(),
-        "bitop" => keys.get(1..).unwrap_or_default(),
-        "sort" => keys.get(..1).unwrap_or_default(),
-        _ if spec.flags.contains(Flags::READONLY) => &keys,
-        _ => return,
+    let flags = spec.flags;
+    let read: &[&[u8]] = if flags.contains(Flags::NO_KEYMISS) {
+        return;
+    } else if flags.contains(Flags::READS_SOURCES) {
+        keys.get(1..).unwrap_or_default()
+    } else if flags.contains(Flags::READS_FIRST_KEY) {
+        keys.get(..1).unwrap_or_default()
+    } else if flags.contains(Flags::READONLY) {
+        &keys
+    } else {
+        return;
     };
     let missing: Vec<Vec<u8>> = read
         .iter()

@@ -50,6 +50,14 @@ impl Flags {
     /// Internal (not reported): changes the connection's database (SELECT), which EXEC follows
     /// when it declares the keys of the commands queued after it.
     pub const SELECTS_DB: Flags = Flags(1 << 19);
+    /// Internal (not reported): looks its keys up without announcing a miss (`keymiss`), as
+    /// Redis's OBJECT and MEMORY USAGE do.
+    pub const NO_KEYMISS: Flags = Flags(1 << 20);
+    /// Internal (not reported): a write that reads its keys after the first, which it stores
+    /// to, as a read does: a missing one is announced (`keymiss`).
+    pub const READS_SOURCES: Flags = Flags(1 << 21);
+    /// Internal (not reported): a write that reads its first key as a read does (SORT).
+    pub const READS_FIRST_KEY: Flags = Flags(1 << 22);
     pub const NONE: Flags = Flags(0);
 
     /// In the order of Redis's flag bits, which COMMAND INFO follows.
@@ -284,7 +292,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("move", 3, DF.with(Flags::LOCKS_LATE), KEY1, "generic", "Moves a key to another database.", keys::move_key),
     spec!("keys", 2, R, NO_KEYS, "generic", "Returns all key names that match a pattern.", keys::keys),
     spec!("scan", -2, R, NO_KEYS, "generic", "Iterates over the key names in the database.", keys::scan),
-    spec!("sort", -2, W, Keys::Found { by: sort_keys, reported: (1, 1, 1) }, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", sort::sort),
+    spec!("sort", -2, W.with(Flags::READS_FIRST_KEY), Keys::Found { by: sort_keys, reported: (1, 1, 1) }, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", sort::sort),
     spec!("sort_ro", -2, R, KEY1, "generic", "Returns the sorted elements of a list, a set, or a sorted set.", sort::sort_ro),
     spec!("randomkey", 1, R, NO_KEYS, "generic", "Returns a random key name from the database.", keys::randomkey),
     spec!("touch", -2, RF, ALL_KEYS, "generic", "Returns the number of existing keys out of those specified.", keys::touch),
@@ -342,9 +350,9 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("sinter", -2, R, ALL_KEYS, "set", "Returns the intersect of multiple sets.", set::sinter),
     spec!("sunion", -2, R, ALL_KEYS, "set", "Returns the union of multiple sets.", set::sunion),
     spec!("sdiff", -2, R, ALL_KEYS, "set", "Returns the difference of multiple sets.", set::sdiff),
-    spec!("sinterstore", -3, W, ALL_KEYS, "set", "Stores the intersect of multiple sets in a key.", set::sinterstore),
-    spec!("sunionstore", -3, W, ALL_KEYS, "set", "Stores the union of multiple sets in a key.", set::sunionstore),
-    spec!("sdiffstore", -3, W, ALL_KEYS, "set", "Stores the difference of multiple sets in a key.", set::sdiffstore),
+    spec!("sinterstore", -3, W.with(Flags::READS_SOURCES), ALL_KEYS, "set", "Stores the intersect of multiple sets in a key.", set::sinterstore),
+    spec!("sunionstore", -3, W.with(Flags::READS_SOURCES), ALL_KEYS, "set", "Stores the union of multiple sets in a key.", set::sunionstore),
+    spec!("sdiffstore", -3, W.with(Flags::READS_SOURCES), ALL_KEYS, "set", "Stores the difference of multiple sets in a key.", set::sdiffstore),
     spec!("sintercard", -3, R, COUNTED_FIRST, "set", "Returns the number of members of the intersect of multiple sets.", set::sintercard),
     spec!("sscan", -3, R, KEY1, "set", "Iterates over members of a set.", set::sscan),
     // sorted sets
@@ -357,7 +365,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("zcount", 4, RF, KEY1, "sorted-set", "Returns the count of members in a sorted set that have scores within a range.", zset::zcount),
     spec!("zlexcount", 4, RF, KEY1, "sorted-set", "Returns the number of members in a sorted set within a lexicographical range.", zset::zlexcount),
     spec!("zrange", -4, R, KEY1, "sorted-set", "Returns members in a sorted set within a range of indexes.", zset::zrange),
-    spec!("zrangestore", -5, W, KEY12, "sorted-set", "Stores a range of members from sorted set in a key.", zset::zrangestore),
+    spec!("zrangestore", -5, W.with(Flags::READS_SOURCES), KEY12, "sorted-set", "Stores a range of members from sorted set in a key.", zset::zrangestore),
     spec!("zrangebyscore", -4, R, KEY1, "sorted-set", "Returns members in a sorted set within a range of scores.", zset::zrangebyscore),
     spec!("zrevrangebyscore", -4, R, KEY1, "sorted-set", "Returns members in a sorted set within a range of scores in reverse order.", zset::zrevrangebyscore),
     spec!("zrangebylex", -4, R, KEY1, "sorted-set", "Returns members in a sorted set within a lexicographical range.", zset::zrangebylex),
@@ -378,9 +386,9 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("zunion", -3, R, COUNTED_FIRST, "sorted-set", "Returns the union of multiple sorted sets.", zset::zunion),
     spec!("zinter", -3, R, COUNTED_FIRST, "sorted-set", "Returns the intersect of multiple sorted sets.", zset::zinter),
     spec!("zdiff", -3, R, COUNTED_FIRST, "sorted-set", "Returns the difference between multiple sorted sets.", zset::zdiff),
-    spec!("zunionstore", -4, W, STORE_COUNTED, "sorted-set", "Stores the union of multiple sorted sets in a key.", zset::zunionstore),
-    spec!("zinterstore", -4, W, STORE_COUNTED, "sorted-set", "Stores the intersect of multiple sorted sets in a key.", zset::zinterstore),
-    spec!("zdiffstore", -4, W, STORE_COUNTED, "sorted-set", "Stores the difference of multiple sorted sets in a key.", zset::zdiffstore),
+    spec!("zunionstore", -4, W.with(Flags::READS_SOURCES), STORE_COUNTED, "sorted-set", "Stores the union of multiple sorted sets in a key.", zset::zunionstore),
+    spec!("zinterstore", -4, W.with(Flags::READS_SOURCES), STORE_COUNTED, "sorted-set", "Stores the intersect of multiple sorted sets in a key.", zset::zinterstore),
+    spec!("zdiffstore", -4, W.with(Flags::READS_SOURCES), STORE_COUNTED, "sorted-set", "Stores the difference of multiple sorted sets in a key.", zset::zdiffstore),
     spec!("zintercard", -3, R, COUNTED_FIRST, "sorted-set", "Returns the number of members of the intersect of multiple sorted sets.", zset::zintercard),
     spec!("zscan", -3, R, KEY1, "sorted-set", "Iterates over members and scores of a sorted set.", zset::zscan),
     // roaring bitmaps (TairRoaring)
@@ -414,13 +422,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("getbit", 3, RF, KEY1, "bitmap", "Returns a bit value by offset.", bitmap::getbit),
     spec!("bitcount", -2, R, KEY1, "bitmap", "Counts the number of set bits in a string.", bitmap::bitcount),
     spec!("bitpos", -3, R, KEY1, "bitmap", "Finds the first set or clear bit in a string.", bitmap::bitpos),
-    spec!("bitop", -4, W, Keys::Range(2, -1, 1), "bitmap", "Performs bitwise operations on multiple strings, and stores the result.", bitmap::bitop),
+    spec!("bitop", -4, W.with(Flags::READS_SOURCES), Keys::Range(2, -1, 1), "bitmap", "Performs bitwise operations on multiple strings, and stores the result.", bitmap::bitop),
     spec!("bitfield", -2, W, KEY1, "bitmap", "Performs arbitrary bitfield integer operations on strings.", bitmap::bitfield),
     spec!("bitfield_ro", -2, RF, KEY1, "bitmap", "Performs arbitrary read-only bitfield integer operations on strings.", bitmap::bitfield_ro),
     // HyperLogLog
     spec!("pfadd", -2, WF, KEY1, "hyperloglog", "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist.", hyperloglog::pfadd),
     spec!("pfcount", -2, R.with(Flags::MAY_WRITE), ALL_KEYS, "hyperloglog", "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).", hyperloglog::pfcount),
-    spec!("pfmerge", -2, W, ALL_KEYS, "hyperloglog", "Merges one or more HyperLogLog values into a single key.", hyperloglog::pfmerge),
+    spec!("pfmerge", -2, W.with(Flags::READS_SOURCES), ALL_KEYS, "hyperloglog", "Merges one or more HyperLogLog values into a single key.", hyperloglog::pfmerge),
     // pub/sub
     spec!("subscribe", -2, PUBSUB.with(Flags::WHILE_SUBSCRIBED), NO_KEYS, "pubsub", "Listens for messages published to channels.", pubsub::subscribe_cmd),
     spec!("unsubscribe", -1, PUBSUB.with(Flags::WHILE_SUBSCRIBED), NO_KEYS, "pubsub", "Stops listening to messages posted to channels.", pubsub::unsubscribe_cmd),
@@ -493,16 +501,16 @@ static SLOWLOG: &[CommandSpec] = &[
 
 #[rustfmt::skip]
 static MEMORY: &[CommandSpec] = &[
-    spec!("memory|usage", -3, R.with(Flags::NO_TOUCH), KEY2, "server", "Estimates the memory usage of a key.", server::memory_usage),
+    spec!("memory|usage", -3, R.with(Flags::NO_TOUCH).with(Flags::NO_KEYMISS), KEY2, "server", "Estimates the memory usage of a key.", server::memory_usage),
     spec!("memory|help", 2, HELP, NO_KEYS, "server", "Returns helpful text about the different subcommands.", server::memory_help),
 ];
 
 #[rustfmt::skip]
 static OBJECT: &[CommandSpec] = &[
-    spec!("object|encoding", 3, R.with(Flags::NO_TOUCH), KEY2, "generic", "Returns the internal encoding of a Redis object.", keys::object_encoding),
-    spec!("object|freq", 3, R.with(Flags::NO_TOUCH), KEY2, "generic", "Returns the logarithmic access frequency counter of a Redis object.", keys::object_freq),
-    spec!("object|idletime", 3, R.with(Flags::NO_TOUCH), KEY2, "generic", "Returns the time since the last access to a Redis object.", keys::object_idletime),
-    spec!("object|refcount", 3, R.with(Flags::NO_TOUCH), KEY2, "generic", "Returns the reference count of a value of a key.", keys::object_refcount),
+    spec!("object|encoding", 3, R.with(Flags::NO_TOUCH).with(Flags::NO_KEYMISS), KEY2, "generic", "Returns the internal encoding of a Redis object.", keys::object_encoding),
+    spec!("object|freq", 3, R.with(Flags::NO_TOUCH).with(Flags::NO_KEYMISS), KEY2, "generic", "Returns the logarithmic access frequency counter of a Redis object.", keys::object_freq),
+    spec!("object|idletime", 3, R.with(Flags::NO_TOUCH).with(Flags::NO_KEYMISS), KEY2, "generic", "Returns the time since the last access to a Redis object.", keys::object_idletime),
+    spec!("object|refcount", 3, R.with(Flags::NO_TOUCH).with(Flags::NO_KEYMISS), KEY2, "generic", "Returns the reference count of a value of a key.", keys::object_refcount),
     spec!("object|help", 2, HELP, NO_KEYS, "generic", "Returns helpful text about the different subcommands.", keys::object_help),
 ];
 
@@ -787,6 +795,23 @@ mod tests {
         assert_eq!(marked(Flags::LOCKS_LATE), ["copy", "move"]);
         assert_eq!(marked(Flags::SELECTS_DB), ["select"]);
         assert_eq!(marked(Flags::NO_MULTI), ["shutdown"]);
+        let no_keymiss = [
+            "memory|usage",
+            "object|encoding",
+            "object|freq",
+            "object|idletime",
+            "object|refcount",
+        ];
+        assert_eq!(marked(Flags::NO_KEYMISS), no_keymiss);
+        assert_eq!(marked(Flags::READS_FIRST_KEY), ["sort"]);
+        for spec in ALL_COMMANDS.iter() {
+            let reads = spec.flags.contains(Flags::READS_SOURCES);
+            assert!(
+                !reads || spec.flags.contains(Flags::WRITE),
+                "{} reads sources but writes nothing",
+                spec.name
+            );
+        }
     }
 
     #[test]
