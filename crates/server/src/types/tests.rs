@@ -250,3 +250,75 @@ fn a_transaction_reads_its_own_writes_and_commits_them_whole() {
         assert_eq!(ks.db(0).llen(b"b").unwrap(), 1);
     });
 }
+
+#[test]
+fn roaring_bitmaps_count_rank_and_find_zeros_past_missing_containers() {
+    on_both_engines(|ks| {
+        let db = ks.db(0);
+        // Containers 0, 1 and 3; container 2 is missing.
+        let offsets: Vec<u32> = (0..70_000).step_by(7).chain([3 << 16]).collect();
+        let set = db.tr_setbits(b"r", &offsets, true).unwrap();
+        assert_eq!(set, offsets.len() as u64);
+        assert_eq!(db.tr_bitcount(b"r", None).unwrap(), offsets.len() as u64);
+        assert_eq!(
+            db.tr_rank(b"r", 3 << 16).unwrap(),
+            Some(offsets.len() as u64)
+        );
+        // The first zero of container 2, which holds nothing, and the last one overall.
+        let zeros_before_2 = (2u64 << 16) - (offsets.len() as u64 - 1);
+        let nth = zeros_before_2 as i64 + 1;
+        assert_eq!(db.tr_bitpos(b"r", false, nth).unwrap(), Some(2 << 16));
+        assert_eq!(db.tr_bitpos(b"r", false, -1).unwrap(), Some((3 << 16) - 1));
+        let and = crate::types::roaring::BitOp::And;
+        assert_eq!(db.tr_bitop(and, b"and", &bs(&["r", "none"])).unwrap(), 0);
+    });
+}
+
+#[test]
+fn hyperloglogs_count_what_was_added_within_their_error() {
+    on_both_engines(|ks| {
+        let db = ks.db(0);
+        let a: Vec<Bytes> = (0..5_000).map(|i| b(&format!("a{i}"))).collect();
+        let c: Vec<Bytes> = (0..5_000).map(|i| b(&format!("c{i}"))).collect();
+        assert!(db.pfadd(b"ha", &a, 3000).unwrap());
+        assert!(!db.pfadd(b"ha", &a[..10], 3000).unwrap(), "nothing new");
+        db.pfadd(b"hc", &c, 3000).unwrap();
+        let one = db.pfcount(&bs(&["ha"])).unwrap() as f64;
+        assert!((one - 5_000.0).abs() < 5_000.0 * 0.02, "{one}");
+        let both = db.pfcount(&bs(&["ha", "hc"])).unwrap() as f64;
+        assert!((both - 10_000.0).abs() < 10_000.0 * 0.02, "{both}");
+    });
+}
+
+#[test]
+fn the_reaper_removes_due_keys_and_names_them() {
+    on_both_engines(|ks| {
+        let db = ks.db(2);
+        for i in 0..10 {
+            db.set(format!("k{i}").as_bytes(), b("v"), SetOptions::default())
+                .unwrap();
+        }
+        let soon = now_ms() as i64 + 1;
+        for i in 0..4 {
+            db.set_expiry(format!("k{i}").as_bytes(), soon, ExpireCondition::default())
+                .unwrap();
+        }
+        let mut reaped = Vec::new();
+        let removed = db
+            .reap_expired(now_ms() + 10, 100, &mut |key| reaped.push(key.to_vec()))
+            .unwrap();
+        assert_eq!(removed, 4);
+        reaped.sort();
+        assert_eq!(
+            reaped,
+            [
+                b"k0".to_vec(),
+                b"k1".to_vec(),
+                b"k2".to_vec(),
+                b"k3".to_vec()
+            ]
+        );
+        let page = db.scan(0, None, 100, None).unwrap();
+        assert_eq!(page.keys.len(), 6);
+    });
+}
