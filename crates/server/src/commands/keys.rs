@@ -6,6 +6,7 @@ use shale_storage::metadata::KeyKind;
 
 use super::args::{db_index, int, is, scan_args, text};
 use super::{help_reply, Context};
+use crate::config::event_classes::GENERIC;
 use crate::error::Error;
 use crate::keyspace::now_ms;
 use crate::types::ExpireCondition;
@@ -158,6 +159,7 @@ pub fn copy(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let copied = ctx
         .db()
         .copy_to(&args[1], ctx.db_at(target), &args[2], replace)?;
+    ctx.notify_in(target, GENERIC, "copy_to", &args[2]);
     Ok(Reply::Integer(copied as i64))
 }
 
@@ -166,6 +168,8 @@ pub fn move_key(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     if target == ctx.client.db {
         return Err(Error::msg("source and destination objects are the same"));
     }
+    ctx.notify(GENERIC, "move_from", &args[1]);
+    ctx.notify_in(target, GENERIC, "move_to", &args[1]);
     Ok(Reply::Integer(
         ctx.db().move_to(&args[1], ctx.db_at(target))? as i64,
     ))

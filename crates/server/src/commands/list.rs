@@ -6,6 +6,7 @@ use shale_storage::metadata::KeyKind;
 
 use super::args::{self, int, is, mpop_count, mpop_numkeys, non_negative, pop_count};
 use super::{block_on, bulks, Context};
+use crate::config::event_classes::LIST;
 use crate::error::Error;
 use crate::services::blocking::Attempt;
 use crate::types::list::{End, PosOptions};
@@ -185,12 +186,32 @@ fn end(arg: &[u8]) -> Result<End, Error> {
 /// LMOVE source destination LEFT|RIGHT LEFT|RIGHT
 pub fn lmove(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let (from, to) = (end(&args[3])?, end(&args[4])?);
+    notify_move(ctx, args, from, to);
     Ok(Reply::bulk_or_null(
         ctx.db().lmove(&args[1], &args[2], from, to)?,
     ))
 }
 
+/// The events of LMOVE, BLMOVE, RPOPLPUSH and BRPOPLPUSH, in Redis's order: the push onto
+/// the destination, then the pop from the source.
+fn notify_move(ctx: &mut Context<'_>, args: &[Bytes], from: End, to: End) {
+    let push = match to {
+        End::Left => "lpush",
+        End::Right => "rpush",
+    };
+    ctx.notify(LIST, push, &args[2]);
+    ctx.notify(LIST, pop_event(from), &args[1]);
+}
+
+fn pop_event(end: End) -> &'static str {
+    match end {
+        End::Left => "lpop",
+        End::Right => "rpop",
+    }
+}
+
 pub fn rpoplpush(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    notify_move(ctx, args, End::Right, End::Left);
     Ok(Reply::bulk_or_null(ctx.db().lmove(
         &args[1],
         &args[2],
@@ -217,6 +238,9 @@ fn mpop_reply(popped: Option<(Bytes, Vec<Bytes>)>) -> Option<Reply> {
 pub fn lmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let (keys, rest) = mpop_numkeys(&args[1..])?;
     let (which, count) = mpop_options(rest)?;
+    for key in keys {
+        ctx.notify(LIST, pop_event(which), key);
+    }
     Ok(mpop_reply(ctx.db().lmpop(keys, which, count)?).unwrap_or(Reply::NullArray))
 }
 
@@ -266,11 +290,13 @@ fn blocking_move(
 /// BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout
 pub fn blmove(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let (from, to) = (end(&args[3])?, end(&args[4])?);
+    notify_move(ctx, args, from, to);
     blocking_move(ctx, args, from, to, &args[5])
 }
 
 /// BRPOPLPUSH source destination timeout
 pub fn brpoplpush(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    notify_move(ctx, args, End::Right, End::Left);
     blocking_move(ctx, args, End::Right, End::Left, &args[3])
 }
 
@@ -280,6 +306,10 @@ pub fn blmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let (which, count) = mpop_options(rest)?;
     // Redis reads the timeout last.
     let timeout = args::timeout(&args[1])?;
+    // Published for the key it pops at once; one served later announces nothing.
+    for key in keys {
+        ctx.notify(LIST, pop_event(which), key);
+    }
     let attempt: Attempt = Box::new(move |db, keys| Ok(mpop_reply(db.lmpop(keys, which, count)?)));
     block_on(ctx, keys.to_vec(), timeout, Reply::NullArray, attempt)
 }

@@ -62,6 +62,8 @@ pub struct Context<'a> {
     pub error_counted: bool,
     /// The command runs for a script (`redis.call`).
     pub in_script: bool,
+    /// Keyspace events the handler reported (`Context::notify`), while notifications are on.
+    pub reported: Vec<notify::Reported>,
 }
 
 impl<'a> Context<'a> {
@@ -83,6 +85,26 @@ impl<'a> Context<'a> {
             events: Vec::new(),
             error_counted: false,
             in_script: false,
+            reported: Vec::new(),
+        }
+    }
+
+    /// Reports a keyspace event of `key` in the selected database, for a command whose row
+    /// says its handler reports them (`Events::Reported`). It is published if the command's
+    /// write changed the key.
+    pub fn notify(&mut self, class: u32, name: &'static str, key: &[u8]) {
+        self.notify_in(self.client.db, class, name, key);
+    }
+
+    /// [`Context::notify`] for a key of database `db` (MOVE, COPY ... DB).
+    pub fn notify_in(&mut self, db: usize, class: u32, name: &'static str, key: &[u8]) {
+        if self.services.notify_classes() != 0 {
+            self.reported.push(notify::Reported {
+                db: db as u8,
+                class,
+                name,
+                key: key.to_vec(),
+            });
         }
     }
 
@@ -242,8 +264,9 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     }
     notify::miss_events(ctx, spec, args);
     let written = ctx.written.take();
+    let reported = std::mem::take(&mut ctx.reported);
     if !written.is_empty() {
-        notify::command_events(ctx, spec, args, &written);
+        notify::command_events(ctx, spec, args, &written, reported);
     }
     Outcome {
         error_counted,

@@ -6,6 +6,7 @@ use shale_storage::metadata::KeyKind;
 
 use super::args::{int, is};
 use super::Context;
+use crate::config::event_classes::{GENERIC, STRING};
 use crate::error::Error;
 use crate::keyspace::now_ms;
 use crate::types::lcs::LcsRun;
@@ -107,6 +108,10 @@ pub fn set(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         options.expiry = ExpiryChange::At(at?);
     }
     let outcome = ctx.db().set(&args[1], args[2].clone(), options)?;
+    ctx.notify(STRING, "set", &args[1]);
+    if matches!(options.expiry, ExpiryChange::At(_)) {
+        ctx.notify(GENERIC, "expire", &args[1]);
+    }
     Ok(if options.get {
         Reply::bulk_or_null(outcome.previous)
     } else if outcome.written {
@@ -146,6 +151,8 @@ fn set_with_expiry(
         ..SetOptions::default()
     };
     ctx.db().set(&args[1], args[3].clone(), options)?;
+    ctx.notify(STRING, "set", &args[1]);
+    ctx.notify(GENERIC, "expire", &args[1]);
     Ok(Reply::OK)
 }
 
@@ -185,7 +192,16 @@ pub fn getex(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         Some(Err(err)) if ctx.db().exists_as(&args[1], &[KeyKind::String])? => return Err(err),
         Some(Err(_)) => return Ok(Reply::Null),
     };
-    Ok(Reply::bulk_or_null(ctx.db().getex(&args[1], change)?))
+    let event = match change {
+        ExpiryChange::Clear => Some("persist"),
+        ExpiryChange::At(_) => Some("expire"),
+        ExpiryChange::Keep => None,
+    };
+    let value = ctx.db().getex(&args[1], change)?;
+    if let Some(event) = event {
+        ctx.notify(GENERIC, event, &args[1]);
+    }
+    Ok(Reply::bulk_or_null(value))
 }
 
 pub fn mget(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {

@@ -5,6 +5,8 @@ use std::sync::LazyLock;
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
+use crate::config::event_classes::{GENERIC, HASH, LIST, SET, STRING, ZSET};
+
 use super::{
     bitmap, connection, hash, hyperloglog, keys, list, pubsub, roaring, scripting, server, set,
     sort, string, transaction, zset, Handler,
@@ -103,6 +105,8 @@ pub struct CommandSpec {
     pub arity: i32,
     pub flags: Flags,
     pub keys: Keys,
+    /// The keyspace events of a write command (see `notify`).
+    pub events: Events,
     pub group: &'static str,
     pub summary: &'static str,
     pub handler: Handler,
@@ -133,11 +137,24 @@ const ADMIN: Flags = Flags::ADMIN
 
 macro_rules! spec {
     ($name:literal, $arity:expr, $flags:expr, $keys:expr, $group:literal, $summary:literal, $handler:path) => {
+        spec!(
+            $name,
+            $arity,
+            $flags,
+            $keys,
+            $group,
+            $summary,
+            $handler,
+            Events::None
+        )
+    };
+    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $group:literal, $summary:literal, $handler:path, $events:expr) => {
         CommandSpec {
             name: $name,
             arity: $arity,
             flags: $flags,
             keys: $keys,
+            events: $events,
             group: $group,
             summary: $summary,
             handler: $handler,
@@ -183,6 +200,50 @@ impl Keys {
             Keys::Range(first, last, step) => (first, last, step),
             Keys::Counted { reported, .. } | Keys::Found { reported, .. } => reported,
         }
+    }
+}
+
+/// The keyspace events a write command causes, as Redis's commands announce them.
+#[derive(Clone, Copy)]
+pub enum Events {
+    /// A command that writes nothing.
+    None,
+    /// A write that announces nothing: FLUSHDB, FLUSHALL and SWAPDB, as in Redis, and the
+    /// TR.* commands, which TairRoaring's events Shale does not reproduce.
+    Silent,
+    /// One event per key the command names, the i-th for its i-th key and the last for the
+    /// rest, published for the keys its write changed.
+    ByKey(&'static [KeyEvent]),
+    /// Events that depend on the command's options or outcome, which its handler reports
+    /// (`Context::notify`).
+    Reported,
+}
+
+/// The event of one key of a command.
+#[derive(Clone, Copy)]
+pub struct KeyEvent {
+    pub class: u32,
+    pub name: &'static str,
+    /// Left out when the write deleted the key (a STORE of an empty result, EXPIRE in the
+    /// past): only `del` is announced then.
+    pub unless_deleted: bool,
+}
+
+/// `name` of `class` for every key.
+const fn each(class: u32, name: &'static str) -> KeyEvent {
+    KeyEvent {
+        class,
+        name,
+        unless_deleted: false,
+    }
+}
+
+/// `name` of `class`, unless the write deleted the key.
+const fn kept(class: u32, name: &'static str) -> KeyEvent {
+    KeyEvent {
+        class,
+        name,
+        unless_deleted: true,
     }
 }
 
@@ -239,9 +300,9 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("info", -1, Flags::LOADING.with(Flags::STALE), NO_KEYS, "server", "Returns information and statistics about the server.", server::info),
     container!("config", -2, Flags::NONE, "server", "A container for server configuration commands.", server::config_help, CONFIG),
     spec!("dbsize", 1, RF, NO_KEYS, "server", "Returns the number of keys in the database.", server::dbsize),
-    spec!("flushdb", -1, D, NO_KEYS, "server", "Removes all keys from the current database.", server::flushdb),
-    spec!("flushall", -1, D, NO_KEYS, "server", "Removes all keys from all databases.", server::flushall),
-    spec!("swapdb", 3, DF, NO_KEYS, "server", "Swaps two Redis databases.", server::swapdb),
+    spec!("flushdb", -1, D, NO_KEYS, "server", "Removes all keys from the current database.", server::flushdb, Events::Silent),
+    spec!("flushall", -1, D, NO_KEYS, "server", "Removes all keys from all databases.", server::flushall, Events::Silent),
+    spec!("swapdb", 3, DF, NO_KEYS, "server", "Swaps two Redis databases.", server::swapdb, Events::Silent),
     spec!("time", 1, Flags::LOADING.with(Flags::STALE).with(Flags::FAST), NO_KEYS, "server", "Returns the server time.", server::time),
     container!("slowlog", -2, Flags::NONE, "server", "A container for slow log commands.", server::slowlog_help, SLOWLOG),
     spec!("shutdown", -1, ADMIN.with(Flags::NO_MULTI), NO_KEYS, "server", "Shuts down the server.", server::shutdown),
@@ -251,121 +312,121 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("wait", 3, Flags::NOSCRIPT, NO_KEYS, "generic", "Blocks until the writes of this connection reach a number of replicas.", server::wait),
     // strings
     spec!("get", 2, RF, KEY1, "string", "Returns the string value of a key.", string::get),
-    spec!("set", -3, W, KEY1, "string", "Sets the string value of a key.", string::set),
-    spec!("setnx", 3, WF, KEY1, "string", "Sets the value of a key only when it doesn't exist.", string::setnx),
-    spec!("setex", 4, W, KEY1, "string", "Sets the value and expiration time in seconds of a key.", string::setex),
-    spec!("psetex", 4, W, KEY1, "string", "Sets the value and expiration time in milliseconds of a key.", string::psetex),
-    spec!("getset", 3, WF, KEY1, "string", "Returns the previous value of a key after setting it.", string::getset),
-    spec!("getdel", 2, DF, KEY1, "string", "Returns the value of a key after deleting it.", string::getdel),
-    spec!("getex", -2, DF, KEY1, "string", "Returns the value of a key after changing its expiration.", string::getex),
+    spec!("set", -3, W, KEY1, "string", "Sets the string value of a key.", string::set, Events::Reported),
+    spec!("setnx", 3, WF, KEY1, "string", "Sets the value of a key only when it doesn't exist.", string::setnx, Events::ByKey(&[each(STRING, "set")])),
+    spec!("setex", 4, W, KEY1, "string", "Sets the value and expiration time in seconds of a key.", string::setex, Events::Reported),
+    spec!("psetex", 4, W, KEY1, "string", "Sets the value and expiration time in milliseconds of a key.", string::psetex, Events::Reported),
+    spec!("getset", 3, WF, KEY1, "string", "Returns the previous value of a key after setting it.", string::getset, Events::ByKey(&[each(STRING, "set")])),
+    spec!("getdel", 2, DF, KEY1, "string", "Returns the value of a key after deleting it.", string::getdel, Events::ByKey(&[each(GENERIC, "del")])),
+    spec!("getex", -2, DF, KEY1, "string", "Returns the value of a key after changing its expiration.", string::getex, Events::Reported),
     spec!("mget", -2, RF, ALL_KEYS, "string", "Atomically returns the values of one or more keys.", string::mget),
-    spec!("mset", -3, W, PAIRS, "string", "Atomically sets the values of one or more keys.", string::mset),
-    spec!("msetnx", -3, W, PAIRS, "string", "Sets the values of keys only when none of them exist.", string::msetnx),
-    spec!("incr", 2, WF, KEY1, "string", "Increments the integer value of a key by one.", string::incr),
-    spec!("decr", 2, WF, KEY1, "string", "Decrements the integer value of a key by one.", string::decr),
-    spec!("incrby", 3, WF, KEY1, "string", "Increments the integer value of a key by a number.", string::incrby),
-    spec!("decrby", 3, WF, KEY1, "string", "Decrements the integer value of a key by a number.", string::decrby),
-    spec!("incrbyfloat", 3, WF, KEY1, "string", "Increments the floating point value of a key.", string::incrbyfloat),
-    spec!("append", 3, WF, KEY1, "string", "Appends a string to the value of a key.", string::append),
+    spec!("mset", -3, W, PAIRS, "string", "Atomically sets the values of one or more keys.", string::mset, Events::ByKey(&[each(STRING, "set")])),
+    spec!("msetnx", -3, W, PAIRS, "string", "Sets the values of keys only when none of them exist.", string::msetnx, Events::ByKey(&[each(STRING, "set")])),
+    spec!("incr", 2, WF, KEY1, "string", "Increments the integer value of a key by one.", string::incr, Events::ByKey(&[each(STRING, "incrby")])),
+    spec!("decr", 2, WF, KEY1, "string", "Decrements the integer value of a key by one.", string::decr, Events::ByKey(&[each(STRING, "incrby")])),
+    spec!("incrby", 3, WF, KEY1, "string", "Increments the integer value of a key by a number.", string::incrby, Events::ByKey(&[each(STRING, "incrby")])),
+    spec!("decrby", 3, WF, KEY1, "string", "Decrements the integer value of a key by a number.", string::decrby, Events::ByKey(&[each(STRING, "incrby")])),
+    spec!("incrbyfloat", 3, WF, KEY1, "string", "Increments the floating point value of a key.", string::incrbyfloat, Events::ByKey(&[each(STRING, "incrbyfloat")])),
+    spec!("append", 3, WF, KEY1, "string", "Appends a string to the value of a key.", string::append, Events::ByKey(&[each(STRING, "append")])),
     spec!("strlen", 2, RF, KEY1, "string", "Returns the length of a string value.", string::strlen),
     spec!("getrange", 4, R, KEY1, "string", "Returns a substring of the string stored at a key.", string::getrange),
     spec!("substr", 4, R, KEY1, "string", "Returns a substring of the string stored at a key.", string::getrange),
     spec!("lcs", -3, R, KEY12, "string", "Finds the longest common substring.", string::lcs),
-    spec!("setrange", 4, W, KEY1, "string", "Overwrites part of a string value from an offset.", string::setrange),
+    spec!("setrange", 4, W, KEY1, "string", "Overwrites part of a string value from an offset.", string::setrange, Events::ByKey(&[each(STRING, "setrange")])),
     // generic
-    spec!("del", -2, D, ALL_KEYS, "generic", "Deletes one or more keys.", keys::del),
-    spec!("unlink", -2, DF, ALL_KEYS, "generic", "Deletes one or more keys without blocking.", keys::del),
+    spec!("del", -2, D, ALL_KEYS, "generic", "Deletes one or more keys.", keys::del, Events::ByKey(&[each(GENERIC, "del")])),
+    spec!("unlink", -2, DF, ALL_KEYS, "generic", "Deletes one or more keys without blocking.", keys::del, Events::ByKey(&[each(GENERIC, "del")])),
     spec!("exists", -2, RF.with(Flags::NO_TOUCH), ALL_KEYS, "generic", "Counts how many of the given keys exist.", keys::exists),
     spec!("type", 2, RF.with(Flags::NO_TOUCH), KEY1, "generic", "Returns the type of the value stored at a key.", keys::key_type),
-    spec!("expire", -3, DF, KEY1, "generic", "Sets the expiration time of a key in seconds.", keys::expire),
-    spec!("pexpire", -3, DF, KEY1, "generic", "Sets the expiration time of a key in milliseconds.", keys::pexpire),
-    spec!("expireat", -3, DF, KEY1, "generic", "Sets the expiration time of a key to a Unix timestamp.", keys::expireat),
-    spec!("pexpireat", -3, DF, KEY1, "generic", "Sets the expiration time of a key to a Unix milliseconds timestamp.", keys::pexpireat),
+    spec!("expire", -3, DF, KEY1, "generic", "Sets the expiration time of a key in seconds.", keys::expire, Events::ByKey(&[kept(GENERIC, "expire")])),
+    spec!("pexpire", -3, DF, KEY1, "generic", "Sets the expiration time of a key in milliseconds.", keys::pexpire, Events::ByKey(&[kept(GENERIC, "expire")])),
+    spec!("expireat", -3, DF, KEY1, "generic", "Sets the expiration time of a key to a Unix timestamp.", keys::expireat, Events::ByKey(&[kept(GENERIC, "expire")])),
+    spec!("pexpireat", -3, DF, KEY1, "generic", "Sets the expiration time of a key to a Unix milliseconds timestamp.", keys::pexpireat, Events::ByKey(&[kept(GENERIC, "expire")])),
     spec!("ttl", 2, RF.with(Flags::NO_TOUCH), KEY1, "generic", "Returns the expiration time in seconds of a key.", keys::ttl),
     spec!("pttl", 2, RF.with(Flags::NO_TOUCH), KEY1, "generic", "Returns the expiration time in milliseconds of a key.", keys::pttl),
     spec!("expiretime", 2, RF.with(Flags::NO_TOUCH), KEY1, "generic", "Returns the expiration time of a key as a Unix timestamp.", keys::expiretime),
     spec!("pexpiretime", 2, RF.with(Flags::NO_TOUCH), KEY1, "generic", "Returns the expiration time of a key as a Unix milliseconds timestamp.", keys::pexpiretime),
-    spec!("persist", 2, DF, KEY1, "generic", "Removes the expiration time of a key.", keys::persist),
-    spec!("rename", 3, D, KEY12, "generic", "Renames a key and overwrites the destination.", keys::rename),
-    spec!("renamenx", 3, DF, KEY12, "generic", "Renames a key only when the target key name doesn't exist.", keys::renamenx),
-    spec!("copy", -3, W.with(Flags::LOCKS_LATE), KEY12, "generic", "Copies the value of a key to a new key.", keys::copy),
-    spec!("move", 3, DF.with(Flags::LOCKS_LATE), KEY1, "generic", "Moves a key to another database.", keys::move_key),
+    spec!("persist", 2, DF, KEY1, "generic", "Removes the expiration time of a key.", keys::persist, Events::ByKey(&[each(GENERIC, "persist")])),
+    spec!("rename", 3, D, KEY12, "generic", "Renames a key and overwrites the destination.", keys::rename, Events::ByKey(&[each(GENERIC, "rename_from"), each(GENERIC, "rename_to")])),
+    spec!("renamenx", 3, DF, KEY12, "generic", "Renames a key only when the target key name doesn't exist.", keys::renamenx, Events::ByKey(&[each(GENERIC, "rename_from"), each(GENERIC, "rename_to")])),
+    spec!("copy", -3, W.with(Flags::LOCKS_LATE), KEY12, "generic", "Copies the value of a key to a new key.", keys::copy, Events::Reported),
+    spec!("move", 3, DF.with(Flags::LOCKS_LATE), KEY1, "generic", "Moves a key to another database.", keys::move_key, Events::Reported),
     spec!("keys", 2, R, NO_KEYS, "generic", "Returns all key names that match a pattern.", keys::keys),
     spec!("scan", -2, R, NO_KEYS, "generic", "Iterates over the key names in the database.", keys::scan),
-    spec!("sort", -2, W.with(Flags::READS_FIRST_KEY), Keys::Found { by: sort_keys, reported: (1, 1, 1) }, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", sort::sort),
+    spec!("sort", -2, W.with(Flags::READS_FIRST_KEY), Keys::Found { by: sort_keys, reported: (1, 1, 1) }, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", sort::sort, Events::ByKey(&[kept(LIST, "sortstore")])),
     spec!("sort_ro", -2, R, KEY1, "generic", "Returns the sorted elements of a list, a set, or a sorted set.", sort::sort_ro),
     spec!("randomkey", 1, R, NO_KEYS, "generic", "Returns a random key name from the database.", keys::randomkey),
     spec!("touch", -2, RF, ALL_KEYS, "generic", "Returns the number of existing keys out of those specified.", keys::touch),
     container!("object", -2, Flags::NONE, "generic", "A container for object introspection commands.", keys::object_help, OBJECT),
     // hashes
-    spec!("hset", -4, WF, KEY1, "hash", "Creates or modifies the value of a field in a hash.", hash::hset),
-    spec!("hsetnx", 4, WF, KEY1, "hash", "Sets the value of a field in a hash only when the field doesn't exist.", hash::hsetnx),
-    spec!("hmset", -4, WF, KEY1, "hash", "Sets the values of multiple fields.", hash::hmset),
+    spec!("hset", -4, WF, KEY1, "hash", "Creates or modifies the value of a field in a hash.", hash::hset, Events::ByKey(&[each(HASH, "hset")])),
+    spec!("hsetnx", 4, WF, KEY1, "hash", "Sets the value of a field in a hash only when the field doesn't exist.", hash::hsetnx, Events::ByKey(&[each(HASH, "hset")])),
+    spec!("hmset", -4, WF, KEY1, "hash", "Sets the values of multiple fields.", hash::hmset, Events::ByKey(&[each(HASH, "hset")])),
     spec!("hget", 3, RF, KEY1, "hash", "Returns the value of a field in a hash.", hash::hget),
     spec!("hmget", -3, RF, KEY1, "hash", "Returns the values of all fields in a hash.", hash::hmget),
     spec!("hgetall", 2, R, KEY1, "hash", "Returns all fields and values in a hash.", hash::hgetall),
     spec!("hkeys", 2, R, KEY1, "hash", "Returns all fields in a hash.", hash::hkeys),
     spec!("hvals", 2, R, KEY1, "hash", "Returns all values in a hash.", hash::hvals),
-    spec!("hdel", -3, DF, KEY1, "hash", "Deletes one or more fields and their values from a hash.", hash::hdel),
+    spec!("hdel", -3, DF, KEY1, "hash", "Deletes one or more fields and their values from a hash.", hash::hdel, Events::ByKey(&[each(HASH, "hdel")])),
     spec!("hlen", 2, RF, KEY1, "hash", "Returns the number of fields in a hash.", hash::hlen),
     spec!("hexists", 3, RF, KEY1, "hash", "Determines whether a field exists in a hash.", hash::hexists),
     spec!("hstrlen", 3, RF, KEY1, "hash", "Returns the length of the value of a field.", hash::hstrlen),
-    spec!("hincrby", 4, WF, KEY1, "hash", "Increments the integer value of a field in a hash by a number.", hash::hincrby),
-    spec!("hincrbyfloat", 4, WF, KEY1, "hash", "Increments the floating point value of a field by a number.", hash::hincrbyfloat),
+    spec!("hincrby", 4, WF, KEY1, "hash", "Increments the integer value of a field in a hash by a number.", hash::hincrby, Events::ByKey(&[each(HASH, "hincrby")])),
+    spec!("hincrbyfloat", 4, WF, KEY1, "hash", "Increments the floating point value of a field by a number.", hash::hincrbyfloat, Events::ByKey(&[each(HASH, "hincrbyfloat")])),
     spec!("hrandfield", -2, R, KEY1, "hash", "Returns one or more random fields from a hash.", hash::hrandfield),
     spec!("hscan", -3, R, KEY1, "hash", "Iterates over fields and values of a hash.", hash::hscan),
     // lists
-    spec!("lpush", -3, WF, KEY1, "list", "Prepends one or more elements to a list.", list::lpush),
-    spec!("rpush", -3, WF, KEY1, "list", "Appends one or more elements to a list.", list::rpush),
-    spec!("lpushx", -3, WF, KEY1, "list", "Prepends elements to a list only when the list exists.", list::lpushx),
-    spec!("rpushx", -3, WF, KEY1, "list", "Appends elements to a list only when the list exists.", list::rpushx),
-    spec!("lpop", -2, DF, KEY1, "list", "Returns the first elements in a list after removing it.", list::lpop),
-    spec!("rpop", -2, DF, KEY1, "list", "Returns and removes the last elements of a list.", list::rpop),
+    spec!("lpush", -3, WF, KEY1, "list", "Prepends one or more elements to a list.", list::lpush, Events::ByKey(&[each(LIST, "lpush")])),
+    spec!("rpush", -3, WF, KEY1, "list", "Appends one or more elements to a list.", list::rpush, Events::ByKey(&[each(LIST, "rpush")])),
+    spec!("lpushx", -3, WF, KEY1, "list", "Prepends elements to a list only when the list exists.", list::lpushx, Events::ByKey(&[each(LIST, "lpush")])),
+    spec!("rpushx", -3, WF, KEY1, "list", "Appends elements to a list only when the list exists.", list::rpushx, Events::ByKey(&[each(LIST, "rpush")])),
+    spec!("lpop", -2, DF, KEY1, "list", "Returns the first elements in a list after removing it.", list::lpop, Events::ByKey(&[each(LIST, "lpop")])),
+    spec!("rpop", -2, DF, KEY1, "list", "Returns and removes the last elements of a list.", list::rpop, Events::ByKey(&[each(LIST, "rpop")])),
     spec!("llen", 2, RF, KEY1, "list", "Returns the length of a list.", list::llen),
     spec!("lrange", 4, R, KEY1, "list", "Returns a range of elements from a list.", list::lrange),
     spec!("lindex", 3, R, KEY1, "list", "Returns an element from a list by its index.", list::lindex),
-    spec!("lset", 4, W, KEY1, "list", "Sets the value of an element in a list by its index.", list::lset),
-    spec!("linsert", 5, W, KEY1, "list", "Inserts an element before or after another element in a list.", list::linsert),
-    spec!("lrem", 4, D, KEY1, "list", "Removes elements from a list.", list::lrem),
-    spec!("ltrim", 4, D, KEY1, "list", "Removes elements from both ends a list.", list::ltrim),
+    spec!("lset", 4, W, KEY1, "list", "Sets the value of an element in a list by its index.", list::lset, Events::ByKey(&[each(LIST, "lset")])),
+    spec!("linsert", 5, W, KEY1, "list", "Inserts an element before or after another element in a list.", list::linsert, Events::ByKey(&[each(LIST, "linsert")])),
+    spec!("lrem", 4, D, KEY1, "list", "Removes elements from a list.", list::lrem, Events::ByKey(&[each(LIST, "lrem")])),
+    spec!("ltrim", 4, D, KEY1, "list", "Removes elements from both ends a list.", list::ltrim, Events::ByKey(&[each(LIST, "ltrim")])),
     spec!("lpos", -3, R, KEY1, "list", "Returns the index of matching elements in a list.", list::lpos),
-    spec!("lmove", 5, W, KEY12, "list", "Returns an element after popping it from one list and pushing it to another.", list::lmove),
-    spec!("rpoplpush", 3, W, KEY12, "list", "Returns the last element of a list after removing and pushing it to another list.", list::rpoplpush),
-    spec!("lmpop", -4, D, COUNTED_FIRST, "list", "Returns multiple elements from a list after removing them.", list::lmpop),
-    spec!("blpop", -3, D.with(Flags::NOSCRIPT).with(Flags::BLOCKING), ALL_BUT_LAST, "list", "Removes and returns the first element in a list. Blocks until an element is available otherwise.", list::blpop),
-    spec!("brpop", -3, D.with(Flags::NOSCRIPT).with(Flags::BLOCKING), ALL_BUT_LAST, "list", "Removes and returns the last element in a list. Blocks until an element is available otherwise.", list::brpop),
-    spec!("blmove", 6, W.with(Flags::NOSCRIPT).with(Flags::BLOCKING), KEY12, "list", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise.", list::blmove),
-    spec!("brpoplpush", 4, W.with(Flags::NOSCRIPT).with(Flags::BLOCKING), KEY12, "list", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise.", list::brpoplpush),
-    spec!("blmpop", -5, D.with(Flags::BLOCKING), COUNTED_SECOND, "list", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise.", list::blmpop),
+    spec!("lmove", 5, W, KEY12, "list", "Returns an element after popping it from one list and pushing it to another.", list::lmove, Events::Reported),
+    spec!("rpoplpush", 3, W, KEY12, "list", "Returns the last element of a list after removing and pushing it to another list.", list::rpoplpush, Events::Reported),
+    spec!("lmpop", -4, D, COUNTED_FIRST, "list", "Returns multiple elements from a list after removing them.", list::lmpop, Events::Reported),
+    spec!("blpop", -3, D.with(Flags::NOSCRIPT).with(Flags::BLOCKING), ALL_BUT_LAST, "list", "Removes and returns the first element in a list. Blocks until an element is available otherwise.", list::blpop, Events::ByKey(&[each(LIST, "lpop")])),
+    spec!("brpop", -3, D.with(Flags::NOSCRIPT).with(Flags::BLOCKING), ALL_BUT_LAST, "list", "Removes and returns the last element in a list. Blocks until an element is available otherwise.", list::brpop, Events::ByKey(&[each(LIST, "rpop")])),
+    spec!("blmove", 6, W.with(Flags::NOSCRIPT).with(Flags::BLOCKING), KEY12, "list", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise.", list::blmove, Events::Reported),
+    spec!("brpoplpush", 4, W.with(Flags::NOSCRIPT).with(Flags::BLOCKING), KEY12, "list", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise.", list::brpoplpush, Events::Reported),
+    spec!("blmpop", -5, D.with(Flags::BLOCKING), COUNTED_SECOND, "list", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise.", list::blmpop, Events::Reported),
     // sets
-    spec!("sadd", -3, WF, KEY1, "set", "Adds one or more members to a set.", set::sadd),
-    spec!("srem", -3, DF, KEY1, "set", "Removes one or more members from a set.", set::srem),
+    spec!("sadd", -3, WF, KEY1, "set", "Adds one or more members to a set.", set::sadd, Events::ByKey(&[each(SET, "sadd")])),
+    spec!("srem", -3, DF, KEY1, "set", "Removes one or more members from a set.", set::srem, Events::ByKey(&[each(SET, "srem")])),
     spec!("smembers", 2, R, KEY1, "set", "Returns all members of a set.", set::smembers),
     spec!("sismember", 3, RF, KEY1, "set", "Determines whether a member belongs to a set.", set::sismember),
     spec!("smismember", -3, RF, KEY1, "set", "Determines whether multiple members belong to a set.", set::smismember),
     spec!("scard", 2, RF, KEY1, "set", "Returns the number of members in a set.", set::scard),
-    spec!("spop", -2, DF, KEY1, "set", "Returns one or more random members from a set after removing them.", set::spop),
+    spec!("spop", -2, DF, KEY1, "set", "Returns one or more random members from a set after removing them.", set::spop, Events::ByKey(&[each(SET, "spop")])),
     spec!("srandmember", -2, R, KEY1, "set", "Get one or multiple random members from a set.", set::srandmember),
-    spec!("smove", 4, DF, KEY12, "set", "Moves a member from one set to another.", set::smove),
+    spec!("smove", 4, DF, KEY12, "set", "Moves a member from one set to another.", set::smove, Events::ByKey(&[each(SET, "srem"), each(SET, "sadd")])),
     spec!("sinter", -2, R, ALL_KEYS, "set", "Returns the intersect of multiple sets.", set::sinter),
     spec!("sunion", -2, R, ALL_KEYS, "set", "Returns the union of multiple sets.", set::sunion),
     spec!("sdiff", -2, R, ALL_KEYS, "set", "Returns the difference of multiple sets.", set::sdiff),
-    spec!("sinterstore", -3, W.with(Flags::READS_SOURCES), ALL_KEYS, "set", "Stores the intersect of multiple sets in a key.", set::sinterstore),
-    spec!("sunionstore", -3, W.with(Flags::READS_SOURCES), ALL_KEYS, "set", "Stores the union of multiple sets in a key.", set::sunionstore),
-    spec!("sdiffstore", -3, W.with(Flags::READS_SOURCES), ALL_KEYS, "set", "Stores the difference of multiple sets in a key.", set::sdiffstore),
+    spec!("sinterstore", -3, W.with(Flags::READS_SOURCES), ALL_KEYS, "set", "Stores the intersect of multiple sets in a key.", set::sinterstore, Events::ByKey(&[kept(SET, "sinterstore")])),
+    spec!("sunionstore", -3, W.with(Flags::READS_SOURCES), ALL_KEYS, "set", "Stores the union of multiple sets in a key.", set::sunionstore, Events::ByKey(&[kept(SET, "sunionstore")])),
+    spec!("sdiffstore", -3, W.with(Flags::READS_SOURCES), ALL_KEYS, "set", "Stores the difference of multiple sets in a key.", set::sdiffstore, Events::ByKey(&[kept(SET, "sdiffstore")])),
     spec!("sintercard", -3, R, COUNTED_FIRST, "set", "Returns the number of members of the intersect of multiple sets.", set::sintercard),
     spec!("sscan", -3, R, KEY1, "set", "Iterates over members of a set.", set::sscan),
     // sorted sets
-    spec!("zadd", -4, WF, KEY1, "sorted-set", "Adds one or more members to a sorted set, or updates their scores.", zset::zadd),
-    spec!("zincrby", 4, WF, KEY1, "sorted-set", "Increments the score of a member in a sorted set.", zset::zincrby),
-    spec!("zrem", -3, DF, KEY1, "sorted-set", "Removes one or more members from a sorted set.", zset::zrem),
+    spec!("zadd", -4, WF, KEY1, "sorted-set", "Adds one or more members to a sorted set, or updates their scores.", zset::zadd, Events::Reported),
+    spec!("zincrby", 4, WF, KEY1, "sorted-set", "Increments the score of a member in a sorted set.", zset::zincrby, Events::ByKey(&[each(ZSET, "zincr")])),
+    spec!("zrem", -3, DF, KEY1, "sorted-set", "Removes one or more members from a sorted set.", zset::zrem, Events::ByKey(&[each(ZSET, "zrem")])),
     spec!("zscore", 3, RF, KEY1, "sorted-set", "Returns the score of a member in a sorted set.", zset::zscore),
     spec!("zmscore", -3, RF, KEY1, "sorted-set", "Returns the score of one or more members in a sorted set.", zset::zmscore),
     spec!("zcard", 2, RF, KEY1, "sorted-set", "Returns the number of members in a sorted set.", zset::zcard),
     spec!("zcount", 4, RF, KEY1, "sorted-set", "Returns the count of members in a sorted set that have scores within a range.", zset::zcount),
     spec!("zlexcount", 4, RF, KEY1, "sorted-set", "Returns the number of members in a sorted set within a lexicographical range.", zset::zlexcount),
     spec!("zrange", -4, R, KEY1, "sorted-set", "Returns members in a sorted set within a range of indexes.", zset::zrange),
-    spec!("zrangestore", -5, W.with(Flags::READS_SOURCES), KEY12, "sorted-set", "Stores a range of members from sorted set in a key.", zset::zrangestore),
+    spec!("zrangestore", -5, W.with(Flags::READS_SOURCES), KEY12, "sorted-set", "Stores a range of members from sorted set in a key.", zset::zrangestore, Events::ByKey(&[kept(ZSET, "zrangestore")])),
     spec!("zrangebyscore", -4, R, KEY1, "sorted-set", "Returns members in a sorted set within a range of scores.", zset::zrangebyscore),
     spec!("zrevrangebyscore", -4, R, KEY1, "sorted-set", "Returns members in a sorted set within a range of scores in reverse order.", zset::zrevrangebyscore),
     spec!("zrangebylex", -4, R, KEY1, "sorted-set", "Returns members in a sorted set within a lexicographical range.", zset::zrangebylex),
@@ -373,37 +434,37 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("zrevrange", -4, R, KEY1, "sorted-set", "Returns members in a sorted set within a range of indexes in reverse order.", zset::zrevrange),
     spec!("zrank", -3, RF, KEY1, "sorted-set", "Returns the index of a member in a sorted set ordered by ascending scores.", zset::zrank),
     spec!("zrevrank", -3, RF, KEY1, "sorted-set", "Returns the index of a member in a sorted set ordered by descending scores.", zset::zrevrank),
-    spec!("zremrangebyrank", 4, D, KEY1, "sorted-set", "Removes members in a sorted set within a range of indexes.", zset::zremrangebyrank),
-    spec!("zremrangebyscore", 4, D, KEY1, "sorted-set", "Removes members in a sorted set within a range of scores.", zset::zremrangebyscore),
-    spec!("zremrangebylex", 4, D, KEY1, "sorted-set", "Removes members in a sorted set within a lexicographical range.", zset::zremrangebylex),
-    spec!("zpopmin", -2, DF, KEY1, "sorted-set", "Returns the lowest-scoring members from a sorted set after removing them.", zset::zpopmin),
-    spec!("zpopmax", -2, DF, KEY1, "sorted-set", "Returns the highest-scoring members from a sorted set after removing them.", zset::zpopmax),
-    spec!("bzpopmin", -3, DF.with(Flags::NOSCRIPT).with(Flags::BLOCKING), ALL_BUT_LAST, "sorted-set", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise.", zset::bzpopmin),
-    spec!("bzpopmax", -3, DF.with(Flags::NOSCRIPT).with(Flags::BLOCKING), ALL_BUT_LAST, "sorted-set", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.", zset::bzpopmax),
-    spec!("bzmpop", -5, D.with(Flags::BLOCKING), COUNTED_SECOND, "sorted-set", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise.", zset::bzmpop),
-    spec!("zmpop", -4, D, COUNTED_FIRST, "sorted-set", "Returns the highest- or lowest-scoring members from sorted sets after removing them.", zset::zmpop),
+    spec!("zremrangebyrank", 4, D, KEY1, "sorted-set", "Removes members in a sorted set within a range of indexes.", zset::zremrangebyrank, Events::ByKey(&[each(ZSET, "zremrangebyrank")])),
+    spec!("zremrangebyscore", 4, D, KEY1, "sorted-set", "Removes members in a sorted set within a range of scores.", zset::zremrangebyscore, Events::ByKey(&[each(ZSET, "zremrangebyscore")])),
+    spec!("zremrangebylex", 4, D, KEY1, "sorted-set", "Removes members in a sorted set within a lexicographical range.", zset::zremrangebylex, Events::ByKey(&[each(ZSET, "zremrangebylex")])),
+    spec!("zpopmin", -2, DF, KEY1, "sorted-set", "Returns the lowest-scoring members from a sorted set after removing them.", zset::zpopmin, Events::ByKey(&[each(ZSET, "zpopmin")])),
+    spec!("zpopmax", -2, DF, KEY1, "sorted-set", "Returns the highest-scoring members from a sorted set after removing them.", zset::zpopmax, Events::ByKey(&[each(ZSET, "zpopmax")])),
+    spec!("bzpopmin", -3, DF.with(Flags::NOSCRIPT).with(Flags::BLOCKING), ALL_BUT_LAST, "sorted-set", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise.", zset::bzpopmin, Events::ByKey(&[each(ZSET, "zpopmin")])),
+    spec!("bzpopmax", -3, DF.with(Flags::NOSCRIPT).with(Flags::BLOCKING), ALL_BUT_LAST, "sorted-set", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.", zset::bzpopmax, Events::ByKey(&[each(ZSET, "zpopmax")])),
+    spec!("bzmpop", -5, D.with(Flags::BLOCKING), COUNTED_SECOND, "sorted-set", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise.", zset::bzmpop, Events::Reported),
+    spec!("zmpop", -4, D, COUNTED_FIRST, "sorted-set", "Returns the highest- or lowest-scoring members from sorted sets after removing them.", zset::zmpop, Events::Reported),
     spec!("zrandmember", -2, R, KEY1, "sorted-set", "Returns one or more random members from a sorted set.", zset::zrandmember),
     spec!("zunion", -3, R, COUNTED_FIRST, "sorted-set", "Returns the union of multiple sorted sets.", zset::zunion),
     spec!("zinter", -3, R, COUNTED_FIRST, "sorted-set", "Returns the intersect of multiple sorted sets.", zset::zinter),
     spec!("zdiff", -3, R, COUNTED_FIRST, "sorted-set", "Returns the difference between multiple sorted sets.", zset::zdiff),
-    spec!("zunionstore", -4, W.with(Flags::READS_SOURCES), STORE_COUNTED, "sorted-set", "Stores the union of multiple sorted sets in a key.", zset::zunionstore),
-    spec!("zinterstore", -4, W.with(Flags::READS_SOURCES), STORE_COUNTED, "sorted-set", "Stores the intersect of multiple sorted sets in a key.", zset::zinterstore),
-    spec!("zdiffstore", -4, W.with(Flags::READS_SOURCES), STORE_COUNTED, "sorted-set", "Stores the difference of multiple sorted sets in a key.", zset::zdiffstore),
+    spec!("zunionstore", -4, W.with(Flags::READS_SOURCES), STORE_COUNTED, "sorted-set", "Stores the union of multiple sorted sets in a key.", zset::zunionstore, Events::ByKey(&[kept(ZSET, "zunionstore")])),
+    spec!("zinterstore", -4, W.with(Flags::READS_SOURCES), STORE_COUNTED, "sorted-set", "Stores the intersect of multiple sorted sets in a key.", zset::zinterstore, Events::ByKey(&[kept(ZSET, "zinterstore")])),
+    spec!("zdiffstore", -4, W.with(Flags::READS_SOURCES), STORE_COUNTED, "sorted-set", "Stores the difference of multiple sorted sets in a key.", zset::zdiffstore, Events::ByKey(&[kept(ZSET, "zdiffstore")])),
     spec!("zintercard", -3, R, COUNTED_FIRST, "sorted-set", "Returns the number of members of the intersect of multiple sorted sets.", zset::zintercard),
     spec!("zscan", -3, R, KEY1, "sorted-set", "Iterates over members and scores of a sorted set.", zset::zscan),
     // roaring bitmaps (TairRoaring)
-    spec!("tr.setbit", 4, WF, KEY1, "tairroaring", "Sets or clears one bit of a Roaring bitmap.", roaring::setbit),
-    spec!("tr.setbits", -3, W, KEY1, "tairroaring", "Sets bits of a Roaring bitmap.", roaring::setbits),
-    spec!("tr.clearbits", -3, D, KEY1, "tairroaring", "Clears bits of a Roaring bitmap.", roaring::clearbits),
-    spec!("tr.setrange", 4, W, KEY1, "tairroaring", "Sets every bit of a range.", roaring::setrange),
-    spec!("tr.fliprange", 4, W, KEY1, "tairroaring", "Inverts every bit of a range.", roaring::fliprange),
-    spec!("tr.appendbitarray", 4, W, KEY1, "tairroaring", "Writes a string of 0 and 1 after an offset.", roaring::appendbitarray),
-    spec!("tr.setbitarray", 3, W, KEY1, "tairroaring", "Replaces a Roaring bitmap with a string of 0 and 1.", roaring::setbitarray),
-    spec!("tr.setintarray", -3, W, KEY1, "tairroaring", "Replaces a Roaring bitmap with a list of offsets.", roaring::setintarray),
-    spec!("tr.appendintarray", -3, W, KEY1, "tairroaring", "Sets bits of a Roaring bitmap.", roaring::appendintarray),
-    spec!("tr.bitop", -4, W, ALL_KEYS, "tairroaring", "Stores AND, OR, XOR, DIFF or NOT of Roaring bitmaps.", roaring::bitop),
+    spec!("tr.setbit", 4, WF, KEY1, "tairroaring", "Sets or clears one bit of a Roaring bitmap.", roaring::setbit, Events::Silent),
+    spec!("tr.setbits", -3, W, KEY1, "tairroaring", "Sets bits of a Roaring bitmap.", roaring::setbits, Events::Silent),
+    spec!("tr.clearbits", -3, D, KEY1, "tairroaring", "Clears bits of a Roaring bitmap.", roaring::clearbits, Events::Silent),
+    spec!("tr.setrange", 4, W, KEY1, "tairroaring", "Sets every bit of a range.", roaring::setrange, Events::Silent),
+    spec!("tr.fliprange", 4, W, KEY1, "tairroaring", "Inverts every bit of a range.", roaring::fliprange, Events::Silent),
+    spec!("tr.appendbitarray", 4, W, KEY1, "tairroaring", "Writes a string of 0 and 1 after an offset.", roaring::appendbitarray, Events::Silent),
+    spec!("tr.setbitarray", 3, W, KEY1, "tairroaring", "Replaces a Roaring bitmap with a string of 0 and 1.", roaring::setbitarray, Events::Silent),
+    spec!("tr.setintarray", -3, W, KEY1, "tairroaring", "Replaces a Roaring bitmap with a list of offsets.", roaring::setintarray, Events::Silent),
+    spec!("tr.appendintarray", -3, W, KEY1, "tairroaring", "Sets bits of a Roaring bitmap.", roaring::appendintarray, Events::Silent),
+    spec!("tr.bitop", -4, W, ALL_KEYS, "tairroaring", "Stores AND, OR, XOR, DIFF or NOT of Roaring bitmaps.", roaring::bitop, Events::Silent),
     spec!("tr.bitopcard", -3, R, Keys::Found { by: keys_after_operation, reported: (0, 0, 0) }, "tairroaring", "Counts AND, OR, XOR, DIFF or NOT of Roaring bitmaps.", roaring::bitopcard),
-    spec!("tr.optimize", 2, W, KEY1, "tairroaring", "Re-packs the containers of a Roaring bitmap.", roaring::optimize),
+    spec!("tr.optimize", 2, W, KEY1, "tairroaring", "Re-packs the containers of a Roaring bitmap.", roaring::optimize, Events::Silent),
     spec!("tr.getbit", 3, RF, KEY1, "tairroaring", "Returns one bit of a Roaring bitmap.", roaring::getbit),
     spec!("tr.getbits", -3, RF, KEY1, "tairroaring", "Returns bits of a Roaring bitmap.", roaring::getbits),
     spec!("tr.bitcount", -2, R, KEY1, "tairroaring", "Counts the set bits, optionally within a range.", roaring::bitcount),
@@ -418,17 +479,17 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("tr.contains", 3, R, KEY12, "tairroaring", "Tells whether one Roaring bitmap contains another.", roaring::contains),
     spec!("tr.stat", -2, R, KEY1, "tairroaring", "Returns statistics of a Roaring bitmap.", roaring::stat),
     // bitmaps on strings
-    spec!("setbit", 4, W, KEY1, "bitmap", "Sets or clears the bit at offset of the string value.", bitmap::setbit),
+    spec!("setbit", 4, W, KEY1, "bitmap", "Sets or clears the bit at offset of the string value.", bitmap::setbit, Events::ByKey(&[each(STRING, "setbit")])),
     spec!("getbit", 3, RF, KEY1, "bitmap", "Returns a bit value by offset.", bitmap::getbit),
     spec!("bitcount", -2, R, KEY1, "bitmap", "Counts the number of set bits in a string.", bitmap::bitcount),
     spec!("bitpos", -3, R, KEY1, "bitmap", "Finds the first set or clear bit in a string.", bitmap::bitpos),
-    spec!("bitop", -4, W.with(Flags::READS_SOURCES), Keys::Range(2, -1, 1), "bitmap", "Performs bitwise operations on multiple strings, and stores the result.", bitmap::bitop),
-    spec!("bitfield", -2, W, KEY1, "bitmap", "Performs arbitrary bitfield integer operations on strings.", bitmap::bitfield),
+    spec!("bitop", -4, W.with(Flags::READS_SOURCES), Keys::Range(2, -1, 1), "bitmap", "Performs bitwise operations on multiple strings, and stores the result.", bitmap::bitop, Events::ByKey(&[kept(STRING, "set")])),
+    spec!("bitfield", -2, W, KEY1, "bitmap", "Performs arbitrary bitfield integer operations on strings.", bitmap::bitfield, Events::ByKey(&[each(STRING, "setbit")])),
     spec!("bitfield_ro", -2, RF, KEY1, "bitmap", "Performs arbitrary read-only bitfield integer operations on strings.", bitmap::bitfield_ro),
     // HyperLogLog
-    spec!("pfadd", -2, WF, KEY1, "hyperloglog", "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist.", hyperloglog::pfadd),
+    spec!("pfadd", -2, WF, KEY1, "hyperloglog", "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist.", hyperloglog::pfadd, Events::ByKey(&[each(STRING, "pfadd")])),
     spec!("pfcount", -2, R.with(Flags::MAY_WRITE), ALL_KEYS, "hyperloglog", "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).", hyperloglog::pfcount),
-    spec!("pfmerge", -2, W.with(Flags::READS_SOURCES), ALL_KEYS, "hyperloglog", "Merges one or more HyperLogLog values into a single key.", hyperloglog::pfmerge),
+    spec!("pfmerge", -2, W.with(Flags::READS_SOURCES), ALL_KEYS, "hyperloglog", "Merges one or more HyperLogLog values into a single key.", hyperloglog::pfmerge, Events::ByKey(&[each(STRING, "pfadd")])),
     // pub/sub
     spec!("subscribe", -2, PUBSUB.with(Flags::WHILE_SUBSCRIBED), NO_KEYS, "pubsub", "Listens for messages published to channels.", pubsub::subscribe_cmd),
     spec!("unsubscribe", -1, PUBSUB.with(Flags::WHILE_SUBSCRIBED), NO_KEYS, "pubsub", "Stops listening to messages posted to channels.", pubsub::unsubscribe_cmd),
@@ -812,6 +873,24 @@ mod tests {
                 spec.name
             );
         }
+    }
+
+    #[test]
+    fn every_write_names_its_events_or_announces_none() {
+        let unnamed: Vec<&str> = ALL_COMMANDS
+            .iter()
+            .filter(|spec| spec.flags.contains(Flags::WRITE))
+            .filter(|spec| matches!(spec.events, Events::None))
+            .map(|spec| spec.name)
+            .collect();
+        assert!(unnamed.is_empty(), "writes without events: {unnamed:?}");
+        let silent_reads: Vec<&str> = ALL_COMMANDS
+            .iter()
+            .filter(|spec| !spec.flags.contains(Flags::WRITE))
+            .filter(|spec| !matches!(spec.events, Events::None))
+            .map(|spec| spec.name)
+            .collect();
+        assert!(silent_reads.is_empty(), "events of reads: {silent_reads:?}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use super::args::{
 };
 use super::hash::scan_reply;
 use super::{block_on, Context};
+use crate::config::event_classes::ZSET;
 use crate::error::Error;
 use crate::services::blocking::Attempt;
 use crate::types::numbers::{parse_double, parse_range_double};
@@ -114,6 +115,8 @@ pub fn zadd(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         .map(|p| Ok((score(&p[0])?, p[1].clone())))
         .collect::<Result<Vec<_>, Error>>()?;
     let (count, last) = ctx.db().zadd(&args[1], options, &pairs)?;
+    let event = if options.incr { "zincr" } else { "zadd" };
+    ctx.notify(ZSET, event, &args[1]);
     Ok(if options.incr {
         last.map_or(Reply::Null, Reply::Double)
     } else {
@@ -405,7 +408,16 @@ fn mpop_reply(popped: Option<(Bytes, Vec<ScoredMember>)>) -> Option<Reply> {
 pub fn zmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let (keys, rest) = mpop_numkeys(&args[1..])?;
     let (max, n) = mpop_options(rest)?;
+    notify_pops(ctx, keys, max);
     Ok(mpop_reply(ctx.db().zmpop(keys, max, n)?).unwrap_or(Reply::NullArray))
+}
+
+/// The pop event of each of `keys`, published for the one a pop changes.
+fn notify_pops(ctx: &mut Context<'_>, keys: &[Bytes], max: bool) {
+    let event = if max { "zpopmax" } else { "zpopmin" };
+    for key in keys {
+        ctx.notify(ZSET, event, key);
+    }
 }
 
 /// BZPOPMIN/BZPOPMAX key [key ...] timeout
@@ -439,6 +451,8 @@ pub fn bzmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let (max, n) = mpop_options(rest)?;
     // Redis reads the timeout last.
     let timeout = args::timeout(&args[1])?;
+    // Published for the key it pops at once; one served later announces nothing.
+    notify_pops(ctx, keys, max);
     let attempt: Attempt = Box::new(move |db, keys| Ok(mpop_reply(db.zmpop(keys, max, n)?)));
     block_on(ctx, keys.to_vec(), timeout, Reply::NullArray, attempt)
 }
