@@ -1,9 +1,12 @@
-//! Keyspace notifications (`notify-keyspace-events`): which events each command causes.
+//! Keyspace notifications (`notify-keyspace-events`): the events of one command.
 //!
-//! The type layer reports which keys a command's writes changed, and whether each was deleted
-//! (read from the write batch itself, see [`crate::keyspace::WrittenKeys`]); this file names the
-//! event, as Redis does for each command, and hands it to the notifications service
-//! ([`crate::services::notifications`]), which publishes it.
+//! A command's table row names its events (`Events::ByKey`), or its handler reports them
+//! (`Context::notify`) where they depend on its options or outcome. The keyspace reports which
+//! keys the command's write changed, and whether each was created or deleted (read from the
+//! write batch itself, see [`crate::keyspace::WrittenKeys`]). This file puts the two together
+//! as Redis announces them (`new` first, the command's events, `del` after them) and hands
+//! them to the notifications service ([`crate::services::notifications`]), which publishes
+//! them. `keymiss` is found here too.
 
 use bytes::Bytes;
 
