@@ -37,6 +37,7 @@ use crate::services::notifications::Event;
 use crate::services::{ClientState, Services};
 use crate::types::ScanBuffer;
 
+use table::KeyEvent;
 pub use table::{
     command_keys, lookup, position, resolve, CommandSpec, Flags, Unresolved, ALL_COMMANDS, COMMANDS,
 };
@@ -96,13 +97,22 @@ impl<'a> Context<'a> {
         self.notify_in(self.client.db, class, name, key);
     }
 
+    /// [`Context::notify`] of an event left out if the write deleted the key (GETEX with a
+    /// time in the past announces only `del`).
+    pub fn notify_unless_deleted(&mut self, class: u32, name: &'static str, key: &[u8]) {
+        self.report(self.client.db, KeyEvent::kept(class, name), key);
+    }
+
     /// [`Context::notify`] for a key of database `db` (MOVE, COPY ... DB).
     pub fn notify_in(&mut self, db: usize, class: u32, name: &'static str, key: &[u8]) {
+        self.report(db, KeyEvent::each(class, name), key);
+    }
+
+    fn report(&mut self, db: usize, event: KeyEvent, key: &[u8]) {
         if self.services.notify_classes() != 0 {
             self.reported.push(notify::Reported {
                 db: db as u8,
-                class,
-                name,
+                event,
                 key: key.to_vec(),
             });
         }

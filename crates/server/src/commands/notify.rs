@@ -19,8 +19,7 @@ use crate::services::notifications::{Event, Notifications};
 /// An event a handler reported (`Context::notify`), for a key of database `db` (by number).
 pub struct Reported {
     pub db: u8,
-    pub class: u32,
-    pub name: &'static str,
+    pub event: KeyEvent,
     pub key: Vec<u8>,
 }
 
@@ -62,14 +61,7 @@ pub fn command_events(
             .collect(),
         Events::Reported => reported
             .into_iter()
-            .map(|r| {
-                let event = KeyEvent {
-                    class: r.class,
-                    name: r.name,
-                    unless_deleted: false,
-                };
-                (r.db, event, r.key)
-            })
+            .map(|r| (r.db, r.event, r.key))
             .collect(),
         Events::None | Events::Silent => Vec::new(),
     };
@@ -92,8 +84,12 @@ pub fn command_events(
         entry.2 = true;
         let deleted = entry.1.deleted;
         let mut generic = false;
-        for (db, event, key) in group {
-            if !(event.unless_deleted && deleted) {
+        for (i, (db, event, key)) in group.iter().enumerate() {
+            // A key named twice in a row (DEL a a, BLPOP a a) gets its event once.
+            let repeated = group[..i]
+                .iter()
+                .any(|(_, e, _)| e.class == event.class && e.name == event.name);
+            if !repeated && !(event.unless_deleted && deleted) {
                 emit(ctx, &notifications, event.class, event.name, *db, key);
                 generic |= event.class == GENERIC;
             }

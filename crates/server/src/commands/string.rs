@@ -199,7 +199,8 @@ pub fn getex(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     };
     let value = ctx.db().getex(&args[1], change)?;
     if let Some(event) = event {
-        ctx.notify(GENERIC, event, &args[1]);
+        // A time in the past deletes the key, which Redis announces as `del` alone.
+        ctx.notify_unless_deleted(GENERIC, event, &args[1]);
     }
     Ok(Reply::bulk_or_null(value))
 }

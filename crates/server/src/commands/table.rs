@@ -208,8 +208,9 @@ impl Keys {
 pub enum Events {
     /// A command that writes nothing.
     None,
-    /// A write that announces nothing: FLUSHDB, FLUSHALL and SWAPDB, as in Redis, and the
-    /// TR.* commands, which TairRoaring's events Shale does not reproduce.
+    /// A write that announces nothing of its own (a key it deletes still gets `del`):
+    /// FLUSHDB, FLUSHALL and SWAPDB, as in Redis, and the TR.* commands, whose TairRoaring
+    /// events Shale does not reproduce.
     Silent,
     /// One event per key the command names, the i-th for its i-th key and the last for the
     /// rest, published for the keys its write changed.
@@ -229,22 +230,32 @@ pub struct KeyEvent {
     pub unless_deleted: bool,
 }
 
-/// `name` of `class` for every key.
-const fn each(class: u32, name: &'static str) -> KeyEvent {
-    KeyEvent {
-        class,
-        name,
-        unless_deleted: false,
+impl KeyEvent {
+    /// `name` of `class`.
+    pub const fn each(class: u32, name: &'static str) -> KeyEvent {
+        KeyEvent {
+            class,
+            name,
+            unless_deleted: false,
+        }
+    }
+
+    /// `name` of `class`, unless the write deleted the key.
+    pub const fn kept(class: u32, name: &'static str) -> KeyEvent {
+        KeyEvent {
+            class,
+            name,
+            unless_deleted: true,
+        }
     }
 }
 
-/// `name` of `class`, unless the write deleted the key.
+const fn each(class: u32, name: &'static str) -> KeyEvent {
+    KeyEvent::each(class, name)
+}
+
 const fn kept(class: u32, name: &'static str) -> KeyEvent {
-    KeyEvent {
-        class,
-        name,
-        unless_deleted: true,
-    }
+    KeyEvent::kept(class, name)
 }
 
 const NO_KEYS: Keys = Keys::Range(0, 0, 0);
