@@ -89,7 +89,8 @@ pub fn command_events(
             let repeated = group[..i]
                 .iter()
                 .any(|(_, e, _)| e.class == event.class && e.name == event.name);
-            if !repeated && !(event.unless_deleted && deleted) {
+            let left_out = repeated || (event.unless_deleted && deleted);
+            if !left_out {
                 emit(ctx, &notifications, event.class, event.name, *db, key);
                 generic |= event.class == GENERIC;
             }
