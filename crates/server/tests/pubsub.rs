@@ -213,3 +213,21 @@ fn subscriber_over_its_output_limit_is_disconnected() {
         "normal 0 0 0 slave 268435456 67108864 60 pubsub 0 262144 1"
     );
 }
+
+#[test]
+fn a_message_published_before_a_subscribers_request_comes_before_its_reply() {
+    let server = TestServer::start();
+    let mut publisher = server.client();
+    let mut subscriber = server.raw();
+    subscriber.command(&["SUBSCRIBE", "ch"]);
+    subscriber.expect(b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n");
+    for i in 0..200 {
+        let payload = format!("m{i:03}");
+        let receivers: i64 = run(&mut publisher, &["PUBLISH", "ch", &payload]);
+        assert_eq!(receivers, 1);
+        subscriber.command(&["PING"]);
+        let message = format!("*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$4\r\n{payload}\r\n");
+        subscriber.expect(message.as_bytes());
+        subscriber.expect(b"*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+    }
+}

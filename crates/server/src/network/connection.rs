@@ -193,6 +193,14 @@ impl Connection {
             let read = match event {
                 Wake::Read(read) => {
                     handle.buffers.set_query(input.len(), input.capacity());
+                    // Messages published before this request arrived go out before its reply,
+                    // as Redis writes them at once: a PING after a PUBLISH finds them first.
+                    while output.len() < OUTPUT_FLUSH_THRESHOLD {
+                        let Ok(message) = self.messages.try_recv() else {
+                            break;
+                        };
+                        self.encode_message(&message, &mut output);
+                    }
                     read
                 }
                 Wake::Message(message) => {
