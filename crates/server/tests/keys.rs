@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use common::{
-    data_cache_misses_during, fails, info_field, run, wait_for_blocked, wait_until, TestServer,
+    data_cache_misses_during, exec_ping, fails, info_field, run, wait_for_blocked, wait_until,
+    TestServer,
 };
 use redis::Value;
 
@@ -507,11 +508,7 @@ fn swapdb_serves_blocked_clients_and_touches_watched_keys_that_exist() {
     run::<()>(&mut calm, &["WATCH", "nowhere"]);
     run::<()>(&mut con, &["SWAPDB", "1", "0"]);
     assert_eq!(waiter.join().unwrap(), ["queue", "job"]);
-    let exec = |con: &mut redis::Connection| -> Value {
-        run::<()>(con, &["MULTI"]);
-        run::<()>(con, &["PING"]);
-        run(con, &["EXEC"])
-    };
+    let exec = exec_ping::<Value>;
     assert_eq!(
         exec(&mut watcher),
         Value::Nil,
@@ -572,7 +569,5 @@ fn swapdb_inside_multi_wakes_blocked_clients_and_names_databases_after_the_swap(
     assert_eq!(waiter.join().unwrap(), ["queue", "job"]);
     let message = pubsub.get_message().unwrap();
     assert_eq!(message.get_channel_name(), "__keyspace@0__:k");
-    run::<()>(&mut watcher, &["MULTI"]);
-    run::<()>(&mut watcher, &["PING"]);
-    assert_eq!(run::<Value>(&mut watcher, &["EXEC"]), Value::Nil);
+    assert_eq!(exec_ping::<Value>(&mut watcher), Value::Nil);
 }

@@ -5,7 +5,7 @@ mod common;
 use std::thread;
 use std::time::Duration;
 
-use common::{fails, info_field, run, TestServer};
+use common::{exec_ping, fails, info_field, run, TestServer};
 
 #[test]
 fn exec_runs_the_queue_and_reports_each_reply() {
@@ -240,17 +240,13 @@ fn flushes_break_only_watches_of_keys_that_existed() {
         run::<()>(&mut con, &["SET", "present", "1"]);
         run::<()>(&mut con, &["WATCH", "missing"]);
         run::<()>(&mut other, flush);
-        run::<()>(&mut con, &["MULTI"]);
-        run::<()>(&mut con, &["PING"]);
-        let exec: Vec<String> = run(&mut con, &["EXEC"]);
+        let exec: Vec<String> = exec_ping(&mut con);
         assert_eq!(exec, ["PONG"], "{flush:?} of a missing watched key");
 
         run::<()>(&mut con, &["SET", "present", "1"]);
         run::<()>(&mut con, &["WATCH", "present"]);
         run::<()>(&mut other, flush);
-        run::<()>(&mut con, &["MULTI"]);
-        run::<()>(&mut con, &["PING"]);
-        let exec: redis::Value = run(&mut con, &["EXEC"]);
+        let exec: redis::Value = exec_ping(&mut con);
         assert_eq!(
             exec,
             redis::Value::Nil,
@@ -262,9 +258,7 @@ fn flushes_break_only_watches_of_keys_that_existed() {
     run::<()>(&mut con, &["WATCH", "present"]);
     run::<()>(&mut other, &["SELECT", "3"]);
     run::<()>(&mut other, &["FLUSHDB"]);
-    run::<()>(&mut con, &["MULTI"]);
-    run::<()>(&mut con, &["PING"]);
-    let exec: Vec<String> = run(&mut con, &["EXEC"]);
+    let exec: Vec<String> = exec_ping(&mut con);
     assert_eq!(exec, ["PONG"]);
 }
 

@@ -100,12 +100,12 @@ impl<'a> Context<'a> {
     /// [`Context::notify`] of an event left out if the write deleted the key (GETEX with a
     /// time in the past announces only `del`).
     pub fn notify_unless_deleted(&mut self, class: u32, name: &'static str, key: &[u8]) {
-        self.report(self.client.db, KeyEvent::kept(class, name), key);
+        self.report(self.client.db, table::kept(class, name), key);
     }
 
     /// [`Context::notify`] for a key of database `db` (MOVE, COPY ... DB).
     pub fn notify_in(&mut self, db: usize, class: u32, name: &'static str, key: &[u8]) {
-        self.report(db, KeyEvent::each(class, name), key);
+        self.report(db, table::each(class, name), key);
     }
 
     fn report(&mut self, db: usize, event: KeyEvent, key: &[u8]) {

@@ -230,32 +230,22 @@ pub struct KeyEvent {
     pub unless_deleted: bool,
 }
 
-impl KeyEvent {
-    /// `name` of `class`.
-    pub const fn each(class: u32, name: &'static str) -> KeyEvent {
-        KeyEvent {
-            class,
-            name,
-            unless_deleted: false,
-        }
-    }
-
-    /// `name` of `class`, unless the write deleted the key.
-    pub const fn kept(class: u32, name: &'static str) -> KeyEvent {
-        KeyEvent {
-            class,
-            name,
-            unless_deleted: true,
-        }
+/// `name` of `class`.
+pub(super) const fn each(class: u32, name: &'static str) -> KeyEvent {
+    KeyEvent {
+        class,
+        name,
+        unless_deleted: false,
     }
 }
 
-const fn each(class: u32, name: &'static str) -> KeyEvent {
-    KeyEvent::each(class, name)
-}
-
-const fn kept(class: u32, name: &'static str) -> KeyEvent {
-    KeyEvent::kept(class, name)
+/// `name` of `class`, unless the write deleted the key.
+pub(super) const fn kept(class: u32, name: &'static str) -> KeyEvent {
+    KeyEvent {
+        class,
+        name,
+        unless_deleted: true,
+    }
 }
 
 const NO_KEYS: Keys = Keys::Range(0, 0, 0);

@@ -132,11 +132,9 @@ impl Db<'_> {
             false => vec![self.index],
             true => (0..self.ks.databases as u8).collect(),
         };
-        let stored = |db: u8, key: &[u8]| {
-            let db = Db { index: db, ..*self };
-            db.raw_meta(key).is_ok_and(|meta| meta.is_some())
-        };
-        self.ks.watches.raise_existing(&dbs, stored);
+        self.ks
+            .watches
+            .raise_existing(&dbs, |db, key| self.stores(db, key));
         let mut change = Change::default();
         for cf in Cf::ALL {
             change.batch.delete_range(cf, start.clone(), end.clone());
@@ -166,12 +164,7 @@ impl Db<'_> {
         // Watch registrations are filed by the installed map; the data to look at is where the
         // transaction's map (after an earlier SWAPDB of it) says.
         let watched = [self.ks.db_map.stored(a), self.ks.db_map.stored(b)];
-        let exists = |_: u8, key: &[u8]| {
-            [map[a], map[b]].iter().any(|&index| {
-                let db = Db { index, ..*self };
-                db.raw_meta(key).is_ok_and(|meta| meta.is_some())
-            })
-        };
+        let exists = |_: u8, key: &[u8]| self.stores(map[a], key) || self.stores(map[b], key);
         self.ks.watches.raise_existing(&watched, exists);
         let map = swapped(&map, a, b);
         let mut change = Change::default();
@@ -188,6 +181,15 @@ impl Db<'_> {
             }
         }
         Ok(())
+    }
+}
+
+impl Db<'_> {
+    /// Whether stored database `index` holds a record of `key`, expired or not (as Redis's
+    /// dictionary does until the key is reaped): the watched keys a flush or swap touches.
+    fn stores(&self, index: u8, key: &[u8]) -> bool {
+        let db = Db { index, ..*self };
+        db.raw_meta(key).is_ok_and(|meta| meta.is_some())
     }
 }
 

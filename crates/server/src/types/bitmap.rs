@@ -420,12 +420,19 @@ fn bit_window(
     }
 }
 
+/// Where the bytes of the inclusive bit window `bits` lie in `bytes`, which begin at byte `at`
+/// of the string: `[from, to)`, empty if none do.
+fn window_span(bytes: &[u8], at: u64, bits: (u64, u64)) -> (usize, usize) {
+    let from = (bits.0 / 8).saturating_sub(at) as usize;
+    let to = ((bits.1 / 8 + 1).saturating_sub(at) as usize).min(bytes.len());
+    (from, to)
+}
+
 /// The bits of `bytes` (which begin at byte `at` of the string) set within the inclusive bit
 /// window `bits`.
 fn count_ones(bytes: &[u8], at: u64, bits: (u64, u64)) -> u64 {
     let (first_byte, last_byte) = (bits.0 / 8, bits.1 / 8);
-    let from = first_byte.saturating_sub(at) as usize;
-    let to = ((last_byte + 1).saturating_sub(at) as usize).min(bytes.len());
+    let (from, to) = window_span(bytes, at, bits);
     if from >= to {
         return 0;
     }
@@ -445,9 +452,7 @@ fn count_ones(bytes: &[u8], at: u64, bits: (u64, u64)) -> u64 {
 /// The position of the first bit equal to `bit` within the inclusive bit window `bits` in
 /// `bytes`, which begin at byte `at` of the string.
 fn find_bit(bytes: &[u8], at: u64, bit: bool, bits: (u64, u64)) -> Option<u64> {
-    let (first_byte, last_byte) = (bits.0 / 8, bits.1 / 8);
-    let from = first_byte.saturating_sub(at) as usize;
-    let to = ((last_byte + 1).saturating_sub(at) as usize).min(bytes.len());
+    let (from, to) = window_span(bytes, at, bits);
     let (skip, skip_word) = if bit { (0x00, 0) } else { (0xFF, u64::MAX) };
     let window = bytes.get(from..to)?;
     // Whole words without the bit first: a dense bitmap's long runs go eight bytes a step.

@@ -341,6 +341,13 @@ pub fn run<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&str])
         .unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
 }
 
+/// Runs MULTI, PING, EXEC and converts EXEC's reply: `["PONG"]`, or nil if a watch broke.
+pub fn exec_ping<T: redis::FromRedisValue>(con: &mut redis::Connection) -> T {
+    run::<()>(con, &["MULTI"]);
+    run::<()>(con, &["PING"]);
+    run(con, &["EXEC"])
+}
+
 /// Waits until INFO reports `n` blocked clients (a blocking command reached its wait).
 /// Polls `done` until it holds, failing the test after 10 s: for what the server does in
 /// the background (the expiry cycle, a kill reaching its connection).
