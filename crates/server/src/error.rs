@@ -56,6 +56,12 @@ pub enum Error {
     NotHyperLogLog,
     #[error("Corrupted HLL object detected")]
     CorruptHyperLogLog,
+    #[error("You can't write against a read only replica.")]
+    ReadOnly,
+    #[error("Not enough good replicas to write.")]
+    NoReplicas,
+    #[error("Can't SYNC while not connected with my master")]
+    NoMasterLink,
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
 }
@@ -94,6 +100,9 @@ impl Error {
             Error::NotBusy => "NOTBUSY",
             Error::Unblocked => "UNBLOCKED",
             Error::CorruptHyperLogLog => "INVALIDOBJ",
+            Error::ReadOnly => "READONLY",
+            Error::NoReplicas => "NOREPLICAS",
+            Error::NoMasterLink => "NOMASTERLINK",
             _ => "ERR",
         }
     }

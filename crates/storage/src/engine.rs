@@ -227,6 +227,10 @@ pub trait Engine: Send + Sync + 'static {
     /// to the disk.
     fn write(&self, batch: WriteBatch) -> Result<(), StorageError>;
 
+    /// The sequence number of the last op written. Every op takes one, so a replica that
+    /// applies its master's batches in order has the master's numbers.
+    fn sequence(&self) -> u64;
+
     /// Visits the keys in `[lower, upper)` in the given direction.
     fn scan(
         &self,

@@ -195,6 +195,17 @@ pub fn db_map_key() -> Vec<u8> {
     out
 }
 
+/// Which per-database counter `raw` is, if it is one: its database, and whether it counts the
+/// keys with an expiry.
+pub fn counter_of(raw: &[u8]) -> Option<(u8, bool)> {
+    let (&db, name) = raw.strip_prefix(&[INTERNAL_PREFIX])?.split_last()?;
+    match name {
+        b"keys" => Some((db, false)),
+        b"expires" => Some((db, true)),
+        _ => None,
+    }
+}
+
 fn counter_key(name: &[u8], db: u8) -> Vec<u8> {
     let mut out = vec![INTERNAL_PREFIX];
     out.extend_from_slice(name);

@@ -11,6 +11,7 @@
 //!   in step by its own writes (`record_cache`); [`MemoryEngine`] is its in-memory twin for fast tests of
 //!   type logic. The same conformance tests run against both.
 //! - [`Overlay`] stages writes over an engine and lets reads see them, for transactions.
+//! - [`wal`] reads RocksDB's write batches back into [`WriteBatch`]es, for replicas.
 //! - `patch` encodes the byte patches that change part of a record without rewriting it.
 
 mod engine;
@@ -21,9 +22,10 @@ mod overlay;
 mod patch;
 mod record_cache;
 mod rocks;
+pub mod wal;
 
 pub use engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
 pub use memory::MemoryEngine;
 pub use overlay::Overlay;
 pub use record_cache::RecordCacheStats;
-pub use rocks::{RocksConfig, RocksEngine};
+pub use rocks::{Retired, RocksConfig, RocksEngine, WalUpdates};

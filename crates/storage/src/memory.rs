@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 
@@ -14,6 +15,8 @@ type Family = BTreeMap<Vec<u8>, Vec<u8>>;
 #[derive(Default)]
 pub struct MemoryEngine {
     families: RwLock<[Family; 4]>,
+    /// Ops written so far, as RocksDB numbers them.
+    sequence: AtomicU64,
 }
 
 impl MemoryEngine {
@@ -50,6 +53,8 @@ impl Engine for MemoryEngine {
             }
         }
         let mut families = self.families.write();
+        self.sequence
+            .fetch_add(batch.ops.len() as u64, Ordering::Relaxed);
         for op in batch.ops {
             match op {
                 Op::Put { cf, key, value } => {
@@ -110,6 +115,10 @@ impl Engine for MemoryEngine {
             }
         }
         Ok(())
+    }
+
+    fn sequence(&self) -> u64 {
+        self.sequence.load(Ordering::Relaxed)
     }
 
     fn flush_wal(&self) -> Result<(), StorageError> {

@@ -285,6 +285,10 @@ impl Engine for Overlay {
         failure.map_or(Ok(()), Err)
     }
 
+    fn sequence(&self) -> u64 {
+        self.base.sequence()
+    }
+
     fn flush_wal(&self) -> Result<(), StorageError> {
         self.base.flush_wal()
     }

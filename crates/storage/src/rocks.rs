@@ -1,8 +1,12 @@
 //! The RocksDB engine.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use arc_swap::ArcSwap;
+
+use rocksdb::checkpoint::Checkpoint;
 use rocksdb::compaction_filter::Decision;
 use rocksdb::statistics::{StatsLevel, Ticker};
 use rocksdb::{
@@ -16,6 +20,7 @@ use crate::keys::{element_prefix_len, prefix_end, INTERNAL_PREFIX};
 use crate::metadata::is_expired_inline_string;
 use crate::patch;
 use crate::record_cache::{RecordCache, RecordCacheStats};
+use crate::wal::{self, FamilyIds};
 
 /// Engine settings, from the `rocksdb.*` options of the config file.
 #[derive(Debug, Clone)]
@@ -57,17 +62,28 @@ impl Default for RocksConfig {
     }
 }
 
+/// RocksDB with caches in front. The database it serves can be replaced while it runs (a
+/// replica's full sync switches to the copy it received); every call works on the one that is
+/// current when it starts.
 pub struct RocksEngine {
-    db: DB,
-    options: Options,
+    current: ArcSwap<Opened>,
+    config: RocksConfig,
+    /// The block cache and the memtable budget outlive a switch: the two databases alive
+    /// during one share them, so a switch does not double the memory.
     cache: Cache,
+    write_buffers: WriteBufferManager,
+}
+
+/// One open database and what belongs to it alone.
+struct Opened {
+    db: DB,
+    path: PathBuf,
+    options: Options,
     caches: Caches,
     /// Options of every point read, made once: the crate's `get_cf` creates and destroys a
     /// C++ `ReadOptions` per call.
     point_reads: ReadOptions,
-    write_buffers: WriteBufferManager,
-    memtable_budget: u64,
-    block_cache_capacity: u64,
+    families: FamilyIds,
 }
 
 impl RocksEngine {
@@ -77,7 +93,111 @@ impl RocksEngine {
         let cache = Cache::new_hyper_clock_cache(config.block_cache_size, 0);
         let write_buffers =
             WriteBufferManager::new_write_buffer_manager(config.memtable_budget, true);
+        let opened = Opened::open(path, config, &cache, &write_buffers)?;
+        Ok(RocksEngine {
+            current: ArcSwap::from_pointee(opened),
+            config: config.clone(),
+            cache,
+            write_buffers,
+        })
+    }
 
+    /// Serves the database at `path` from now on. The one served until now closes once the
+    /// calls still running on it return, when the returned handle is dropped last.
+    pub fn switch_to(&self, path: &Path) -> Result<Retired, StorageError> {
+        let opened = Opened::open(path, &self.config, &self.cache, &self.write_buffers)?;
+        Ok(Retired(self.current.swap(Arc::new(opened))))
+    }
+
+    /// The directory of the database served now.
+    pub fn path(&self) -> PathBuf {
+        self.current.load().path.clone()
+    }
+
+    /// The column family ids of the database served now, to decode its WAL's batches.
+    pub fn family_ids(&self) -> FamilyIds {
+        self.current.load().families
+    }
+
+    /// The batches written after sequence number `after`, oldest first, as RocksDB's bytes.
+    /// Ends at the last batch written so far; a later call continues.
+    pub fn updates_since(&self, after: u64) -> Result<WalUpdates, StorageError> {
+        let opened = self.current.load();
+        Ok(WalUpdates {
+            inner: opened.db.get_updates_since(after)?,
+        })
+    }
+
+    /// Writes a copy of the database to `dir` (which must not exist) that opens on its own,
+    /// sharing the files it can by hard links; returns a sequence number the copy holds every
+    /// write up to (it may hold a few more).
+    pub fn checkpoint(&self, dir: &Path) -> Result<u64, StorageError> {
+        let opened = self.current.load();
+        let covered = opened.db.latest_sequence_number();
+        Checkpoint::new(&opened.db)?.create_checkpoint(dir)?;
+        Ok(covered)
+    }
+
+    /// The WAL files RocksDB has archived, oldest first, with their sizes: the history that
+    /// replicas may still ask for. Deleting one shortens it.
+    pub fn archived_wal(&self) -> Vec<(PathBuf, u64)> {
+        let archive = self.current.load().path.join("archive");
+        let mut logs: Vec<(PathBuf, u64)> = std::fs::read_dir(archive)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|entry| entry.file_name().to_string_lossy().ends_with(".log"))
+            .map(|entry| (entry.path(), entry.metadata().map_or(0, |m| m.len())))
+            .collect();
+        // Log numbers are zero-padded, so names sort in the order RocksDB wrote them.
+        logs.sort();
+        logs
+    }
+}
+
+/// A database no longer served; it closes when the last handle on it is dropped.
+pub struct Retired(Arc<Opened>);
+
+impl Retired {
+    /// Whether calls that started before the switch still use it.
+    pub fn in_use(&self) -> bool {
+        Arc::strong_count(&self.0) > 1
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0.path
+    }
+}
+
+/// Batches from the WAL, each with the sequence number it starts at.
+pub struct WalUpdates {
+    inner: rocksdb::DBWALIterator,
+}
+
+impl Iterator for WalUpdates {
+    type Item = Result<(u64, Vec<u8>), StorageError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.inner.next() {
+            Some(Ok((seq, batch))) => Some(Ok((seq, batch.data().to_vec()))),
+            Some(Err(err)) => Some(Err(err.into())),
+            // The crate's iterator ends without a word when the log cannot be read. At the
+            // end of what has reached the file, RocksDB says "try again": not an error here.
+            None => match self.inner.status() {
+                Err(err) if err.kind() != rocksdb::ErrorKind::TryAgain => Some(Err(err.into())),
+                _ => None,
+            },
+        }
+    }
+}
+
+impl Opened {
+    fn open(
+        path: &Path,
+        config: &RocksConfig,
+        cache: &Cache,
+        write_buffers: &WriteBufferManager,
+    ) -> Result<Opened, StorageError> {
         let mut db_options = Options::default();
         db_options.create_if_missing(true);
         db_options.create_missing_column_families(true);
@@ -90,7 +210,10 @@ impl RocksEngine {
         // write group: that syscall was 8-12% of the server's CPU under single-key writes.
         db_options.set_manual_wal_flush(true);
         db_options.set_max_total_wal_size(4 * config.memtable_budget as u64);
-        db_options.set_write_buffer_manager(&write_buffers);
+        db_options.set_write_buffer_manager(write_buffers);
+        // WAL files whose writes are all flushed move to `archive/` instead of being deleted,
+        // where replicas read the writes they missed; the server deletes them (`history`).
+        db_options.set_wal_ttl_seconds(WAL_KEPT_SECONDS);
         if config.statistics {
             db_options.enable_statistics();
             // INFO reads tickers only; timers and histograms read the clock on every call.
@@ -98,7 +221,7 @@ impl RocksEngine {
         }
 
         let descriptors = Cf::ALL.map(|cf| {
-            ColumnFamilyDescriptor::new(cf.name(), family_options(cf, &db_options, &cache, config))
+            ColumnFamilyDescriptor::new(cf.name(), family_options(cf, &db_options, cache, config))
         });
         let db = DB::open_cf_descriptors(&db_options, path, descriptors)?;
         // Blocks a flush writes go into the block cache as well, so the reads that follow
@@ -106,35 +229,29 @@ impl RocksEngine {
         // file. The crate has no setter for this table option; RocksDB takes it this way.
         for cf in Cf::ALL {
             db.set_options_cf(
-                Self::handle_in(&db, cf)?,
+                handle_in(&db, cf)?,
                 &[(
                     "block_based_table_factory",
                     "{prepopulate_block_cache=kFlushOnly;}",
                 )],
             )?;
         }
-        Ok(RocksEngine {
+        let families = family_ids(&db)?;
+        Ok(Opened {
             db,
+            path: path.to_path_buf(),
             options: db_options,
-            cache,
             caches: Caches {
                 meta: RecordCache::new(config.meta_cache_size),
                 data: RecordCache::new(config.data_cache_size),
             },
             point_reads: ReadOptions::default(),
-            write_buffers,
-            memtable_budget: config.memtable_budget as u64,
-            block_cache_capacity: config.block_cache_size as u64,
+            families,
         })
     }
 
     fn handle(&self, cf: Cf) -> Result<&ColumnFamily, StorageError> {
-        Self::handle_in(&self.db, cf)
-    }
-
-    fn handle_in(db: &DB, cf: Cf) -> Result<&ColumnFamily, StorageError> {
-        db.cf_handle(cf.name())
-            .ok_or_else(|| StorageError::Engine(format!("missing column family {}", cf.name())))
+        handle_in(&self.db, cf)
     }
 
     fn int_property(&self, name: &str) -> u64 {
@@ -167,6 +284,26 @@ impl RocksEngine {
             })
             .collect()
     }
+}
+
+/// Archived WAL files are kept this long by RocksDB itself: in effect until the server
+/// deletes them, as `repl-backlog-size` and `repl-backlog-ttl` say.
+const WAL_KEPT_SECONDS: u64 = 10 * 365 * 24 * 3600;
+
+fn handle_in(db: &DB, cf: Cf) -> Result<&ColumnFamily, StorageError> {
+    db.cf_handle(cf.name())
+        .ok_or_else(|| StorageError::Engine(format!("missing column family {}", cf.name())))
+}
+
+/// Reads each family's id off a batch that is encoded, never written.
+fn family_ids(db: &DB) -> Result<FamilyIds, StorageError> {
+    let mut ids = [0; 4];
+    for cf in Cf::ALL {
+        let mut probe = rocksdb::WriteBatch::default();
+        probe.put_cf(handle_in(db, cf)?, b"", b"");
+        ids[cf.index()] = wal::first_family_id(probe.data())?;
+    }
+    Ok(FamilyIds(ids))
 }
 
 /// The caches of records in front of RocksDB: of metadata, and of the data family's records
@@ -401,14 +538,15 @@ fn drop_expired_strings(_level: u32, key: &[u8], value: &[u8]) -> Decision {
 
 impl Engine for RocksEngine {
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        let Some(cache) = self.caches.of(cf) else {
-            return self.read_one(cf, key);
+        let opened = self.current.load();
+        let Some(cache) = opened.caches.of(cf) else {
+            return opened.read_one(cf, key);
         };
         let miss = match cache.get(key) {
             Ok(value) => return Ok(Some(value)),
             Err(miss) => miss,
         };
-        let value = self.read_one(cf, key)?;
+        let value = opened.read_one(cf, key)?;
         if let Some(value) = &value {
             cache.fill(miss, key, value);
         }
@@ -420,19 +558,20 @@ impl Engine for RocksEngine {
             // A batched read of one key costs more than a plain one.
             return Ok(vec![self.get(cf, only)?]);
         }
+        let opened = self.current.load();
         // The keys the cache holds come from it, the others from one batched read, which sees
         // one snapshot. Together they are one state of the database if no write came to the
         // shards that answered meanwhile; otherwise every key is read again in one batch.
         // Either way a reader (MGET) sees all of a transaction's writes or none.
-        let Some(cache) = self.caches.of(cf) else {
-            return self.read_many(cf, keys.iter());
+        let Some(cache) = opened.caches.of(cf) else {
+            return opened.read_many(cf, keys.iter());
         };
         let found = cache.get_many(keys);
         if found.misses.is_empty() {
             if cache.still_current(&found) {
                 return Ok(found.values);
             }
-            return self.read_many(cf, keys.iter());
+            return opened.read_many(cf, keys.iter());
         }
         let missing = || {
             keys.iter()
@@ -440,9 +579,9 @@ impl Engine for RocksEngine {
                 .filter(|(_, cached)| cached.is_none())
                 .map(|(key, _)| key)
         };
-        let read = self.read_many(cf, missing())?;
+        let read = opened.read_many(cf, missing())?;
         if !cache.still_current(&found) {
-            return self.read_many(cf, keys.iter());
+            return opened.read_many(cf, keys.iter());
         }
         cache.fill_batch(found.misses, missing(), &read);
         let mut read = read.into_iter();
@@ -454,25 +593,26 @@ impl Engine for RocksEngine {
     }
 
     fn write(&self, batch: WriteBatch) -> Result<(), StorageError> {
+        let opened = self.current.load();
         let mut raw = rocksdb::WriteBatch::default();
         for op in &batch.ops {
             match op {
-                Op::Put { cf, key, value } => raw.put_cf(self.handle(*cf)?, key, value),
-                Op::Delete { cf, key } => raw.delete_cf(self.handle(*cf)?, key),
+                Op::Put { cf, key, value } => raw.put_cf(opened.handle(*cf)?, key, value),
+                Op::Delete { cf, key } => raw.delete_cf(opened.handle(*cf)?, key),
                 Op::DeleteRange { cf, start, end, .. } => {
-                    raw.delete_range_cf(self.handle(*cf)?, start, end)
+                    raw.delete_range_cf(opened.handle(*cf)?, start, end)
                 }
                 Op::AddCounter { cf, key, delta } => {
-                    raw.merge_cf(self.handle(*cf)?, key, delta.to_be_bytes())
+                    raw.merge_cf(opened.handle(*cf)?, key, delta.to_be_bytes())
                 }
-                Op::Patch { key, patch } => raw.merge_cf(self.handle(Cf::Data)?, key, patch),
+                Op::Patch { key, patch } => raw.merge_cf(opened.handle(Cf::Data)?, key, patch),
             }
         }
         let mut options = WriteOptions::default();
         options.set_sync(false);
-        let withdrawn = withdraw_written(&self.caches, &batch);
-        let result = self.db.write_opt(raw, &options);
-        note_written(&self.caches, batch, withdrawn, result.is_ok());
+        let withdrawn = withdraw_written(&opened.caches, &batch);
+        let result = opened.db.write_opt(raw, &options);
+        note_written(&opened.caches, batch, withdrawn, result.is_ok());
         Ok(result?)
     }
 
@@ -484,6 +624,7 @@ impl Engine for RocksEngine {
         direction: ScanDirection,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StorageError> {
+        let opened = self.current.load();
         let mut options = ReadOptions::default();
         // Prefix mode (the bloom filters) only going forward: a reverse seek starts from the
         // upper bound, which for a whole collection is past its prefix. Any other scan of a
@@ -497,7 +638,7 @@ impl Engine for RocksEngine {
         options.set_total_order_seek(!prefix_mode);
         options.set_iterate_lower_bound(lower);
         options.set_iterate_upper_bound(upper);
-        let mut iter = self.db.raw_iterator_cf_opt(self.handle(cf)?, options);
+        let mut iter = opened.db.raw_iterator_cf_opt(opened.handle(cf)?, options);
         match direction {
             ScanDirection::Forward => iter.seek(lower),
             ScanDirection::Reverse => iter.seek_to_last(),
@@ -514,66 +655,76 @@ impl Engine for RocksEngine {
         Ok(iter.status()?)
     }
 
+    fn sequence(&self) -> u64 {
+        self.current.load().db.latest_sequence_number()
+    }
+
     fn flush_wal(&self) -> Result<(), StorageError> {
-        Ok(self.db.flush_wal(false)?)
+        let opened = self.current.load();
+        Ok(opened.db.flush_wal(false)?)
     }
 
     fn sync_wal(&self) -> Result<(), StorageError> {
-        Ok(self.db.flush_wal(true)?)
+        let opened = self.current.load();
+        Ok(opened.db.flush_wal(true)?)
     }
 
     fn flush_memtables(&self) -> Result<(), StorageError> {
+        let opened = self.current.load();
         let handles: Vec<&ColumnFamily> = Cf::ALL
             .iter()
-            .filter_map(|&cf| self.handle(cf).ok())
+            .filter_map(|&cf| opened.handle(cf).ok())
             .collect();
-        Ok(self
+        Ok(opened
             .db
             .flush_cfs_opt(&handles, &rocksdb::FlushOptions::default())?)
     }
 
     fn compact_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<(), StorageError> {
-        self.db
-            .compact_range_cf(self.handle(cf)?, Some(start), Some(end));
+        let opened = self.current.load();
+        opened
+            .db
+            .compact_range_cf(opened.handle(cf)?, Some(start), Some(end));
         Ok(())
     }
 
     fn stats(&self) -> EngineStats {
+        let opened = self.current.load();
         let cache_stats = |cache: &Option<RecordCache>| {
             cache
                 .as_ref()
                 .map_or_else(RecordCacheStats::default, RecordCache::stats)
         };
         EngineStats {
-            meta_cache: cache_stats(&self.caches.meta),
-            data_cache: cache_stats(&self.caches.data),
+            meta_cache: cache_stats(&opened.caches.meta),
+            data_cache: cache_stats(&opened.caches.data),
             block_cache_usage: self.cache.get_usage() as u64,
-            block_cache_capacity: self.block_cache_capacity,
+            block_cache_capacity: self.config.block_cache_size as u64,
             memtable_usage: self.write_buffers.get_usage() as u64,
-            memtable_limit: self.memtable_budget,
-            table_readers_usage: self.int_property("rocksdb.estimate-table-readers-mem"),
-            live_sst_bytes: self.int_property("rocksdb.live-sst-files-size"),
-            estimated_keys: self.int_property("rocksdb.estimate-num-keys"),
-            pending_compaction_bytes: self
+            memtable_limit: self.config.memtable_budget as u64,
+            table_readers_usage: opened.int_property("rocksdb.estimate-table-readers-mem"),
+            live_sst_bytes: opened.int_property("rocksdb.live-sst-files-size"),
+            estimated_keys: opened.int_property("rocksdb.estimate-num-keys"),
+            pending_compaction_bytes: opened
                 .int_property("rocksdb.estimate-pending-compaction-bytes"),
-            running_compactions: self
+            running_compactions: opened
                 .db
                 .property_int_value("rocksdb.num-running-compactions")
                 .ok()
                 .flatten()
                 .unwrap_or(0),
-            running_flushes: self
+            running_flushes: opened
                 .db
                 .property_int_value("rocksdb.num-running-flushes")
                 .ok()
                 .flatten()
                 .unwrap_or(0),
-            bytes_written: self.options.get_ticker_count(Ticker::BytesWritten),
-            wal_syncs: self.options.get_ticker_count(Ticker::WalFileSynced),
-            iter_seeks: self.options.get_ticker_count(Ticker::NumberDbSeek),
-            iter_nexts: self.options.get_ticker_count(Ticker::NumberDbNext)
-                + self.options.get_ticker_count(Ticker::NumberDbPrev),
-            iter_skipped: self.options.get_ticker_count(Ticker::NumberIterSkip),
+            bytes_written: opened.options.get_ticker_count(Ticker::BytesWritten),
+            wal_syncs: opened.options.get_ticker_count(Ticker::WalFileSynced),
+            iter_seeks: opened.options.get_ticker_count(Ticker::NumberDbSeek),
+            iter_nexts: opened.options.get_ticker_count(Ticker::NumberDbNext)
+                + opened.options.get_ticker_count(Ticker::NumberDbPrev),
+            iter_skipped: opened.options.get_ticker_count(Ticker::NumberIterSkip),
         }
     }
 }
@@ -654,6 +805,36 @@ mod tests {
         note_written(&caches, batch, withdrawn, true);
         let cache = caches.of(Cf::Meta).expect("a metadata cache");
         assert_eq!(cache.get(b"k").ok().as_deref(), Some(&b"v1"[..]));
+    }
+
+    #[test]
+    fn batches_read_back_from_the_wal_are_the_ops_written() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let engine = RocksEngine::open(dir.path(), &RocksConfig::default()).expect("open");
+        let mut batch = WriteBatch::new();
+        batch.put(Cf::Meta, b"k".to_vec(), b"v".to_vec());
+        batch.delete(Cf::Expire, b"e".to_vec());
+        batch.delete_range(Cf::Score, b"a".to_vec(), b"b".to_vec());
+        batch.add_counter(Cf::Meta, b"count".to_vec(), -3);
+        batch.patch(b"frag".to_vec(), 2, b"xy");
+        let written = batch.ops.clone();
+        engine.write(batch).expect("write");
+        engine.flush_wal().expect("flush");
+        let updates: Vec<(u64, Vec<u8>)> = engine
+            .updates_since(0)
+            .expect("updates")
+            .collect::<Result<_, _>>()
+            .expect("read");
+        assert_eq!(updates.len(), 1);
+        let (seq, data) = &updates[0];
+        assert_eq!(
+            wal::batch_span(data).expect("span"),
+            (*seq, written.len() as u64)
+        );
+        let read = wal::decode_batch(data, &engine.family_ids()).expect("decode");
+        assert_eq!(read.ops, written);
+        assert_eq!(engine.sequence(), seq + written.len() as u64 - 1);
+        assert!(wal::decode_batch(&data[..data.len() - 1], &engine.family_ids()).is_err());
     }
 
     /// RocksDB is built without its perf context (`.cargo/config.toml`): with counting on, a

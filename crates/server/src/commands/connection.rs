@@ -277,8 +277,10 @@ enum ClientType {
     /// Not subscribed to anything.
     Normal,
     PubSub,
-    /// Masters and replicas, which Shale does not have yet.
-    Replication,
+    /// This replica's link to its master.
+    Master,
+    /// Replicas attached to this server.
+    Replica,
 }
 
 impl ClientType {
@@ -287,15 +289,20 @@ impl ClientType {
             Ok(ClientType::Normal)
         } else if is(name, "pubsub") {
             Ok(ClientType::PubSub)
-        } else if is(name, "master") || is(name, "replica") || is(name, "slave") {
-            Ok(ClientType::Replication)
+        } else if is(name, "master") {
+            Ok(ClientType::Master)
+        } else if is(name, "replica") || is(name, "slave") {
+            Ok(ClientType::Replica)
         } else {
             Err(Error::msg(format!("Unknown client type '{}'", text(name))))
         }
     }
 
     fn of(client: &ClientHandle) -> ClientType {
-        if client.info.lock().is_subscribed() {
+        let info = client.info.lock();
+        if info.replica {
+            ClientType::Replica
+        } else if info.is_subscribed() {
             ClientType::PubSub
         } else {
             ClientType::Normal
@@ -400,6 +407,13 @@ pub fn client_kill(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error
         }
     }
     let mut killed = 0;
+    // The link to the master is no client of this server's: it is dropped and reconnects.
+    if kind == Some(ClientType::Master) && id.is_none() && addr.is_none() && laddr.is_none() {
+        if let Some(master) = ctx.services.replication.master() {
+            master.reset();
+            killed += 1;
+        }
+    }
     for client in ctx.services.clients.all() {
         let matches = id.is_none_or(|id| client.id == id)
             && addr.as_ref().is_none_or(|a| client.addr.to_string() == *a)

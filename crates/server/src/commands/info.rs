@@ -8,6 +8,8 @@ use crate::config::FsyncPolicy;
 use crate::error::Error;
 use crate::keyspace::Keyspace;
 use crate::services::pubsub::Kind;
+use crate::services::replication::link::LinkState;
+use crate::services::replication::unix_secs;
 use crate::services::Services;
 use crate::REDIS_VERSION;
 
@@ -75,9 +77,7 @@ pub fn render(
             "memory" => memory(services, keyspace, &mut out),
             "persistence" => persistence(services, &mut out),
             "stats" => stats(services, keyspace, &mut out),
-            "replication" => {
-                out.push_str("role:master\r\nconnected_slaves:0\r\nmaster_repl_offset:0\r\n")
-            }
+            "replication" => replication(services, &mut out),
             "cpu" => cpu(&mut out),
             "commandstats" => commandstats(services, &mut out),
             "errorstats" => {
@@ -112,6 +112,88 @@ fn human(bytes: u64) -> String {
     } else {
         format!("{value:.2}{}", UNITS[unit])
     }
+}
+
+/// Redis 7.0's fields, names and order (Sentinel reads them): the link to the master on a
+/// replica, then the attached replicas, then the IDs and offsets. Offsets are sequence
+/// numbers (see `services::replication`); the backlog is the archived WAL.
+fn replication(services: &Services, out: &mut String) {
+    let replication = &services.replication;
+    let config = services.config.read().replication.clone();
+    let offset = replication.offset();
+    match replication.master() {
+        None => line(out, "role", "master"),
+        Some(master) => {
+            line(out, "role", "slave");
+            line(out, "master_host", &master.host);
+            line(out, "master_port", master.port);
+            line(
+                out,
+                "master_link_status",
+                if master.is_up() { "up" } else { "down" },
+            );
+            line(
+                out,
+                "master_last_io_seconds_ago",
+                master.last_io_seconds_ago(),
+            );
+            let syncing = master.state() == LinkState::Sync;
+            line(out, "master_sync_in_progress", u8::from(syncing));
+            line(out, "slave_read_repl_offset", offset);
+            line(out, "slave_repl_offset", offset);
+            if syncing {
+                let read = master.sync_read.load(Ordering::Relaxed);
+                // The size of a checkpoint is not known before it is sent, as with Redis's
+                // diskless transfers, which report 0.
+                line(out, "master_sync_total_bytes", 0);
+                line(out, "master_sync_read_bytes", read);
+                line(out, "master_sync_left_bytes", 0);
+                line(out, "master_sync_perc", "0.00");
+                line(out, "master_sync_last_io_seconds_ago", 0);
+            }
+            if !master.is_up() {
+                line(out, "master_link_down_since_seconds", master.down_for());
+            }
+            line(out, "slave_priority", config.replica_priority);
+            line(out, "slave_read_only", 1);
+            line(out, "replica_announced", u8::from(config.announced));
+        }
+    }
+    let replicas = replication.replicas();
+    line(out, "connected_slaves", replicas.len());
+    if let Some((_, lag)) = replication.min_replicas() {
+        line(
+            out,
+            "min_slaves_good_slaves",
+            replication.good_replicas(lag),
+        );
+    }
+    let now = unix_secs();
+    for (n, replica) in replicas.iter().enumerate() {
+        let lag = match replica.is_online() {
+            true => now.saturating_sub(replica.ack_time()),
+            false => 0,
+        };
+        let _ = write!(
+            out,
+            "slave{n}:ip={},port={},state={},offset={},lag={lag}\r\n",
+            replica.ip,
+            replica.port,
+            replica.state.get().name(),
+            replica.acked()
+        );
+    }
+    let ids = replication.ids();
+    line(out, "master_failover_state", "no-failover");
+    line(out, "master_replid", &ids.id);
+    line(out, "master_replid2", &ids.id2);
+    line(out, "master_repl_offset", offset);
+    line(out, "second_repl_offset", ids.second_offset);
+    let history = replication.history_bytes();
+    line(out, "repl_backlog_active", 1);
+    line(out, "repl_backlog_size", config.backlog_size);
+    line(out, "repl_backlog_first_byte_offset", 1);
+    line(out, "repl_backlog_histlen", history);
 }
 
 fn server(services: &Services, out: &mut String) {
@@ -246,6 +328,10 @@ fn stats(services: &Services, keyspace: &Keyspace, out: &mut String) {
     line(out, "total_net_input_bytes", get(&s.net_input_bytes));
     line(out, "total_net_output_bytes", get(&s.net_output_bytes));
     line(out, "rejected_connections", get(&s.connections_rejected));
+    let syncs = &services.replication.stats;
+    line(out, "sync_full", get(&syncs.full));
+    line(out, "sync_partial_ok", get(&syncs.partial_ok));
+    line(out, "sync_partial_err", get(&syncs.partial_err));
     line(out, "expired_keys", get(&keyspace.stats.expired));
     line(out, "evicted_keys", 0);
     line(out, "keyspace_hits", get(&keyspace.stats.hits));

@@ -14,6 +14,7 @@ mod keys;
 mod list;
 mod notify;
 mod pubsub;
+mod replication;
 mod roaring;
 mod scripting;
 mod server;
@@ -37,6 +38,7 @@ use crate::services::notifications::Event;
 use crate::services::{ClientState, Services};
 use crate::types::ScanBuffer;
 
+pub use replication::ReplicaWait;
 use table::KeyEvent;
 pub use table::{
     command_keys, lookup, position, resolve, CommandSpec, Flags, Unresolved, ALL_COMMANDS, COMMANDS,
@@ -65,6 +67,9 @@ pub struct Context<'a> {
     pub in_script: bool,
     /// Keyspace events the handler reported (`Context::notify`), while notifications are on.
     pub reported: Vec<notify::Reported>,
+    /// Set by WAIT when too few replicas have acknowledged yet: the connection waits for
+    /// them, then replies with their number instead of the handler's.
+    pub replica_wait: Option<ReplicaWait>,
 }
 
 impl<'a> Context<'a> {
@@ -87,6 +92,7 @@ impl<'a> Context<'a> {
             error_counted: false,
             in_script: false,
             reported: Vec::new(),
+            replica_wait: None,
         }
     }
 
@@ -240,6 +246,15 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     }
     if !ctx.client.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
         return Outcome::rejected(Error::NoAuth, spec);
+    }
+    if spec.flags.contains(Flags::WRITE) {
+        // As Redis checks them: after authentication, before the transaction queues it.
+        if let Err(err) = ctx.services.replication.check_min_replicas() {
+            return Outcome::rejected(err, spec);
+        }
+        if ctx.keyspace.is_replica() {
+            return Outcome::rejected(Error::ReadOnly, spec);
+        }
     }
     if !ctx.client.resp3 && !ctx.client.subscriptions.is_empty() && !allowed_while_subscribed(spec)
     {

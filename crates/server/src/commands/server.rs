@@ -458,15 +458,6 @@ pub fn shutdown(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     Ok(Reply::OK)
 }
 
-/// WAIT numreplicas timeout: there are no replicas yet, so it answers 0 at once.
-pub fn wait(_ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    int(&args[1])?;
-    if int(&args[2])? < 0 {
-        return Err(Error::msg("timeout is negative"));
-    }
-    Ok(Reply::Integer(0))
-}
-
 /// MEMORY USAGE key [SAMPLES count]: the bytes of the key's records in storage (see
 /// `types/memory.rs`). DOCTOR, MALLOC-STATS, PURGE and STATS describe Redis's allocator and
 /// are not provided.
@@ -507,14 +498,4 @@ pub fn monitor(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     ctx.services.monitors.add(&ctx.client.subscriber);
     ctx.client.handle.info.lock().monitor = true;
     Ok(Reply::OK)
-}
-
-/// ROLE: a server without replication is a master with no replicas, at offset 0 (what
-/// INFO replication says too). Sentinel-aware clients ask this before they trust a node.
-pub fn role(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
-    Ok(Reply::Array(vec![
-        Reply::bulk("master"),
-        Reply::Integer(0),
-        Reply::Array(Vec::new()),
-    ]))
 }

@@ -8,8 +8,8 @@ use rustc_hash::FxHashMap;
 use crate::config::event_classes::{GENERIC, HASH, LIST, SET, STRING, ZSET};
 
 use super::{
-    bitmap, connection, hash, hyperloglog, keys, list, pubsub, roaring, scripting, server, set,
-    sort, string, transaction, zset, Handler,
+    bitmap, connection, hash, hyperloglog, keys, list, pubsub, replication, roaring, scripting,
+    server, set, sort, string, transaction, zset, Handler,
 };
 
 /// Command flags, named as COMMAND INFO reports them.
@@ -134,6 +134,8 @@ const ADMIN: Flags = Flags::ADMIN
     .with(Flags::NOSCRIPT)
     .with(Flags::LOADING)
     .with(Flags::STALE);
+/// REPLICAOF and SLAVEOF: not while loading, as in Redis.
+const REPLICATION: Flags = Flags::ADMIN.with(Flags::NOSCRIPT).with(Flags::STALE);
 
 macro_rules! spec {
     ($name:literal, $arity:expr, $flags:expr, $keys:expr, $group:literal, $summary:literal, $handler:path) => {
@@ -308,9 +310,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     container!("slowlog", -2, Flags::NONE, "server", "A container for slow log commands.", server::slowlog_help, SLOWLOG),
     spec!("shutdown", -1, ADMIN.with(Flags::NO_MULTI), NO_KEYS, "server", "Shuts down the server.", server::shutdown),
     container!("memory", -2, Flags::NONE, "server", "A container for memory diagnostics commands.", server::memory_help, MEMORY),
-    spec!("role", 1, CONN, NO_KEYS, "server", "Returns the replication role.", server::role),
+    spec!("role", 1, CONN, NO_KEYS, "server", "Returns the replication role.", replication::role),
+    spec!("replicaof", 3, REPLICATION, NO_KEYS, "server", "Configures a server as replica of another, or promotes it to a master.", replication::replicaof),
+    spec!("slaveof", 3, REPLICATION, NO_KEYS, "server", "Sets a Redis server as a replica of another, or promotes it to being a master.", replication::replicaof),
+    spec!("replconf", -1, ADMIN, NO_KEYS, "server", "An internal command for configuring the replication stream.", replication::replconf),
+    spec!("psync", -3, ADMIN.with(Flags::NO_MULTI), NO_KEYS, "server", "An internal command used in replication.", replication::psync),
     spec!("monitor", 1, ADMIN, NO_KEYS, "server", "Listens for all requests received by the server in real-time.", server::monitor),
-    spec!("wait", 3, Flags::NOSCRIPT, NO_KEYS, "generic", "Blocks until the writes of this connection reach a number of replicas.", server::wait),
+    spec!("wait", 3, Flags::NOSCRIPT, NO_KEYS, "generic", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", replication::wait),
     // strings
     spec!("get", 2, RF, KEY1, "string", "Returns the string value of a key.", string::get),
     spec!("set", -3, W, KEY1, "string", "Sets the string value of a key.", string::set, Events::Reported),
@@ -856,7 +862,7 @@ mod tests {
         assert_eq!(marked(Flags::WHILE_SUBSCRIBED), subscribed);
         assert_eq!(marked(Flags::LOCKS_LATE), ["copy", "move"]);
         assert_eq!(marked(Flags::SELECTS_DB), ["select"]);
-        assert_eq!(marked(Flags::NO_MULTI), ["shutdown"]);
+        assert_eq!(marked(Flags::NO_MULTI), ["psync", "shutdown"]);
         let no_keymiss = [
             "memory|usage",
             "object|encoding",

@@ -63,9 +63,54 @@ pub struct Config {
     /// Threads that run connections and commands; 0 means one per core.
     pub threads: usize,
     pub rocks: RocksConfig,
+    pub replication: ReplicationConfig,
     /// Redis parameters that only tune Redis's in-memory encodings. Shale's own layouts have
     /// fixed limits, so they are accepted and shown but have no effect.
     pub encoding_params: Vec<(&'static str, String)>,
+}
+
+/// The replication parameters, Redis's names and defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicationConfig {
+    /// The master this server replicates (`replicaof host port`), if any.
+    pub replicaof: Option<(String, u16)>,
+    pub masterauth: Option<String>,
+    pub masteruser: Option<String>,
+    /// Sentinel promotes the replica with the lowest; 0 never.
+    pub replica_priority: u32,
+    /// What this replica tells its master its address is (`replica-announce-*`).
+    pub announce_ip: Option<String>,
+    pub announce_port: u16,
+    pub announced: bool,
+    /// WAL history kept for replicas that reconnect: at least this many bytes...
+    pub backlog_size: usize,
+    /// ...and none once no replica has been connected for this many seconds (0: kept).
+    pub backlog_ttl: u64,
+    /// Seconds of silence after which a replica drops its link, or a master its replica.
+    pub timeout: u64,
+    /// Writes are refused unless this many replicas acknowledged within `min_replicas_max_lag`
+    /// seconds (0: no condition).
+    pub min_replicas_to_write: u32,
+    pub min_replicas_max_lag: u64,
+}
+
+impl Default for ReplicationConfig {
+    fn default() -> Self {
+        ReplicationConfig {
+            replicaof: None,
+            masterauth: None,
+            masteruser: None,
+            replica_priority: 100,
+            announce_ip: None,
+            announce_port: 0,
+            announced: true,
+            backlog_size: 1 << 20,
+            backlog_ttl: 3600,
+            timeout: 60,
+            min_replicas_to_write: 0,
+            min_replicas_max_lag: 10,
+        }
+    }
 }
 
 /// How much output one client may have waiting: past `hard` bytes, or past `soft` bytes for
@@ -77,8 +122,9 @@ pub struct OutputLimit {
     pub soft_seconds: u64,
 }
 
-/// `client-output-buffer-limit` for Redis's three client classes. Shale has no replicas, so
-/// the replica limits are kept and shown but never apply.
+/// `client-output-buffer-limit` for Redis's three client classes. A replica's stream is read
+/// from the WAL as fast as its socket takes it, with no buffer that grows, so the replica
+/// limits are kept and shown but have nothing to bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutputLimits {
     pub normal: OutputLimit,
@@ -203,6 +249,7 @@ impl Default for Config {
             hz: 10,
             threads: 0,
             rocks: RocksConfig::default(),
+            replication: ReplicationConfig::default(),
             encoding_params: ENCODING_PARAMS
                 .iter()
                 .map(|(k, v)| (*k, v.to_string()))
@@ -425,6 +472,130 @@ pub const PARAMS: &[Param] = &[
             _ => Err("Shale evicts nothing; memory is bounded by the rocksdb.* sizes".into()),
         }
     ),
+    // `replicaof` changes with REPLICAOF, not CONFIG SET, and CONFIG REWRITE records it.
+    param!(
+        "replicaof",
+        false,
+        |c| c
+            .replication
+            .replicaof
+            .as_ref()
+            .map_or_else(String::new, |(host, port)| format!("{host} {port}")),
+        |c, v| {
+            c.replication.replicaof = parse_replicaof(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "masterauth",
+        true,
+        |c| c.replication.masterauth.clone().unwrap_or_default(),
+        |c, v| {
+            c.replication.masterauth = (!v.is_empty()).then(|| v.to_string());
+            Ok(())
+        }
+    ),
+    param!(
+        "masteruser",
+        true,
+        |c| c.replication.masteruser.clone().unwrap_or_default(),
+        |c, v| {
+            c.replication.masteruser = (!v.is_empty()).then(|| v.to_string());
+            Ok(())
+        }
+    ),
+    // A replica applies its master's write batches by sequence number; a write of its own
+    // would shift every number after it, so replicas are always read-only.
+    param!(
+        "replica-read-only",
+        true,
+        |_c| "yes".into(),
+        |_c, v| match parse_bool(v)? {
+            true => Ok(()),
+            false => Err("Shale replicas are always read-only".into()),
+        }
+    ),
+    param!(
+        "replica-priority",
+        true,
+        |c| c.replication.replica_priority.to_string(),
+        |c, v| {
+            c.replication.replica_priority = parse_num(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "replica-announce-ip",
+        true,
+        |c| c.replication.announce_ip.clone().unwrap_or_default(),
+        |c, v| {
+            c.replication.announce_ip = (!v.is_empty()).then(|| v.to_string());
+            Ok(())
+        }
+    ),
+    param!(
+        "replica-announce-port",
+        true,
+        |c| c.replication.announce_port.to_string(),
+        |c, v| {
+            c.replication.announce_port = parse_num(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "replica-announced",
+        true,
+        |c| yes_no(c.replication.announced),
+        |c, v| {
+            c.replication.announced = parse_bool(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "repl-backlog-size",
+        true,
+        |c| c.replication.backlog_size.to_string(),
+        |c, v| {
+            c.replication.backlog_size = parse_memory(v)?.max(16 << 10);
+            Ok(())
+        }
+    ),
+    param!(
+        "repl-backlog-ttl",
+        true,
+        |c| c.replication.backlog_ttl.to_string(),
+        |c, v| {
+            c.replication.backlog_ttl = parse_num(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "repl-timeout",
+        true,
+        |c| c.replication.timeout.to_string(),
+        |c, v| {
+            c.replication.timeout = parse_num::<u64>(v)?.max(1);
+            Ok(())
+        }
+    ),
+    param!(
+        "min-replicas-to-write",
+        true,
+        |c| c.replication.min_replicas_to_write.to_string(),
+        |c, v| {
+            c.replication.min_replicas_to_write = parse_num(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "min-replicas-max-lag",
+        true,
+        |c| c.replication.min_replicas_max_lag.to_string(),
+        |c, v| {
+            c.replication.min_replicas_max_lag = parse_num(v)?;
+            Ok(())
+        }
+    ),
     param!(
         "rocksdb.block-cache-size",
         false,
@@ -567,6 +738,7 @@ impl Config {
 
     /// Sets one parameter by name, at start-up (immutable ones included).
     pub fn apply(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let name = canonical_name(name);
         if let Some(param) = PARAMS.iter().find(|p| p.name == name) {
             return (param.set)(self, value);
         }
@@ -589,6 +761,7 @@ impl Config {
 
     /// Whether CONFIG SET may change `name` while the server runs.
     pub fn is_mutable(name: &str) -> Option<bool> {
+        let name = canonical_name(name);
         if let Some(param) = PARAMS.iter().find(|p| p.name == name) {
             return Some(param.mutable);
         }
@@ -630,6 +803,36 @@ impl Config {
         let tmp = path.with_extension("rewrite.tmp");
         std::fs::write(&tmp, lines.join("\n") + "\n")?;
         std::fs::rename(tmp, path)
+    }
+}
+
+/// Redis's older names of parameters, which its config files and tools still use.
+const ALIASES: &[(&str, &str)] = &[
+    ("slaveof", "replicaof"),
+    ("slave-read-only", "replica-read-only"),
+    ("slave-priority", "replica-priority"),
+    ("slave-announce-ip", "replica-announce-ip"),
+    ("slave-announce-port", "replica-announce-port"),
+    ("min-slaves-to-write", "min-replicas-to-write"),
+    ("min-slaves-max-lag", "min-replicas-max-lag"),
+];
+
+/// The name a parameter has in the table, for it or its alias.
+pub fn canonical_name(name: &str) -> &str {
+    ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == name)
+        .map_or(name, |(_, canonical)| canonical)
+}
+
+/// `host port`, or nothing (no master).
+fn parse_replicaof(v: &str) -> Result<Option<(String, u16)>, String> {
+    let parts: Vec<&str> = v.split_whitespace().collect();
+    match parts.as_slice() {
+        [] => Ok(None),
+        [no, one] if no.eq_ignore_ascii_case("no") && one.eq_ignore_ascii_case("one") => Ok(None),
+        [host, port] => Ok(Some((host.to_string(), parse_num(port)?))),
+        _ => Err("wrong number of arguments".into()),
     }
 }
 

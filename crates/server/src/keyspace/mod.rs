@@ -17,6 +17,7 @@ mod databases;
 pub mod expiry;
 mod locks;
 mod ready;
+mod replica;
 pub(crate) mod sampling;
 mod transaction;
 mod version;
@@ -92,6 +93,8 @@ pub struct Keyspace {
     pub access: AccessClock,
     /// Set at shutdown: transactions no longer commit.
     closed: AtomicBool,
+    /// Set while this server replicates a master (see `replica`).
+    replica: AtomicBool,
     /// Which stored database each database number names (SWAPDB).
     db_map: databases::DbMap,
 }
@@ -127,6 +130,7 @@ impl Keyspace {
             lcs_tables: AtomicUsize::new(0),
             access: AccessClock::default(),
             closed: AtomicBool::new(false),
+            replica: AtomicBool::new(false),
             db_map,
         })
     }
@@ -470,7 +474,7 @@ impl<'a> Db<'a> {
 
 impl Keyspace {
     pub(crate) fn write(&self, mut change: Change) -> Result<(), Error> {
-        let batch = self.prepare_write(&mut change);
+        let batch = self.prepare_write(&mut change)?;
         if batch.is_empty() {
             return Ok(());
         }
@@ -490,7 +494,7 @@ impl Keyspace {
         if change.removes_due_expiry {
             return self.write(change);
         }
-        let batch = self.prepare_write(&mut change);
+        let batch = self.prepare_write(&mut change)?;
         if batch.is_empty() {
             return Ok(());
         }
@@ -507,8 +511,9 @@ impl Keyspace {
     }
 
     /// Takes the batch out of `change`, with the counter operands added, and notes its keys
-    /// for watchers.
-    fn prepare_write(&self, change: &mut Change) -> WriteBatch {
+    /// for watchers. Refused on a replica, whatever the command or script that wrote it.
+    fn prepare_write(&self, change: &mut Change) -> Result<WriteBatch, Error> {
+        self.check_writable()?;
         change.add_counter_operands();
         let batch = std::mem::take(&mut change.batch);
         // Noted before the write so the batch need not be copied: a write that fails only
@@ -516,7 +521,7 @@ impl Keyspace {
         if !batch.is_empty() {
             self.watches.note(&batch);
         }
-        batch
+        Ok(batch)
     }
 
     /// Brings the in-memory counters up to date with a written change.

@@ -44,6 +44,16 @@ impl Default for Sampling {
 }
 
 impl Sampling {
+    /// Forgets everything: on a replica, whose collections change by batches that say nothing
+    /// of what sampling learnt.
+    pub(crate) fn forget_all(&self) {
+        if self.gap_bytes.load(Ordering::Relaxed) == 0 && self.hints.lock().is_empty() {
+            return;
+        }
+        self.hints.lock().clear();
+        self.gap_bytes.store(0, Ordering::Relaxed);
+    }
+
     /// Remembered bounds of `version`, unless they are due for a refresh.
     pub(crate) fn bounds(&self, version: u64) -> Option<(Bytes, Bytes)> {
         let mut hints = self.hints.lock();

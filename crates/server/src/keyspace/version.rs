@@ -20,20 +20,28 @@ pub struct VersionGenerator {
 }
 
 impl VersionGenerator {
-    /// Starts above both the clock (in microseconds) and the last reservation on disk.
+    /// Starts above both the clock (in microseconds) and the last reservation on disk. The
+    /// first version handed out writes the next reservation: a replica, which hands out none,
+    /// writes nothing of its own.
     pub fn open(engine: std::sync::Arc<dyn Engine>) -> Result<Self, Error> {
-        let stored = engine
-            .get(Cf::Meta, &k::version_key())?
-            .and_then(|raw| <[u8; 8]>::try_from(raw.as_slice()).ok())
-            .map_or(0, u64::from_be_bytes);
-        let start = stored.max(now_ms() * 1000);
-        let generator = VersionGenerator {
+        let start = first_free(engine.as_ref())?;
+        Ok(VersionGenerator {
             next: AtomicU64::new(start),
             reserved: Mutex::new(start),
             engine,
-        };
-        generator.reserve(start)?;
-        Ok(generator)
+        })
+    }
+
+    /// Continues above the reservation on disk, which a master's batches may have raised
+    /// (a replica promoted, or switched to a copy of its master's data).
+    pub fn resume(&self) -> Result<(), Error> {
+        let start = first_free(self.engine.as_ref())?;
+        let mut reserved = self.reserved.lock();
+        if start > self.next.load(Ordering::Relaxed) {
+            self.next.store(start, Ordering::Relaxed);
+            *reserved = start;
+        }
+        Ok(())
     }
 
     pub fn next(&self) -> Result<u64, Error> {
@@ -57,4 +65,13 @@ impl VersionGenerator {
         *reserved = limit;
         Ok(())
     }
+}
+
+/// The lowest version no reservation on disk covers, and not below the clock.
+fn first_free(engine: &dyn Engine) -> Result<u64, Error> {
+    let stored = engine
+        .get(Cf::Meta, &k::version_key())?
+        .and_then(|raw| <[u8; 8]>::try_from(raw.as_slice()).ok())
+        .map_or(0, u64::from_be_bytes);
+    Ok(stored.max(now_ms() * 1000))
 }

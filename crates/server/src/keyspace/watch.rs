@@ -79,6 +79,18 @@ impl Watches {
 }
 
 impl Watches {
+    /// Raises the flag of every watched key (a replica's data replaced by its master's).
+    pub(super) fn raise_all(&self) {
+        if self.active.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        for keys in self.by_db.lock().values() {
+            for flags in keys.values() {
+                flags.iter().for_each(|f| f.store(true, Ordering::Relaxed));
+            }
+        }
+    }
+
     /// Raises the flags of the keys watched in `dbs` for which `existed` holds: as in Redis,
     /// emptying a database (FLUSHDB, FLUSHALL, SWAPDB) touches only the watched keys it held.
     pub(super) fn raise_existing(&self, dbs: &[u8], existed: impl Fn(u8, &[u8]) -> bool) {

@@ -24,7 +24,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use crate::commands::{
-    command_keys, execute, monitored, resolve, CommandSpec, Context, Flags, Outcome,
+    command_keys, execute, monitored, resolve, CommandSpec, Context, Flags, Outcome, ReplicaWait,
 };
 use crate::config::FsyncPolicy;
 use crate::error::Error;
@@ -32,6 +32,7 @@ use crate::keyspace::combine::{Combiner, Entry, Guest, Handback, Leadership};
 use crate::keyspace::{HeldStripes, Transaction};
 use crate::services::blocking::BlockRequest;
 use crate::services::monitor::Origin;
+use crate::services::replication::feed;
 use crate::services::{pubsub, ClientState, Closing, Services};
 
 /// Replies are flushed once this much is buffered even if more requests are waiting, so a
@@ -83,6 +84,7 @@ pub async fn serve(
         multi: None,
         watching: Default::default(),
         replies: Default::default(),
+        replica: Default::default(),
     };
     let mut connection = Connection {
         services: services.clone(),
@@ -92,16 +94,37 @@ pub async fn serve(
         messages,
         parser: RequestParser::default(),
         tally: None,
+        replica_wait: None,
     };
-    if let Err(err) = connection.run().await {
-        tracing::debug!("client {addr}: {err}");
-    }
+    let ended = connection.run().await;
     connection.book_tally();
     services
         .pubsub
         .forget(handle.id, &connection.client.subscriptions);
     services.keyspace.unwatch(&mut connection.client.watching);
     services.monitors.remove(handle.id);
+    match ended {
+        // PSYNC: the connection carries a replica's stream from now on, still listed as a
+        // client (flag S) so that CLIENT KILL TYPE replica finds it.
+        Ok(Some(input)) => {
+            let Connection { stream, client, .. } = connection;
+            let handshake = client.replica.clone();
+            handle.info.lock().replica = true;
+            if let Some(request) = handshake.psync {
+                feed::serve(
+                    services.clone(),
+                    stream,
+                    input,
+                    handle.clone(),
+                    handshake.hello,
+                    request,
+                )
+                .await;
+            }
+        }
+        Ok(None) => {}
+        Err(err) => tracing::debug!("client {addr}: {err}"),
+    }
     services.clients.unregister(handle.id);
 }
 
@@ -132,6 +155,8 @@ struct Connection {
     parser: RequestParser,
     /// The latest run of calls of one command, not yet in the shared statistics.
     tally: Option<Tally>,
+    /// What WAIT left to wait for, taken from its command's context.
+    replica_wait: Option<ReplicaWait>,
 }
 
 /// Calls of one command in a row on one connection, booked in the shared statistics together:
@@ -149,7 +174,9 @@ struct Tally {
 }
 
 impl Connection {
-    async fn run(&mut self) -> std::io::Result<()> {
+    /// Serves requests until the connection closes; returns the unparsed input if it became a
+    /// replica's feed (PSYNC).
+    async fn run(&mut self) -> std::io::Result<Option<BytesMut>> {
         let mut input = BytesMut::with_capacity(READ_CHUNK);
         let mut output = BytesMut::with_capacity(READ_CHUNK);
         let mut shutdown = self.services.shutdown.subscribe();
@@ -171,7 +198,7 @@ impl Connection {
                     "closing client {}: query buffer over {query_limit} bytes",
                     handle.addr
                 );
-                return Ok(());
+                return Ok(None);
             }
             if input.is_empty() && input.capacity() > 4 * READ_CHUNK {
                 input = BytesMut::with_capacity(READ_CHUNK);
@@ -186,9 +213,9 @@ impl Connection {
             let event = tokio::select! {
                 read = self.stream.read_buf(&mut input) => Wake::Read(read?),
                 Some(message) = self.messages.recv() => Wake::Message(message),
-                _ = &mut killed => return Ok(()),
-                _ = &mut stopping => return Ok(()),
-                _ = idle(idle_timeout) => return Ok(()),
+                _ = &mut killed => return Ok(None),
+                _ = &mut stopping => return Ok(None),
+                _ = idle(idle_timeout) => return Ok(None),
             };
             let read = match event {
                 Wake::Read(read) => {
@@ -216,14 +243,15 @@ impl Connection {
                 }
             };
             if read == 0 {
-                return Ok(());
+                return Ok(None);
             }
             self.services
                 .stats
                 .net_input_bytes
                 .fetch_add(read as u64, Ordering::Relaxed);
             if !self.process(&mut input, &mut output).await? {
-                return Ok(());
+                let handover = self.client.closing == Some(Closing::ToReplica);
+                return Ok(handover.then_some(input));
             }
         }
     }
@@ -316,9 +344,22 @@ impl Connection {
                     None => return Ok(false),
                 }
             }
+            if let Some(wait) = self.replica_wait.take() {
+                // Earlier replies go out before the wait.
+                self.flush(output, wrote).await?;
+                match self.wait_replicas(wait, input).await {
+                    Some(acked) => {
+                        if self.client.replies.finish_command() {
+                            Reply::Integer(acked as i64).encode(output, self.client.resp3);
+                        }
+                        wrote = true;
+                    }
+                    None => return Ok(false),
+                }
+            }
             match self.client.closing {
                 Some(Closing::Immediately) => return Ok(false),
-                Some(Closing::AfterReply) => {
+                Some(Closing::AfterReply) | Some(Closing::ToReplica) => {
                     self.flush(output, wrote).await?;
                     return Ok(false);
                 }
@@ -524,6 +565,48 @@ impl Connection {
         }
     }
 
+    /// Waits until `wait.needed` replicas acknowledged `wait.offset` or its timeout passed;
+    /// returns how many did, or `None` if the connection closed meanwhile.
+    async fn wait_replicas(&mut self, wait: ReplicaWait, input: &mut BytesMut) -> Option<usize> {
+        let services = self.services.clone();
+        let replication = &services.replication;
+        let stream = &mut self.stream;
+        let gone = async {
+            loop {
+                input.reserve(READ_CHUNK);
+                match stream.read_buf(input).await {
+                    Ok(read) if read > 0 => continue,
+                    _ => return,
+                }
+            }
+        };
+        let enough = async {
+            loop {
+                let acked = replication.acked.notified();
+                if replication.acknowledged(wait.offset) >= wait.needed {
+                    return;
+                }
+                acked.await;
+            }
+        };
+        let deadline = async {
+            match wait.timeout {
+                Some(timeout) => tokio::time::sleep(timeout).await,
+                None => std::future::pending().await,
+            }
+        };
+        let handle = self.client.handle.clone();
+        let mut shutdown = services.shutdown.subscribe();
+        tokio::select! {
+            _ = enough => {}
+            _ = deadline => {}
+            _ = gone => return None,
+            _ = handle.killed() => return None,
+            _ = shutdown.wait_for(|&stop| stop) => return None,
+        }
+        Some(replication.acknowledged(wait.offset))
+    }
+
     /// The keys of a write command that the connection locks before it runs, or `None` for
     /// every other command, which locks (if at all) as it runs.
     fn lockable_keys<'a>(
@@ -578,9 +661,11 @@ impl Connection {
         let mut ctx = Context::new(&services, &mut self.client, txn, held.as_ref());
         let outcome = execute(&mut ctx, args);
         let block = ctx.block.take();
+        self.replica_wait = ctx.replica_wait.take();
         let events = std::mem::take(&mut ctx.events);
         // A blocked command's reply, and so CLIENT REPLY's verdict on it, comes after its wait.
-        let answered = block.is_none() && self.client.replies.finish_command();
+        let answered =
+            block.is_none() && self.replica_wait.is_none() && self.client.replies.finish_command();
         match batch {
             Some(batch) => {
                 batch.events.extend(events);

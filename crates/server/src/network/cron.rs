@@ -39,18 +39,30 @@ impl Cron {
     }
 }
 
+/// How often archived WAL beyond `repl-backlog-size` is deleted.
+const HISTORY_TRIM_INTERVAL: Duration = Duration::from_secs(1);
+
 pub fn start(services: Arc<Services>) -> Cron {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     let thread = std::thread::Builder::new()
         .name("shale-cron".into())
         .spawn(move || {
+            let mut history_trimmed = Instant::now();
             while !flag.load(Ordering::Relaxed) {
                 let tick = Duration::from_millis(1000 / services.config.read().hz.max(1) as u64);
                 let started = Instant::now();
                 services.stats.sample(now_ms());
                 stop_orphan_scripts(&services);
-                reap(&services, tick * REAP_BUDGET_PERCENT / 100);
+                // A replica expires nothing: its master's deletions arrive as writes.
+                if !services.keyspace.is_replica() {
+                    reap(&services, tick * REAP_BUDGET_PERCENT / 100);
+                }
+                if history_trimmed.elapsed() >= HISTORY_TRIM_INTERVAL {
+                    history_trimmed = Instant::now();
+                    let config = services.config.read().replication.clone();
+                    services.replication.trim_history(&config);
+                }
                 std::thread::sleep(tick.saturating_sub(started.elapsed()));
             }
         })

@@ -15,6 +15,8 @@ use tokio::signal::unix::{signal, SignalKind};
 use crate::commands::ALL_COMMANDS;
 use crate::config::Config;
 use crate::keyspace::{Keyspace, STRIPES};
+use crate::services::replication::datadir::DataDir;
+use crate::services::replication::{link, Replication};
 use crate::services::{Durability, Services};
 use connection::WriteCombiner;
 
@@ -23,14 +25,27 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
     let opened = Instant::now();
     std::fs::create_dir_all(&config.dir)
         .map_err(|e| format!("can't create data directory {}: {e}", config.dir.display()))?;
-    let engine: Arc<dyn Engine> = Arc::new(
-        RocksEngine::open(&config.dir.join("db"), &config.rocks)
+    let data_dir = DataDir::new(&config.dir);
+    data_dir.remove_leftovers();
+    let rocks = Arc::new(
+        RocksEngine::open(&data_dir.current(), &config.rocks)
             .map_err(|e| format!("can't open database in {}: {e}", config.dir.display()))?,
     );
+    let engine: Arc<dyn Engine> = rocks.clone();
     let keyspace = Arc::new(
         Keyspace::open(engine.clone(), config.databases)
             .map_err(|e| format!("can't open keyspace: {e}"))?,
     );
+    let master = config.replication.replicaof.clone();
+    let replication = Arc::new(Replication::open(
+        rocks,
+        keyspace.clone(),
+        data_dir,
+        master.is_some(),
+    )?);
+    if let Some((host, port)) = master {
+        replication.follow(host, port);
+    }
     tracing::info!("database opened in {} ms", opened.elapsed().as_millis());
     // Before the first client can connect: until a handler is installed, SIGTERM ends the
     // process at once, and the writes still in the WAL buffer are lost.
@@ -57,6 +72,7 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
     let commands = ALL_COMMANDS.len();
     let services = Services::new(
         keyspace,
+        replication,
         config,
         config_file,
         durability,
@@ -65,6 +81,7 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
     );
     let services = Arc::new(services);
     let cron = cron::start(services.clone());
+    tokio::spawn(link::supervise(services.clone()));
     let combiner = Arc::new(WriteCombiner::new(STRIPES));
 
     for listener in listeners {

@@ -45,6 +45,8 @@ pub struct ClientInfo {
     pub queued_bytes: u64,
     /// Whether it receives MONITOR's lines.
     pub monitor: bool,
+    /// Whether it is a replica's link (after PSYNC).
+    pub replica: bool,
 }
 
 /// What a connection holds in its buffers, in bytes unless said otherwise; stored by the
@@ -182,6 +184,9 @@ impl ClientHandle {
     pub fn describe(&self, running: Option<Running<'_>>, blocked: bool) -> String {
         let info = self.info.lock().clone();
         let mut flags = String::new();
+        if info.replica {
+            flags.push('S');
+        }
         if info.monitor {
             flags.push('O');
         }

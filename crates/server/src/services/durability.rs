@@ -31,6 +31,9 @@ pub struct Durability {
     shared: Arc<Shared>,
     policy: Arc<AtomicU8>,
     completed: watch::Receiver<u64>,
+    /// The sequence number of the last write handed to the OS, where replicas' feeds read
+    /// the WAL (see `replication`).
+    flushed: watch::Receiver<u64>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -50,6 +53,7 @@ impl Durability {
     pub fn start(engine: Arc<dyn Engine>, policy: FsyncPolicy) -> Result<Self, String> {
         let policy = Arc::new(AtomicU8::new(policy as u8));
         let (done_tx, done_rx) = watch::channel(0u64);
+        let (flushed_tx, flushed_rx) = watch::channel(engine.sequence());
         let shared = Arc::new(Shared {
             engine,
             requested: Mutex::new(0),
@@ -66,12 +70,13 @@ impl Durability {
             spawn("shale-wal-sync", move || {
                 syncer.sync(done_tx, &syncer_policy)
             })?,
-            spawn("shale-wal-flush", move || flusher.flush())?,
+            spawn("shale-wal-flush", move || flusher.flush(flushed_tx))?,
         ];
         Ok(Durability {
             shared,
             policy,
             completed: done_rx,
+            flushed: flushed_rx,
             threads: Mutex::new(threads),
         })
     }
@@ -110,6 +115,11 @@ impl Durability {
             return Err("WAL sync failed".into());
         }
         Ok(())
+    }
+
+    /// Changes each time writes reach the OS, to the sequence number of the last of them.
+    pub fn flushed(&self) -> watch::Receiver<u64> {
+        self.flushed.clone()
     }
 
     pub fn syncs(&self) -> u64 {
@@ -162,11 +172,15 @@ impl Shared {
         }
     }
 
-    fn flush(&self) {
+    fn flush(&self, flushed: watch::Sender<u64>) {
         while !self.stop.load(Ordering::Relaxed) {
             std::thread::sleep(WAL_FLUSH_INTERVAL);
-            let flushed = self.engine.flush_wal();
-            self.note_failure("flush", flushed);
+            let sequence = self.engine.sequence();
+            let result = self.engine.flush_wal();
+            if result.is_ok() && sequence != *flushed.borrow() {
+                flushed.send_replace(sequence);
+            }
+            self.note_failure("flush", result);
         }
     }
 

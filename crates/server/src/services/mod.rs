@@ -8,6 +8,7 @@ mod durability;
 pub mod monitor;
 pub mod notifications;
 pub mod pubsub;
+pub mod replication;
 mod stats;
 
 use std::path::PathBuf;
@@ -35,6 +36,8 @@ pub enum Closing {
     AfterReply,
     /// Close without replying (SHUTDOWN).
     Immediately,
+    /// Becomes a replica's feed (PSYNC): the connection carries the replication stream.
+    ToReplica,
 }
 
 /// Per-connection state that commands read and change.
@@ -51,6 +54,15 @@ pub struct ClientState {
     pub multi: Option<QueuedTransaction>,
     pub watching: WatchSet,
     pub replies: ReplyMode,
+    /// What a replica said of itself (REPLCONF) and asked for (PSYNC) before its stream.
+    pub replica: ReplicaHandshake,
+}
+
+/// REPLCONF's and PSYNC's arguments, kept until the connection becomes a replica's feed.
+#[derive(Default, Clone)]
+pub struct ReplicaHandshake {
+    pub hello: replication::ReplicaHello,
+    pub psync: Option<replication::PsyncRequest>,
 }
 
 /// CLIENT REPLY: which replies the connection sends.
@@ -123,6 +135,7 @@ impl ClientState {
             multi: None,
             watching: Default::default(),
             replies: ReplyMode::default(),
+            replica: ReplicaHandshake::default(),
         }
     }
 }
@@ -166,6 +179,7 @@ impl Shutdown {
 /// Handles shared by all connections.
 pub struct Services {
     pub keyspace: Arc<Keyspace>,
+    pub replication: Arc<replication::Replication>,
     pub config: RwLock<Config>,
     pub config_file: Option<PathBuf>,
     pub clients: ClientRegistry,
@@ -190,6 +204,7 @@ impl Services {
     /// The services of a server with `commands` commands in its table (for their statistics).
     pub fn new(
         keyspace: Arc<Keyspace>,
+        replication: Arc<replication::Replication>,
         config: Config,
         config_file: Option<PathBuf>,
         durability: Durability,
@@ -199,6 +214,7 @@ impl Services {
         let (sender, _) = watch::channel(false);
         let services = Services {
             keyspace,
+            replication,
             config: RwLock::new(config),
             config_file,
             clients: ClientRegistry::default(),
@@ -213,7 +229,7 @@ impl Services {
             durability,
             shutdown: Shutdown { sender },
             started: Instant::now(),
-            run_id: format!("{:040x}", rand::random::<u128>()),
+            run_id: replication::random_id(),
             tcp_port,
         };
         services.apply_config();
@@ -239,6 +255,7 @@ impl Services {
         self.notify_classes
             .store(config.notify_keyspace_events, Ordering::Relaxed);
         self.output_limits.set(&config.output_limits);
+        self.replication.configure(&config.replication);
     }
 
     /// The keyspace-notification classes enabled; 0 when notifications are off.

@@ -478,9 +478,12 @@ impl<'a> Db<'a> {
                 return Ok(card);
             }
             let card = count(&hll)?;
-            set_cache(&mut hll, card);
-            string.replace(&hll)?;
-            string.commit()?;
+            // A replica counts without caching: its data changes only as its master's does.
+            if !self.ks.is_replica() {
+                set_cache(&mut hll, card);
+                string.replace(&hll)?;
+                string.commit()?;
+            }
             return Ok(card);
         }
         let mut max = [0u8; REGISTERS];

@@ -95,6 +95,11 @@ impl TestServer {
         RawClient { stream }
     }
 
+    /// The process id, to signal it.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     /// Kills the process with SIGKILL, as a crash would.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -1,0 +1,125 @@
+//! The keyspace of a replica: read-only to clients, written only by the batches its master
+//! sends, which must leave the in-process state (counters, the database map, watches) as the
+//! master's commands left the master's.
+
+use std::sync::atomic::Ordering;
+
+use shale_storage::keys as k;
+use shale_storage::{Cf, Op, WriteBatch};
+
+use super::{databases::DbMap, read_counter, Keyspace};
+use crate::error::Error;
+
+impl Keyspace {
+    /// While set, every write but [`Keyspace::apply_replicated`] fails with `-READONLY`, and
+    /// keys are not expired here: a replica's data changes only as its master's does.
+    pub fn set_replica(&self, replica: bool) {
+        self.replica.store(replica, Ordering::Release);
+    }
+
+    pub fn is_replica(&self) -> bool {
+        self.replica.load(Ordering::Acquire)
+    }
+
+    pub(super) fn check_writable(&self) -> Result<(), Error> {
+        match self.is_replica() {
+            true => Err(Error::ReadOnly),
+            false => Ok(()),
+        }
+    }
+
+    /// Applies a batch of the master's, atomically, with what its commands did to the state
+    /// kept in this process: key counters, the database map (SWAPDB), watched keys.
+    pub fn apply_replicated(&self, batch: WriteBatch) -> Result<(), Error> {
+        let mut counted = Vec::new();
+        let mut recount = false;
+        let mut remaps = false;
+        for op in &batch.ops {
+            match op {
+                Op::AddCounter {
+                    cf: Cf::Meta,
+                    key,
+                    delta,
+                } => {
+                    if let Some(counter) = k::counter_of(key) {
+                        counted.push((counter, *delta));
+                    }
+                }
+                Op::Put {
+                    cf: Cf::Meta, key, ..
+                }
+                | Op::Delete { cf: Cf::Meta, key } => {
+                    recount |= k::counter_of(key).is_some();
+                    remaps |= *key == k::db_map_key();
+                }
+                Op::DeleteRange { cf: Cf::Meta, .. } => recount = true,
+                _ => {}
+            }
+        }
+        if recount {
+            self.watches.raise_all();
+        }
+        self.watches.note(&batch);
+        // A new database map is installed under every key lock, as SWAPDB installs it.
+        let _all = remaps.then(|| self.locks.lock_all());
+        self.engine.write(batch)?;
+        self.sampling.forget_all();
+        for ((db, expiring), delta) in counted {
+            if let Some(counter) = self.counters(expiring).get(db as usize) {
+                counter.fetch_add(delta, Ordering::Relaxed);
+            }
+        }
+        if recount {
+            self.recount()?;
+        }
+        if remaps {
+            let map = DbMap::load(self.engine.as_ref(), self.databases)?;
+            self.db_map.apply(&map.current());
+        }
+        Ok(())
+    }
+
+    /// Reads everything this process keeps about the data again, after the engine switched to
+    /// a copy of the master's: counters, the database map, the expiry index's watermarks,
+    /// collection versions. Watched keys all count as touched, as after a FLUSHALL.
+    pub fn reload(&self) -> Result<(), Error> {
+        self.watches.raise_all();
+        self.sampling.forget_all();
+        self.recount()?;
+        let map = DbMap::load(self.engine.as_ref(), self.databases)?;
+        {
+            let _all = self.locks.lock_all();
+            self.db_map.apply(&map.current());
+        }
+        for watermark in &self.expiry_watermarks {
+            watermark.store(0, Ordering::Relaxed);
+        }
+        self.versions.resume()
+    }
+
+    /// Becomes writable (`REPLICAOF NO ONE`): new collection versions start above every
+    /// version the master handed out.
+    pub fn promote(&self) -> Result<(), Error> {
+        self.versions.resume()?;
+        self.set_replica(false);
+        Ok(())
+    }
+
+    fn counters(&self, expiring: bool) -> &[std::sync::atomic::AtomicI64] {
+        match expiring {
+            true => &self.expire_counts,
+            false => &self.key_counts,
+        }
+    }
+
+    /// Reads the per-database counters from the engine.
+    fn recount(&self) -> Result<(), Error> {
+        for db in 0..self.databases as u8 {
+            let keys = read_counter(self.engine.as_ref(), &k::key_count_key(db))?;
+            let expires = read_counter(self.engine.as_ref(), &k::expire_count_key(db))?;
+            self.key_counts[db as usize].store(keys, Ordering::Relaxed);
+            self.expire_counts[db as usize].store(expires, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}

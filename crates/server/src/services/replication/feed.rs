@@ -1,0 +1,318 @@
+//! The master's side of a replica's link: after PSYNC, the connection carries a snapshot (on a
+//! full sync) and then every write batch from the WAL, in order; the replica answers with
+//! `REPLCONF ACK <offset>`.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use shale_protocol::{RequestLimits, RequestParser};
+use shale_storage::Engine;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+use super::stream::Frame;
+use super::{unix_secs, FeedState, PsyncRequest, ReplicaClient, ReplicaHello, StateCell};
+use crate::services::Services;
+
+/// Bytes of batches read from the WAL before they are written to the replica's socket.
+const WAL_CHUNK: usize = 1 << 20;
+/// Bytes of a checkpoint file per frame.
+const FILE_CHUNK: usize = 1 << 20;
+/// An idle link carries a ping this often, so the replica knows its master is alive.
+const PING_INTERVAL: Duration = Duration::from_secs(1);
+
+/// One attached replica, as INFO, ROLE, WAIT and CLIENT KILL see it.
+pub struct ReplicaState {
+    pub id: u64,
+    pub client: ReplicaClient,
+    pub ip: String,
+    pub port: u16,
+    pub state: StateCell,
+    acked: AtomicU64,
+    ack_time: AtomicU64,
+    /// Asks the feed to send a GETACK now.
+    pub get_ack: Notify,
+}
+
+impl ReplicaState {
+    pub fn acked(&self) -> u64 {
+        self.acked.load(Ordering::Acquire)
+    }
+
+    pub fn ack_time(&self) -> u64 {
+        self.ack_time.load(Ordering::Relaxed)
+    }
+
+    pub fn is_online(&self) -> bool {
+        self.state.get() == FeedState::Online
+    }
+}
+
+/// Serves a replica on the connection that sent PSYNC, until it closes or is killed.
+pub async fn serve(
+    services: Arc<Services>,
+    stream: TcpStream,
+    input: BytesMut,
+    client: ReplicaClient,
+    hello: ReplicaHello,
+    request: PsyncRequest,
+) {
+    let replication = &services.replication;
+    let replica = Arc::new(ReplicaState {
+        id: replication.next_feed.fetch_add(1, Ordering::Relaxed),
+        ip: hello
+            .ip_address
+            .clone()
+            .unwrap_or_else(|| client.addr.ip().to_string()),
+        port: hello.listening_port,
+        client,
+        state: StateCell::default(),
+        acked: AtomicU64::new(0),
+        ack_time: AtomicU64::new(unix_secs()),
+        get_ack: Notify::new(),
+    });
+    replication.attach(replica.clone());
+    let mut feed = Feed {
+        services: services.clone(),
+        replica: replica.clone(),
+        stream,
+        input,
+        pinned: false,
+    };
+    if let Err(err) = feed.run(request).await {
+        tracing::info!(
+            "replica {}:{} disconnected: {err}",
+            replica.ip,
+            replica.port
+        );
+    }
+    if feed.pinned {
+        replication.full_syncs.fetch_sub(1, Ordering::AcqRel);
+    }
+    replication.detach(replica.id);
+}
+
+struct Feed {
+    services: Arc<Services>,
+    replica: Arc<ReplicaState>,
+    stream: TcpStream,
+    /// What the replica sent that is not yet parsed (acknowledgements).
+    input: BytesMut,
+    /// Whether this feed holds the WAL history since its snapshot (a full sync).
+    pinned: bool,
+}
+
+impl Feed {
+    async fn run(&mut self, request: PsyncRequest) -> std::io::Result<()> {
+        let services = self.services.clone();
+        let replication = &services.replication;
+        let ids = replication.ids();
+        let mut position = match replication.continuable(&request.id, request.offset) {
+            Some(has) => {
+                replication.stats.partial_ok.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(
+                    "partial resync of replica {}:{} from offset {}",
+                    self.replica.ip,
+                    self.replica.port,
+                    request.offset
+                );
+                self.stream
+                    .write_all(format!("+CONTINUE {}\r\n", ids.id).as_bytes())
+                    .await?;
+                has
+            }
+            None => {
+                if request.id != "?" {
+                    replication
+                        .stats
+                        .partial_err
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                replication.stats.full.fetch_add(1, Ordering::Relaxed);
+                self.full_sync(&ids.id).await?
+            }
+        };
+        self.replica.state.set(FeedState::Online);
+        self.replica.ack_time.store(unix_secs(), Ordering::Relaxed);
+        let mut flushed = services.durability.flushed();
+        let mut ping = tokio::time::interval(PING_INTERVAL);
+        let replica = self.replica.clone();
+        let killed = replica.client.killed();
+        tokio::pin!(killed);
+        let mut shutdown = services.shutdown.subscribe();
+        let mut out = BytesMut::new();
+        let mut ack_wanted = false;
+        loop {
+            if ack_wanted {
+                // The acknowledgement must cover every write so far: they go out first.
+                replication
+                    .engine()
+                    .flush_wal()
+                    .map_err(std::io::Error::other)?;
+            }
+            let (next, full) = self.read_wal(position, &mut out)?;
+            position = next;
+            if full {
+                self.stream.write_all(&out).await?;
+                out.clear();
+                continue;
+            }
+            if std::mem::take(&mut ack_wanted) {
+                Frame::GetAck.encode(&mut out);
+            }
+            if !out.is_empty() {
+                self.stream.write_all(&out).await?;
+                out.clear();
+            }
+            if self.pinned {
+                self.pinned = false;
+                replication.full_syncs.fetch_sub(1, Ordering::AcqRel);
+            }
+            tokio::select! {
+                changed = flushed.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                }
+                read = self.stream.read_buf(&mut self.input) => {
+                    if read? == 0 {
+                        return Ok(());
+                    }
+                    self.take_acks()?;
+                }
+                _ = replica.get_ack.notified() => ack_wanted = true,
+                _ = ping.tick() => Frame::Ping.encode(&mut out),
+                _ = &mut killed => return Ok(()),
+                _ = shutdown.wait_for(|&stop| stop) => return Ok(()),
+            }
+        }
+    }
+
+    /// Appends to `out` the batches after `position` that the WAL holds, up to a chunk; returns
+    /// the position after them and whether the chunk filled up (more may follow at once).
+    fn read_wal(&self, position: u64, out: &mut BytesMut) -> std::io::Result<(u64, bool)> {
+        let engine = self.services.replication.engine();
+        if engine.sequence() <= position {
+            return Ok((position, false));
+        }
+        let mut next = position;
+        let updates = engine
+            .updates_since(position)
+            .map_err(std::io::Error::other)?;
+        for update in updates {
+            let (seq, data) = update.map_err(std::io::Error::other)?;
+            let (_, count) =
+                shale_storage::wal::batch_span(&data).map_err(std::io::Error::other)?;
+            if seq != next + 1 {
+                return Err(std::io::Error::other(format!(
+                    "the WAL no longer holds offset {}",
+                    next + 1
+                )));
+            }
+            Frame::Batch(Bytes::from(data)).encode(out);
+            next = seq + count - 1;
+            if out.len() >= WAL_CHUNK {
+                return Ok((next, true));
+            }
+        }
+        Ok((next, false))
+    }
+
+    /// Parses the replica's `REPLCONF ACK <offset>` commands.
+    fn take_acks(&mut self) -> std::io::Result<()> {
+        let mut parser = RequestParser::default();
+        let limits = RequestLimits {
+            max_bulk_len: 1024,
+            max_multibulk_len: 16,
+        };
+        loop {
+            let args = match parser.parse(&mut self.input, &limits) {
+                Ok(Some(args)) => args,
+                Ok(None) => return Ok(()),
+                Err(err) => return Err(std::io::Error::other(err.to_string())),
+            };
+            let is_ack = args.len() >= 3
+                && args[0].eq_ignore_ascii_case(b"replconf")
+                && args[1].eq_ignore_ascii_case(b"ack");
+            let offset = is_ack
+                .then(|| std::str::from_utf8(&args[2]).ok()?.parse::<u64>().ok())
+                .flatten();
+            if let Some(offset) = offset {
+                self.replica.acked.fetch_max(offset, Ordering::AcqRel);
+                self.replica.ack_time.store(unix_secs(), Ordering::Relaxed);
+                self.services.replication.acked.notify_waiters();
+            }
+        }
+    }
+
+    /// Sends a checkpoint of the database: `+FULLRESYNC <id> <offset>`, its files, the end of
+    /// the snapshot. Returns the offset it covers at least; the WAL is kept from there until
+    /// this replica has caught up.
+    async fn full_sync(&mut self, id: &str) -> std::io::Result<u64> {
+        let replication = &self.services.replication;
+        self.replica.state.set(FeedState::WaitBgsave);
+        replication.full_syncs.fetch_add(1, Ordering::AcqRel);
+        self.pinned = true;
+        let dir = replication.data_dir.checkpoint(self.replica.id)?;
+        let engine = replication.engine().clone();
+        let target = dir.clone();
+        let covered = tokio::task::spawn_blocking(move || engine.checkpoint(&target))
+            .await
+            .map_err(std::io::Error::other)?
+            .map_err(std::io::Error::other);
+        let sent = match covered {
+            Ok(covered) => self
+                .send_snapshot(id, covered, &dir)
+                .await
+                .map(|()| covered),
+            Err(err) => Err(err),
+        };
+        if let Err(err) = tokio::fs::remove_dir_all(&dir).await {
+            tracing::warn!("can't remove checkpoint {}: {err}", dir.display());
+        }
+        sent
+    }
+
+    async fn send_snapshot(&mut self, id: &str, covered: u64, dir: &Path) -> std::io::Result<()> {
+        self.replica.state.set(FeedState::SendBulk);
+        self.stream
+            .write_all(format!("+FULLRESYNC {id} {covered}\r\n").as_bytes())
+            .await?;
+        let mut sent: u64 = 0;
+        let mut out = BytesMut::new();
+        let mut entries = tokio::fs::read_dir(dir).await?;
+        while let Some(entry) = entries.next_entry().await? {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !entry.file_type().await?.is_file() {
+                continue;
+            }
+            Frame::File(name).encode(&mut out);
+            self.stream.write_all(&out).await?;
+            out.clear();
+            let mut file = tokio::fs::File::open(entry.path()).await?;
+            let mut chunk = vec![0u8; FILE_CHUNK];
+            loop {
+                let read = file.read(&mut chunk).await?;
+                if read == 0 {
+                    break;
+                }
+                Frame::Chunk(Bytes::copy_from_slice(&chunk[..read])).encode(&mut out);
+                self.stream.write_all(&out).await?;
+                out.clear();
+                sent += read as u64;
+            }
+        }
+        Frame::SnapshotEnd.encode(&mut out);
+        self.stream.write_all(&out).await?;
+        tracing::info!(
+            "full sync of replica {}:{}: {sent} bytes sent, offset {covered}",
+            self.replica.ip,
+            self.replica.port
+        );
+        Ok(())
+    }
+}

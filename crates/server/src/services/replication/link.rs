@@ -1,0 +1,470 @@
+//! A replica's link to its master: a Redis-shaped handshake (PING, AUTH, REPLCONF, PSYNC),
+//! then a full sync or a continuation, then every batch the master writes, applied in order.
+//! The link reconnects until REPLICAOF points elsewhere or NO ONE.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use shale_storage::{wal, Engine};
+use tokio::fs::File;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+use super::stream::Frame;
+use super::unix_secs;
+use crate::services::Services;
+
+/// How often a replica acknowledges its offset unasked.
+const ACK_INTERVAL: Duration = Duration::from_secs(1);
+/// The wait before reconnecting after the link failed.
+const RECONNECT_DELAY: Duration = Duration::from_secs(1);
+/// The longest handshake reply line accepted.
+const MAX_LINE: usize = 4096;
+
+/// The link's state, named as ROLE names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum LinkState {
+    Connect,
+    Connecting,
+    Handshake,
+    Sync,
+    Connected,
+}
+
+impl LinkState {
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkState::Connect => "connect",
+            LinkState::Connecting => "connecting",
+            LinkState::Handshake => "handshake",
+            LinkState::Sync => "sync",
+            LinkState::Connected => "connected",
+        }
+    }
+
+    fn from_u8(v: u8) -> LinkState {
+        match v {
+            0 => LinkState::Connect,
+            1 => LinkState::Connecting,
+            2 => LinkState::Handshake,
+            3 => LinkState::Sync,
+            _ => LinkState::Connected,
+        }
+    }
+}
+
+/// The master a replica follows and how its link is doing, for INFO and ROLE.
+pub struct MasterLink {
+    pub host: String,
+    pub port: u16,
+    state: AtomicU8,
+    /// When the master last sent anything (unix seconds).
+    last_io: AtomicU64,
+    /// When the link went down (unix seconds); 0 if it never was up.
+    down_since: AtomicU64,
+    /// Bytes of a full sync received so far.
+    pub sync_read: AtomicU64,
+    stopped: AtomicBool,
+    stop: Notify,
+    /// Drops the link now (CLIENT KILL TYPE master); it reconnects.
+    reset: Notify,
+}
+
+impl MasterLink {
+    pub fn new(host: String, port: u16) -> MasterLink {
+        MasterLink {
+            host,
+            port,
+            state: AtomicU8::new(LinkState::Connect as u8),
+            last_io: AtomicU64::new(0),
+            down_since: AtomicU64::new(0),
+            sync_read: AtomicU64::new(0),
+            stopped: AtomicBool::new(false),
+            stop: Notify::new(),
+            reset: Notify::new(),
+        }
+    }
+
+    pub fn state(&self) -> LinkState {
+        LinkState::from_u8(self.state.load(Ordering::Relaxed))
+    }
+
+    fn set_state(&self, state: LinkState) {
+        self.state.store(state as u8, Ordering::Relaxed);
+    }
+
+    pub fn is_up(&self) -> bool {
+        self.state() == LinkState::Connected
+    }
+
+    /// Seconds since the master last sent anything, while connected; -1 otherwise.
+    pub fn last_io_seconds_ago(&self) -> i64 {
+        match self.is_up() {
+            true => unix_secs().saturating_sub(self.last_io.load(Ordering::Relaxed)) as i64,
+            false => -1,
+        }
+    }
+
+    /// Seconds the link has been down; -1 if it never was up.
+    pub fn down_for(&self) -> i64 {
+        match self.down_since.load(Ordering::Relaxed) {
+            0 => -1,
+            since => unix_secs().saturating_sub(since) as i64,
+        }
+    }
+
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+        self.stop.notify_waiters();
+    }
+
+    fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    /// Drops the link; it reconnects and continues where it was.
+    pub fn reset(&self) {
+        self.reset.notify_waiters();
+    }
+
+    fn went_down(&self) {
+        if self.is_up() || self.down_since.load(Ordering::Relaxed) == 0 {
+            self.down_since.store(unix_secs(), Ordering::Relaxed);
+        }
+        self.set_state(LinkState::Connect);
+    }
+}
+
+/// Runs the link to each master the server is told to follow, until shutdown.
+pub async fn supervise(services: Arc<Services>) {
+    let mut links = services.replication.master.subscribe();
+    loop {
+        let current = links.borrow_and_update().clone();
+        if let Some(link) = current {
+            tokio::spawn(run(services.clone(), link));
+        }
+        if links.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Follows `link`'s master until the link is stopped.
+async fn run(services: Arc<Services>, link: Arc<MasterLink>) {
+    let mut shutdown = services.shutdown.subscribe();
+    while !link.is_stopped() {
+        let session = Session {
+            services: services.clone(),
+            link: link.clone(),
+            input: BytesMut::new(),
+            master_id: String::new(),
+        };
+        let ended = tokio::select! {
+            ended = session.run() => ended,
+            _ = link.stop.notified() => return,
+            _ = shutdown.wait_for(|&stop| stop) => return,
+        };
+        if link.is_stopped() {
+            return;
+        }
+        match ended {
+            Ok(()) => tracing::info!("link to master {}:{} dropped", link.host, link.port),
+            Err(err) => tracing::warn!("link to master {}:{}: {err}", link.host, link.port),
+        }
+        link.went_down();
+        tokio::select! {
+            _ = tokio::time::sleep(RECONNECT_DELAY) => {}
+            _ = link.stop.notified() => return,
+        }
+    }
+}
+
+struct Session {
+    services: Arc<Services>,
+    link: Arc<MasterLink>,
+    input: BytesMut,
+    /// The ID `+FULLRESYNC` named, which the replica takes once the snapshot is in.
+    master_id: String,
+}
+
+type LinkResult<T> = Result<T, String>;
+
+impl Session {
+    async fn run(mut self) -> LinkResult<()> {
+        let link = self.link.clone();
+        let timeout = Duration::from_secs(self.services.config.read().replication.timeout);
+        link.set_state(LinkState::Connecting);
+        let mut stream =
+            tokio::time::timeout(timeout, TcpStream::connect((link.host.as_str(), link.port)))
+                .await
+                .map_err(|_| "connect timed out".to_string())?
+                .map_err(|e| format!("can't connect: {e}"))?;
+        let _ = stream.set_nodelay(true);
+        link.set_state(LinkState::Handshake);
+        let continued = tokio::time::timeout(timeout, self.handshake(&mut stream))
+            .await
+            .map_err(|_| "handshake timed out".to_string())??;
+        if !continued {
+            link.set_state(LinkState::Sync);
+            self.receive_snapshot(&mut stream).await?;
+        }
+        link.set_state(LinkState::Connected);
+        link.last_io.store(unix_secs(), Ordering::Relaxed);
+        link.down_since.store(0, Ordering::Relaxed);
+        tracing::info!("replicating {}:{}", link.host, link.port);
+        self.follow(&mut stream, timeout).await
+    }
+
+    /// Sends the handshake; returns whether the master continues this replica's history
+    /// (`+CONTINUE`) rather than sending a snapshot (`+FULLRESYNC`, already read).
+    async fn handshake(&mut self, stream: &mut TcpStream) -> LinkResult<bool> {
+        let services = self.services.clone();
+        let config = services.config.read().replication.clone();
+        send(stream, &["PING"]).await?;
+        let pong = self.line(stream).await?;
+        // A master with a password answers PING with -NOAUTH before AUTH, as Redis's does.
+        if pong.starts_with('-') && !pong.starts_with("-NOAUTH") && !pong.starts_with("-NOPERM") {
+            return Err(format!("master answered PING with {pong}"));
+        }
+        if let Some(password) = &config.masterauth {
+            match &config.masteruser {
+                Some(user) => send(stream, &["AUTH", user, password]).await?,
+                None => send(stream, &["AUTH", password]).await?,
+            }
+            let reply = self.line(stream).await?;
+            if reply.starts_with('-') {
+                return Err(format!("master refused AUTH: {reply}"));
+            }
+        }
+        let port = match config.announce_port {
+            0 => services.tcp_port,
+            port => port,
+        };
+        send(stream, &["REPLCONF", "listening-port", &port.to_string()]).await?;
+        self.line(stream).await?;
+        if let Some(ip) = &config.announce_ip {
+            send(stream, &["REPLCONF", "ip-address", ip]).await?;
+            self.line(stream).await?;
+        }
+        send(stream, &["REPLCONF", "capa", "eof", "capa", "psync2"]).await?;
+        self.line(stream).await?;
+        let replication = &services.replication;
+        // Empty data has no history to continue: the master sends all of it, as it does
+        // for a new Redis replica.
+        let (id, wanted) = match replication.offset() {
+            0 => ("?".to_string(), "-1".to_string()),
+            has => (replication.ids().id, (has + 1).to_string()),
+        };
+        send(stream, &["PSYNC", &id, &wanted]).await?;
+        let reply = self.line(stream).await?;
+        let words: Vec<&str> = reply.split_whitespace().collect();
+        match words.as_slice() {
+            ["+CONTINUE"] => Ok(true),
+            ["+CONTINUE", master_id] => {
+                replication.adopt_id(master_id, true);
+                Ok(true)
+            }
+            ["+FULLRESYNC", master_id, _offset] => {
+                self.master_id = master_id.to_string();
+                Ok(false)
+            }
+            _ => Err(format!("master answered PSYNC with {reply}")),
+        }
+    }
+
+    /// Reads one reply line of the handshake.
+    async fn line(&mut self, stream: &mut TcpStream) -> LinkResult<String> {
+        loop {
+            if let Some(end) = self.input.windows(2).position(|w| w == b"\r\n") {
+                let line = String::from_utf8_lossy(&self.input[..end]).into_owned();
+                self.input.advance(end + 2);
+                return Ok(line);
+            }
+            if self.input.len() > MAX_LINE {
+                return Err("master sent an overlong reply line".into());
+            }
+            self.read(stream).await?;
+        }
+    }
+
+    async fn read(&mut self, stream: &mut TcpStream) -> LinkResult<()> {
+        self.input.reserve(64 << 10);
+        match stream.read_buf(&mut self.input).await {
+            Ok(0) => Err("master closed the connection".into()),
+            Ok(_) => {
+                self.link.last_io.store(unix_secs(), Ordering::Relaxed);
+                Ok(())
+            }
+            Err(err) => Err(format!("read failed: {err}")),
+        }
+    }
+
+    async fn next_frame(&mut self, stream: &mut TcpStream) -> LinkResult<Frame> {
+        loop {
+            if let Some(frame) = Frame::decode(&mut self.input).map_err(|e| e.to_string())? {
+                return Ok(frame);
+            }
+            self.read(stream).await?;
+        }
+    }
+
+    /// Receives the master's checkpoint beside the current data, then switches to it: a
+    /// sync that fails before its end leaves this replica on its old data.
+    async fn receive_snapshot(&mut self, stream: &mut TcpStream) -> LinkResult<()> {
+        let services = self.services.clone();
+        let replication = &services.replication;
+        let incoming = replication
+            .data_dir
+            .fresh_incoming()
+            .map_err(|e| format!("can't make a directory for the snapshot: {e}"))?;
+        self.link.sync_read.store(0, Ordering::Relaxed);
+        let mut file: Option<File> = None;
+        loop {
+            match self.next_frame(stream).await? {
+                Frame::File(name) => {
+                    if name.contains('/') || name.starts_with('.') {
+                        return Err(format!("master sent a file named {name:?}"));
+                    }
+                    if let Some(done) = file.take() {
+                        done.sync_all().await.map_err(|e| e.to_string())?;
+                    }
+                    file = Some(
+                        File::create(incoming.join(&name))
+                            .await
+                            .map_err(|e| format!("can't create {name}: {e}"))?,
+                    );
+                }
+                Frame::Chunk(bytes) => {
+                    let target = file.as_mut().ok_or("master sent bytes before a file")?;
+                    target
+                        .write_all(&bytes)
+                        .await
+                        .map_err(|e| format!("can't write the snapshot: {e}"))?;
+                    self.link
+                        .sync_read
+                        .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                }
+                Frame::SnapshotEnd => break,
+                Frame::Ping => {}
+                other => return Err(format!("master sent {other:?} inside its snapshot")),
+            }
+        }
+        if let Some(done) = file.take() {
+            done.sync_all().await.map_err(|e| e.to_string())?;
+        }
+        let received = self.link.sync_read.load(Ordering::Relaxed);
+        let path = replication
+            .data_dir
+            .install_incoming()
+            .map_err(|e| format!("can't install the snapshot: {e}"))?;
+        let engine = replication.engine();
+        let retired = engine
+            .switch_to(&path)
+            .map_err(|e| format!("can't open the snapshot: {e}"))?;
+        services
+            .keyspace
+            .reload()
+            .map_err(|e| format!("can't load the snapshot: {e}"))?;
+        replication.adopt_id(&self.master_id, false);
+        // Replicas of this one read the WAL of the data just replaced: they start over.
+        replication.drop_replicas();
+        tracing::info!(
+            "full sync from {}:{}: {received} bytes, at offset {}",
+            self.link.host,
+            self.link.port,
+            engine.sequence()
+        );
+        tokio::spawn(async move {
+            while retired.in_use() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let old = retired.path().to_path_buf();
+            drop(retired);
+            if let Err(err) = tokio::fs::remove_dir_all(&old).await {
+                tracing::warn!("can't remove the replaced data {}: {err}", old.display());
+            }
+        });
+        Ok(())
+    }
+
+    /// Applies the master's batches as they come, acknowledging the offset every second and
+    /// when asked; ends when the link fails, times out or is reset.
+    async fn follow(&mut self, stream: &mut TcpStream, timeout: Duration) -> LinkResult<()> {
+        let mut ack = tokio::time::interval(ACK_INTERVAL);
+        let link = self.link.clone();
+        loop {
+            while let Some(frame) = Frame::decode(&mut self.input).map_err(|e| e.to_string())? {
+                match frame {
+                    Frame::Batch(bytes) => self.apply(&bytes)?,
+                    Frame::GetAck => self.acknowledge(stream).await?,
+                    Frame::Ping => {}
+                    other => return Err(format!("master sent {other:?} after its snapshot")),
+                }
+            }
+            let silent = unix_secs().saturating_sub(link.last_io.load(Ordering::Relaxed));
+            if silent > timeout.as_secs() {
+                return Err(format!("no data from the master for {silent} seconds"));
+            }
+            let acknowledge = tokio::select! {
+                read = self.read(stream) => {
+                    read?;
+                    false
+                }
+                _ = ack.tick() => true,
+                _ = link.reset.notified() => return Ok(()),
+            };
+            if acknowledge {
+                self.acknowledge(stream).await?;
+            }
+        }
+    }
+
+    /// Applies one batch, unless this replica already has it (the snapshot may hold a few
+    /// batches past the offset it was announced at).
+    fn apply(&self, bytes: &[u8]) -> LinkResult<()> {
+        let services = &self.services;
+        let engine = services.replication.engine();
+        let (seq, count) = wal::batch_span(bytes).map_err(|e| e.to_string())?;
+        let last = seq + count.max(1) - 1;
+        let has = engine.sequence();
+        if last <= has {
+            return Ok(());
+        }
+        if seq != has + 1 {
+            return Err(format!("master sent offset {seq}, this replica has {has}"));
+        }
+        let batch = wal::decode_batch(bytes, &engine.family_ids()).map_err(|e| e.to_string())?;
+        services
+            .keyspace
+            .apply_replicated(batch)
+            .map_err(|e| format!("can't apply the master's batch at {seq}: {e}"))?;
+        let now = engine.sequence();
+        if now != last {
+            return Err(format!(
+                "applied batch {seq}..{last} but the offset is {now}"
+            ));
+        }
+        Ok(())
+    }
+
+    async fn acknowledge(&self, stream: &mut TcpStream) -> LinkResult<()> {
+        let offset = self.services.replication.offset().to_string();
+        send(stream, &["REPLCONF", "ACK", &offset]).await
+    }
+}
+
+/// Writes one command in RESP.
+async fn send(stream: &mut TcpStream, args: &[&str]) -> LinkResult<()> {
+    let mut out = format!("*{}\r\n", args.len());
+    for arg in args {
+        out.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+    }
+    stream
+        .write_all(out.as_bytes())
+        .await
+        .map_err(|e| format!("write failed: {e}"))
+}
