@@ -323,8 +323,14 @@ impl Session {
             .map_err(|e| format!("can't make a directory for the snapshot: {e}"))?;
         self.link.sync_read.store(0, Ordering::Relaxed);
         let mut file: Option<File> = None;
+        let timeout = Duration::from_secs(services.config.read().replication.timeout);
         loop {
-            match self.next_frame(stream).await? {
+            let frame = tokio::time::timeout(timeout, self.next_frame(stream))
+                .await
+                .map_err(|_| {
+                    "the master sent nothing of its snapshot for too long".to_string()
+                })??;
+            match frame {
                 Frame::File(name) => {
                     if name.contains('/') || name.starts_with('.') {
                         return Err(format!("master sent a file named {name:?}"));
