@@ -32,6 +32,15 @@ if ! command -v redis-server >/dev/null && ! command -v redis-check-rdb >/dev/nu
     $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq redis-tools >/dev/null
 fi
 
+# Redis Sentinel, which the failover test runs against Shale unchanged.
+if ! command -v redis-sentinel >/dev/null; then
+    echo "installing redis-sentinel (for the failover test)" >&2
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
+    $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq redis-sentinel >/dev/null
+fi
+
 cargo fmt --all --check
 cargo clippy --release --all-targets -- -D warnings
 log=$(mktemp)

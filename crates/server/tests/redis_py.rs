@@ -7,22 +7,7 @@ mod common;
 
 use std::process::Command;
 
-use common::TestServer;
-
-fn python() -> String {
-    if let Ok(python) = std::env::var("SHALE_PYTHON") {
-        return python;
-    }
-    let importable = Command::new("python3")
-        .args(["-c", "import redis"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        importable,
-        "redis-py is missing: run ./scripts/test.sh, or set SHALE_PYTHON to a python with redis"
-    );
-    "python3".into()
-}
+use common::{python, TestServer};
 
 #[test]
 fn redis_py_pipeline_lock_pubsub_and_scripts() {

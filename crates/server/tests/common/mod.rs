@@ -95,6 +95,14 @@ impl TestServer {
         RawClient { stream }
     }
 
+    /// Starts again on the same data directory and the same port (after [`Self::kill`]), so
+    /// that peers that knew its address find it there.
+    pub fn start_again_on_same_port(&mut self) {
+        self.extra
+            .extend(["--port".to_string(), self.port.to_string()]);
+        self.spawn();
+    }
+
     /// The process id, to signal it.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
@@ -344,6 +352,23 @@ pub fn run<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&str])
     }
     cmd.query(con)
         .unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
+}
+
+/// The Python interpreter that has redis-py: `scripts/test.sh` installs it into a virtualenv
+/// and names it in `SHALE_PYTHON`; without it, a `python3` that can import redis.
+pub fn python() -> String {
+    if let Ok(python) = std::env::var("SHALE_PYTHON") {
+        return python;
+    }
+    let importable = Command::new("python3")
+        .args(["-c", "import redis"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        importable,
+        "redis-py is missing: run ./scripts/test.sh, or set SHALE_PYTHON to a python with redis"
+    );
+    "python3".into()
 }
 
 /// Runs MULTI, PING, EXEC and converts EXEC's reply: `["PONG"]`, or nil if a watch broke.

@@ -131,8 +131,10 @@ impl MasterLink {
         self.reset.notify_waiters();
     }
 
+    /// As in Redis, the link counts as down since it dropped; one never established is down
+    /// "since ever" (-1).
     fn went_down(&self) {
-        if self.is_up() || self.down_since.load(Ordering::Relaxed) == 0 {
+        if self.is_up() {
             self.down_since.store(unix_secs(), Ordering::Relaxed);
         }
         self.set_state(LinkState::Connect);
