@@ -11,6 +11,7 @@
 //!   in step by its own writes (`record_cache`); [`MemoryEngine`] is its in-memory twin for fast tests of
 //!   type logic. The same conformance tests run against both.
 //! - [`Overlay`] stages writes over an engine and lets reads see them, for transactions.
+//! - `recent` keeps the latest write batches in memory for replicas that have caught up.
 //! - [`wal`] reads RocksDB's write batches back into [`WriteBatch`]es, for replicas.
 //! - `patch` encodes the byte patches that change part of a record without rewriting it.
 
@@ -20,6 +21,7 @@ mod memory;
 pub mod metadata;
 mod overlay;
 mod patch;
+mod recent;
 mod record_cache;
 mod rocks;
 pub mod wal;
@@ -27,5 +29,6 @@ pub mod wal;
 pub use engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
 pub use memory::MemoryEngine;
 pub use overlay::Overlay;
+pub use recent::Recent;
 pub use record_cache::RecordCacheStats;
 pub use rocks::{Retired, RocksConfig, RocksEngine, WalUpdates};

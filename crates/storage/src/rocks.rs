@@ -19,6 +19,7 @@ use crate::engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, Wr
 use crate::keys::{element_prefix_len, prefix_end, INTERNAL_PREFIX};
 use crate::metadata::is_expired_inline_string;
 use crate::patch;
+use crate::recent::{Recent, RecentBatches};
 use crate::record_cache::{RecordCache, RecordCacheStats};
 use crate::wal::{self, FamilyIds};
 
@@ -72,6 +73,7 @@ pub struct RocksEngine {
     /// during one share them, so a switch does not double the memory.
     cache: Cache,
     write_buffers: WriteBufferManager,
+    recent: RecentBatches,
 }
 
 /// One open database and what belongs to it alone.
@@ -99,6 +101,7 @@ impl RocksEngine {
             config: config.clone(),
             cache,
             write_buffers,
+            recent: RecentBatches::default(),
         })
     }
 
@@ -106,7 +109,10 @@ impl RocksEngine {
     /// calls still running on it return, when the returned handle is dropped last.
     pub fn switch_to(&self, path: &Path) -> Result<Retired, StorageError> {
         let opened = Opened::open(path, &self.config, &self.cache, &self.write_buffers)?;
-        Ok(Retired(self.current.swap(Arc::new(opened))))
+        let retired = Retired(self.current.swap(Arc::new(opened)));
+        // What was kept belongs to the old database's numbers.
+        self.recent.set_on(self.recent.is_on());
+        Ok(retired)
     }
 
     /// The directory of the database served now.
@@ -126,6 +132,22 @@ impl RocksEngine {
         Ok(WalUpdates {
             inner: opened.db.get_updates_since(after)?,
         })
+    }
+
+    /// Keeps a copy of every batch written from now on, in a ring of the latest (see
+    /// `recent`), or stops; `listener` is called after each kept write.
+    pub fn keep_recent(&self, on: bool) {
+        self.recent.set_on(on);
+    }
+
+    pub fn on_recent(&self, listener: Arc<dyn Fn() + Send + Sync>) {
+        self.recent.set_listener(listener);
+    }
+
+    /// The kept batches after sequence number `after`, up to about `max_bytes`.
+    pub fn recent_since(&self, after: u64, max_bytes: usize) -> Recent {
+        let latest = self.current.load().db.latest_sequence_number();
+        self.recent.since(after, max_bytes, latest)
     }
 
     /// Writes a copy of the database to `dir` (which must not exist) that opens on its own,
@@ -611,7 +633,18 @@ impl Engine for RocksEngine {
         let mut options = WriteOptions::default();
         options.set_sync(false);
         let withdrawn = withdraw_written(&opened.caches, &batch);
+        let keeping = self.recent.is_on();
+        let order = keeping.then(|| self.recent.write_order.lock());
+        let kept = keeping.then(|| raw.data().to_vec());
         let result = opened.db.write_opt(raw, &options);
+        if let (Ok(()), Some(bytes)) = (&result, kept) {
+            let last = opened.db.latest_sequence_number();
+            self.recent.keep(bytes, batch.ops.len() as u64, last);
+        }
+        drop(order);
+        if keeping && result.is_ok() {
+            self.recent.notify();
+        }
         note_written(&opened.caches, batch, withdrawn, result.is_ok());
         Ok(result?)
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use shale_protocol::{RequestLimits, RequestParser};
-use shale_storage::Engine;
+use shale_storage::{Engine, Recent};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -146,7 +146,12 @@ impl Feed {
         let mut shutdown = services.shutdown.subscribe();
         let mut out = BytesMut::new();
         let mut ack_wanted = false;
+        let written = replication.written.clone();
         loop {
+            // Registered before reading, so a write meanwhile wakes the wait below.
+            let woken = written.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
             if ack_wanted {
                 // The acknowledgement must cover every write so far: they go out first.
                 replication
@@ -154,7 +159,7 @@ impl Feed {
                     .flush_wal()
                     .map_err(std::io::Error::other)?;
             }
-            let (next, full) = self.read_wal(position, &mut out)?;
+            let (next, full) = self.read_next(position, &mut out)?;
             position = next;
             if full {
                 self.stream.write_all(&out).await?;
@@ -173,6 +178,7 @@ impl Feed {
                 replication.full_syncs.fetch_sub(1, Ordering::AcqRel);
             }
             tokio::select! {
+                _ = &mut woken => {}
                 changed = flushed.changed() => {
                     if changed.is_err() {
                         return Ok(());
@@ -189,6 +195,27 @@ impl Feed {
                 _ = &mut killed => return Ok(()),
                 _ = shutdown.wait_for(|&stop| stop) => return Ok(()),
             }
+        }
+    }
+
+    /// Appends to `out` the batches after `position`, from the engine's ring of recent batches
+    /// if it holds them, else from the WAL; returns the position after them and whether a
+    /// chunk filled up.
+    fn read_next(&self, position: u64, out: &mut BytesMut) -> std::io::Result<(u64, bool)> {
+        match self
+            .services
+            .replication
+            .engine()
+            .recent_since(position, WAL_CHUNK)
+        {
+            Recent::Batches(batches, next) => {
+                for batch in batches {
+                    Frame::Batch(Bytes::from_owner(batch)).encode(out);
+                }
+                Ok((next, out.len() >= WAL_CHUNK))
+            }
+            Recent::UpToDate => Ok((position, false)),
+            Recent::NotHeld => self.read_wal(position, out),
         }
     }
 

@@ -79,6 +79,8 @@ pub struct Replication {
     replicas: Mutex<Vec<Arc<feed::ReplicaState>>>,
     /// Woken by every acknowledgement a replica sends (WAIT).
     pub acked: Notify,
+    /// Woken by every write while replicas are attached (their feeds wait on it).
+    written: Arc<Notify>,
     pub stats: SyncStats,
     /// Full syncs whose replicas have not caught up with the WAL since their snapshot: while
     /// any runs, no WAL history is deleted.
@@ -120,6 +122,9 @@ impl Replication {
             .record_replication_id(&ids.id)
             .map_err(|e| format!("can't record the replication ID: {e}"))?;
         keyspace.set_replica(replica);
+        let written = Arc::new(Notify::new());
+        let wake = written.clone();
+        engine.on_recent(Arc::new(move || wake.notify_waiters()));
         Ok(Replication {
             engine,
             keyspace,
@@ -128,6 +133,7 @@ impl Replication {
             master: watch::Sender::new(None),
             replicas: Mutex::new(Vec::new()),
             acked: Notify::new(),
+            written,
             stats: SyncStats::default(),
             full_syncs: AtomicUsize::new(0),
             last_attached: Mutex::new(Instant::now()),
@@ -232,13 +238,22 @@ impl Replication {
         }
     }
 
+    /// While replicas are attached, the engine keeps the latest batches for their feeds.
     fn attach(&self, replica: Arc<feed::ReplicaState>) {
-        self.replicas.lock().push(replica);
+        let mut replicas = self.replicas.lock();
+        if replicas.is_empty() {
+            self.engine.keep_recent(true);
+        }
+        replicas.push(replica);
         *self.last_attached.lock() = Instant::now();
     }
 
     fn detach(&self, id: u64) {
-        self.replicas.lock().retain(|r| r.id != id);
+        let mut replicas = self.replicas.lock();
+        replicas.retain(|r| r.id != id);
+        if replicas.is_empty() {
+            self.engine.keep_recent(false);
+        }
         *self.last_attached.lock() = Instant::now();
     }
 
