@@ -71,7 +71,8 @@ def main():
         servers = []
         try:
             servers.append(start([redis_binary(scratch), "--port", str(redis_port), "--dir",
-                                  scratch, "--save", "", "--appendonly", "no"], redis_port))
+                                  scratch, "--save", "", "--appendonly", "no",
+                                  "--enable-debug-command", "yes"], redis_port))
             shale_dir = os.path.join(scratch, "shale")
             servers.append(start([options.shale_binary, "--port", str(shale_port), "--dir",
                                   shale_dir, "--loglevel", "warning"], shale_port))

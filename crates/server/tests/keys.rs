@@ -348,6 +348,32 @@ fn object_encoding() {
     );
 }
 
+/// DEBUG OBJECT in Redis's format, and DEBUG SLEEP's reply. (DEBUG DIGEST is compared with
+/// Redis's in scripts/compare/digest.txt.)
+#[test]
+fn debug_object_and_sleep() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["RPUSH", "l", "a", "b"]);
+    let line: String = run(&mut con, &["DEBUG", "OBJECT", "l"]);
+    assert!(line.starts_with("Value at:"), "{line}");
+    assert!(
+        line.contains(" refcount:1 encoding:listpack serializedlength:"),
+        "{line}"
+    );
+    assert!(line.contains(" lru_seconds_idle:"), "{line}");
+    assert_eq!(
+        fails(&mut con, &["DEBUG", "OBJECT", "none"]),
+        "ERR no such key"
+    );
+
+    assert_eq!(run::<String>(&mut con, &["DEBUG", "SLEEP", "0.01"]), "OK");
+    assert_eq!(
+        run::<String>(&mut con, &["DEBUG", "SLEEP", "nonsense"]),
+        "OK"
+    );
+}
+
 /// Deleting or replacing a collection too large for point deletes range-deletes its records,
 /// which no read asks for again: the data cache keeps the records of other keys.
 #[test]

@@ -86,6 +86,11 @@ fn dataset(server: &TestServer) -> Vec<String> {
     out
 }
 
+/// DEBUG DIGEST: one line for the whole data set.
+fn digest(server: &TestServer) -> String {
+    run(&mut server.client(), &["DEBUG", "DIGEST"])
+}
+
 /// Keys of every type, in three databases.
 fn fill(master: &TestServer, round: u32) {
     let mut con = master.client();
@@ -169,6 +174,8 @@ fn a_replica_gets_every_type_by_full_sync_and_then_every_write() {
     wait_synced(&master, &replica);
     let replicated = dataset(&replica);
     assert_eq!(replicated, dataset(&master));
+    assert_eq!(digest(&replica), digest(&master));
+    assert_ne!(digest(&master), "0".repeat(40));
     assert!(replicated.iter().any(|k| k.starts_with("2 after-flush")));
     assert!(
         !replicated.iter().any(|k| k.contains(" short ")),
@@ -304,6 +311,7 @@ fn a_promoted_replica_keeps_its_sibling_without_a_full_sync() {
     );
     wait_synced(&promoted, &sibling);
     assert_eq!(dataset(&sibling), dataset(&promoted));
+    assert_eq!(digest(&sibling), digest(&promoted));
     assert_eq!(info_field(&mut con, "stats", "sync_partial_ok"), 1);
     assert_eq!(info_field(&mut con, "stats", "sync_full"), 0);
 

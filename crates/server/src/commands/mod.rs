@@ -7,6 +7,7 @@
 mod args;
 mod bitmap;
 mod connection;
+mod debug;
 mod hash;
 mod hyperloglog;
 mod info;

@@ -8,8 +8,8 @@ use rustc_hash::FxHashMap;
 use crate::config::event_classes::{GENERIC, HASH, LIST, SET, STRING, ZSET};
 
 use super::{
-    bitmap, connection, hash, hyperloglog, keys, list, pubsub, replication, roaring, scripting,
-    server, set, sort, string, transaction, zset, Handler,
+    bitmap, connection, debug, hash, hyperloglog, keys, list, pubsub, replication, roaring,
+    scripting, server, set, sort, string, transaction, zset, Handler,
 };
 
 /// Command flags, named as COMMAND INFO reports them.
@@ -315,6 +315,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("slaveof", 3, REPLICATION, NO_KEYS, "server", "Sets a Redis server as a replica of another, or promotes it to being a master.", replication::replicaof),
     spec!("replconf", -1, ADMIN, NO_KEYS, "server", "An internal command for configuring the replication stream.", replication::replconf),
     spec!("psync", -3, ADMIN.with(Flags::NO_MULTI), NO_KEYS, "server", "An internal command used in replication.", replication::psync),
+    spec!("debug", -2, ADMIN, NO_KEYS, "server", "A container for debugging commands.", debug::debug),
     spec!("monitor", 1, ADMIN, NO_KEYS, "server", "Listens for all requests received by the server in real-time.", server::monitor),
     spec!("wait", 3, Flags::NOSCRIPT, NO_KEYS, "generic", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", replication::wait),
     // strings

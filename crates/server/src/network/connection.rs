@@ -270,6 +270,7 @@ impl Connection {
                 10
             },
         };
+        self.services.pause.wait().await;
         let mut wrote = false;
         let mut batch: Option<PipelineBatch> = None;
         loop {

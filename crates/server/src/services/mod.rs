@@ -12,7 +12,7 @@ pub mod replication;
 mod stats;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -176,8 +176,33 @@ impl Shutdown {
     }
 }
 
+/// DEBUG SLEEP: until when no connection runs commands, as Redis runs none while it sleeps.
+#[derive(Default)]
+pub struct Pause {
+    until_ms: AtomicU64,
+}
+
+impl Pause {
+    pub fn until(&self, at_ms: u64) {
+        self.until_ms.fetch_max(at_ms, Ordering::Relaxed);
+    }
+
+    /// Waits while a pause lasts; one atomic load when there is none.
+    pub async fn wait(&self) {
+        loop {
+            let until = self.until_ms.load(Ordering::Relaxed);
+            let now = crate::keyspace::now_ms();
+            if until <= now {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(until - now)).await;
+        }
+    }
+}
+
 /// Handles shared by all connections.
 pub struct Services {
+    pub pause: Pause,
     pub keyspace: Arc<Keyspace>,
     pub replication: Arc<replication::Replication>,
     pub config: RwLock<Config>,
@@ -213,6 +238,7 @@ impl Services {
     ) -> Services {
         let (sender, _) = watch::channel(false);
         let services = Services {
+            pause: Pause::default(),
             keyspace,
             replication,
             config: RwLock::new(config),

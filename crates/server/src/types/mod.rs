@@ -4,6 +4,7 @@
 
 pub mod bitmap;
 mod collection;
+pub mod digest;
 mod fragments;
 pub mod hash;
 mod hyperloglog;

@@ -139,3 +139,8 @@ int shale_sort_double(const char *text, size_t len, double *out) {
     *out = value;
     return 1;
 }
+
+/* A double as Redis's DEBUG DIGEST prints a score: "%.17g". */
+void shale_format_g17(double value, char *out, size_t cap) {
+    snprintf(out, cap, "%.17g", value);
+}

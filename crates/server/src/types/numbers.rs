@@ -19,6 +19,7 @@ extern "C" {
         out_len: usize,
     ) -> c_long;
     fn shale_double(text: *const c_char, len: usize, out: *mut f64) -> c_int;
+    fn shale_format_g17(value: f64, out: *mut c_char, cap: usize);
     fn shale_timeout_ms(text: *const c_char, len: usize, ms: *mut c_longlong) -> c_int;
     fn shale_range_double(text: *const c_char, len: usize, out: *mut f64) -> c_int;
     fn shale_sort_double(text: *const c_char, len: usize, out: *mut f64) -> c_int;
@@ -27,6 +28,19 @@ extern "C" {
 /// A double as Redis's `getDoubleFromObject` reads it (scores, weights): all of the text, no
 /// leading space, `inf` allowed, NaN refused, and so is a number `strtod` finds out of range
 /// (too large, or so small it reads as zero).
+/// `value` as C's `printf("%.17g")` prints it, as Redis's DEBUG DIGEST mixes in a score.
+pub fn format_g17(value: f64) -> String {
+    let mut buf = [0 as c_char; 64];
+    // SAFETY: the buffer outlives the call, which writes at most `cap` bytes with the NUL.
+    unsafe { shale_format_g17(value, buf.as_mut_ptr(), buf.len()) };
+    let bytes: Vec<u8> = buf
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
 pub fn parse_double(text: &[u8]) -> Option<f64> {
     let mut value = 0.0;
     // SAFETY: `text` is read within its length, `value` is a live f64 the call writes.
@@ -214,6 +228,15 @@ mod tests {
         assert_eq!(parse_range_double(b"   "), None);
         assert_eq!(parse_range_double(b"1x"), None);
         assert_eq!(parse_range_double(b"nan"), None);
+    }
+
+    #[test]
+    fn scores_print_as_c_prints_them_with_17_digits() {
+        assert_eq!(format_g17(1.0), "1");
+        assert_eq!(format_g17(0.1), "0.10000000000000001");
+        assert_eq!(format_g17(1e20), "1e+20");
+        assert_eq!(format_g17(f64::INFINITY), "inf");
+        assert_eq!(format_g17(-0.0), "-0");
     }
 
     #[test]
