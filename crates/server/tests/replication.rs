@@ -322,3 +322,78 @@ fn a_promoted_replica_keeps_its_sibling_without_a_full_sync() {
     let fields: Vec<String> = run(&mut sibling_con, &["HKEYS", "h0"]);
     assert_eq!(fields, ["f"]);
 }
+
+#[test]
+fn a_replica_of_a_replica_follows_the_master_through_it() {
+    let master = TestServer::start();
+    fill(&master, 0);
+    let middle = start_replica_of(&master);
+    wait_synced(&master, &middle);
+    let last = start_replica_of(&middle);
+    wait_synced(&middle, &last);
+    fill(&master, 1);
+    wait_synced(&master, &middle);
+    wait_synced(&middle, &last);
+    assert_eq!(digest(&last), digest(&master));
+    let info = info_text(&mut last.client(), "replication");
+    assert!(
+        info.contains(&format!("master_port:{}\r\n", middle.port)),
+        "{info}"
+    );
+    let middle_info = info_text(&mut middle.client(), "replication");
+    assert!(
+        middle_info.contains("connected_slaves:1\r\n"),
+        "{middle_info}"
+    );
+    // A chain shares one history: the same ID all along.
+    let id = |info: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix("master_replid:"))
+            .map(str::to_string)
+    };
+    assert_eq!(
+        id(&info),
+        id(&info_text(&mut master.client(), "replication"))
+    );
+}
+
+#[test]
+fn a_replica_killed_during_a_full_sync_starts_over_on_restart() {
+    let master = TestServer::start();
+    let mut con = master.client();
+    // About 100 MB, so that the transfer lasts long enough to be caught in it.
+    let mut pipe = redis::pipe();
+    for i in 0..100u64 {
+        let value: String = (0..1 << 20)
+            .map(|j: u64| char::from(b'a' + ((i * 31 + j * 7) % 26) as u8))
+            .collect();
+        pipe.cmd("SET").arg(format!("big{i}")).arg(value).ignore();
+    }
+    pipe.query::<()>(&mut con).expect("load");
+    let mut replica = start_replica_of(&master);
+    let mut caught = false;
+    wait_until("the full sync to start", || {
+        let info = info_text(&mut replica.client(), "replication");
+        caught = info.contains("master_sync_in_progress:1");
+        caught || info.contains("master_link_status:up")
+    });
+    replica.kill();
+    replica.start_again();
+    wait_synced(&master, &replica);
+    assert_eq!(digest(&replica), digest(&master));
+    let data = replica.dir.path().join("data");
+    let mut entries: Vec<String> = std::fs::read_dir(&data)
+        .expect("data dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("db") || name == "incoming")
+        .collect();
+    entries.sort();
+    assert_eq!(
+        entries.len(),
+        1,
+        "what is left of the interrupted sync: {entries:?}"
+    );
+    if caught {
+        assert_eq!(info_field(&mut con, "stats", "sync_full"), 2);
+    }
+}

@@ -786,9 +786,10 @@ impl Config {
                 .next()
                 .unwrap_or("")
                 .to_ascii_lowercase();
+            let name = canonical_name(&name);
             match current.iter().find(|(k, _)| *k == name) {
                 Some((k, v)) if !written.contains(k) => {
-                    lines.push(format!("{k} {}", quote(v)));
+                    lines.extend(directive(k, v));
                     written.push(*k);
                 }
                 Some(_) => {}
@@ -797,13 +798,26 @@ impl Config {
         }
         for ((k, v), (_, default)) in current.iter().zip(defaults.iter()) {
             if !written.contains(k) && v != default {
-                lines.push(format!("{k} {}", quote(v)));
+                lines.extend(directive(k, v));
             }
         }
         let tmp = path.with_extension("rewrite.tmp");
         std::fs::write(&tmp, lines.join("\n") + "\n")?;
         std::fs::rename(tmp, path)
     }
+}
+
+/// Parameters whose value is several arguments, written as Redis writes them (`bind a b`,
+/// `replicaof host port`) rather than quoted as one.
+const SEVERAL_WORDS: &[&str] = &["bind", "replicaof", "client-output-buffer-limit"];
+
+/// The config-file line of a parameter; none for a `replicaof` of no master, which Redis
+/// leaves out.
+fn directive(name: &str, value: &str) -> Option<String> {
+    if SEVERAL_WORDS.contains(&name) {
+        return (!value.is_empty()).then(|| format!("{name} {value}"));
+    }
+    Some(format!("{name} {}", quote(value)))
 }
 
 /// Redis's older names of parameters, which its config files and tools still use.
@@ -935,5 +949,25 @@ mod tests {
         config.rewrite(&path).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text, "# keep me\nport 7000\ntimeout 30\n");
+    }
+
+    #[test]
+    fn rewrite_writes_replicaof_as_redis_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shale.conf");
+        std::fs::write(&path, "slaveof 10.0.0.1 6379\nbind 127.0.0.1 ::1\n").unwrap();
+        let mut config = Config::load(Some(&path), &[]).unwrap();
+        assert_eq!(
+            config.replication.replicaof,
+            Some(("10.0.0.1".to_string(), 6379))
+        );
+        config.apply("replicaof", "10.0.0.2 6380").unwrap();
+        config.rewrite(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "replicaof 10.0.0.2 6380\nbind 127.0.0.1 ::1\n");
+        config.apply("replicaof", "no one").unwrap();
+        config.rewrite(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "bind 127.0.0.1 ::1\n");
     }
 }
