@@ -107,11 +107,11 @@ def start_shale(binary, data_dir, extra=()):
     return _start("Shale", argv, port, data_dir)
 
 
-def start_redis(data_dir):
+def start_redis(data_dir, extra=()):
     os.makedirs(data_dir, exist_ok=True)
     port = free_port()
     argv = ["redis-server", "--port", str(port), "--dir", data_dir, "--appendonly", "yes",
-            "--appendfsync", "everysec", "--save", "", "--daemonize", "no"]
+            "--appendfsync", "everysec", "--save", "", "--daemonize", "no", *extra]
     return _start("Redis", argv, port, data_dir)
 
 
