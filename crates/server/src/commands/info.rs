@@ -116,7 +116,7 @@ fn human(bytes: u64) -> String {
 
 /// Redis 7.0's fields, names and order (Sentinel reads them): the link to the master on a
 /// replica, then the attached replicas, then the IDs and offsets. Offsets are sequence
-/// numbers (see `services::replication`); the backlog is the archived WAL.
+/// numbers (see `services::replication`); the backlog is the WAL, live and archived.
 fn replication(services: &Services, out: &mut String) {
     let replication = &services.replication;
     let config = services.config.read().replication.clone();
@@ -189,11 +189,15 @@ fn replication(services: &Services, out: &mut String) {
     line(out, "master_replid2", &ids.id2);
     line(out, "master_repl_offset", offset);
     line(out, "second_repl_offset", ids.second_offset);
-    let history = replication.history_bytes();
+    let start = replication.history_start();
     line(out, "repl_backlog_active", 1);
     line(out, "repl_backlog_size", config.backlog_size);
-    line(out, "repl_backlog_first_byte_offset", 1);
-    line(out, "repl_backlog_histlen", history);
+    line(out, "repl_backlog_first_byte_offset", start);
+    line(
+        out,
+        "repl_backlog_histlen",
+        (offset + 1).saturating_sub(start),
+    );
 }
 
 fn server(services: &Services, out: &mut String) {

@@ -9,17 +9,22 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use shale_protocol::{RequestLimits, RequestParser};
-use shale_storage::{Engine, Recent};
+use shale_storage::{wal, Engine, Recent, RocksEngine};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, Notify};
 
 use super::stream::Frame;
 use super::{unix_secs, FeedState, PsyncRequest, ReplicaClient, ReplicaHello, StateCell};
 use crate::services::Services;
 
-/// Bytes of batches read from the WAL before they are written to the replica's socket.
+/// Bytes of batches read before they are written to the replica's socket.
 const WAL_CHUNK: usize = 1 << 20;
+/// Chunks the WAL reader may have read ahead of the socket.
+const WAL_CHUNKS_AHEAD: usize = 4;
+
+/// Frames read from the WAL, and the position after them.
+type WalChunk = std::io::Result<(Bytes, u64)>;
 /// Bytes of a checkpoint file per frame.
 const FILE_CHUNK: usize = 1 << 20;
 /// An idle link carries a ping this often, so the replica knows its master is alive.
@@ -159,12 +164,31 @@ impl Feed {
                     .flush_wal()
                     .map_err(std::io::Error::other)?;
             }
-            let (next, full) = self.read_next(position, &mut out)?;
-            position = next;
-            if full {
-                self.stream.write_all(&out).await?;
-                out.clear();
-                continue;
+            match replication.engine().recent_since(position, WAL_CHUNK) {
+                Recent::Batches(batches, next) => {
+                    for batch in batches {
+                        Frame::Batch(Bytes::from_owner(batch)).encode(&mut out);
+                    }
+                    position = next;
+                    if out.len() >= WAL_CHUNK {
+                        self.stream.write_all(&out).await?;
+                        out.clear();
+                        continue;
+                    }
+                }
+                Recent::UpToDate => {}
+                // Further behind than the ring reaches: from the WAL.
+                Recent::NotHeld => {
+                    if !out.is_empty() {
+                        self.stream.write_all(&out).await?;
+                        out.clear();
+                    }
+                    let reached = self.catch_up(position).await?;
+                    if reached != position {
+                        position = reached;
+                        continue;
+                    }
+                }
             }
             if std::mem::take(&mut ack_wanted) {
                 Frame::GetAck.encode(&mut out);
@@ -198,55 +222,27 @@ impl Feed {
         }
     }
 
-    /// Appends to `out` the batches after `position`, from the engine's ring of recent batches
-    /// if it holds them, else from the WAL; returns the position after them and whether a
-    /// chunk filled up.
-    fn read_next(&self, position: u64, out: &mut BytesMut) -> std::io::Result<(u64, bool)> {
-        match self
-            .services
-            .replication
-            .engine()
-            .recent_since(position, WAL_CHUNK)
-        {
-            Recent::Batches(batches, next) => {
-                for batch in batches {
-                    Frame::Batch(Bytes::from_owner(batch)).encode(out);
-                }
-                Ok((next, out.len() >= WAL_CHUNK))
-            }
-            Recent::UpToDate => Ok((position, false)),
-            Recent::NotHeld => self.read_wal(position, out),
+    /// Sends the batches after `position` from the WAL, read on a blocking thread that keeps
+    /// one iterator to the end (a new iterator rereads its WAL file from the start); returns
+    /// the position it reached.
+    async fn catch_up(&mut self, position: u64) -> std::io::Result<u64> {
+        let engine = self.services.replication.engine().clone();
+        let (chunks, mut received) = mpsc::channel(WAL_CHUNKS_AHEAD);
+        let reader = tokio::task::spawn_blocking(move || read_wal(&engine, position, &chunks));
+        let replica = self.replica.clone();
+        let mut reached = position;
+        loop {
+            let chunk = tokio::select! {
+                chunk = received.recv() => chunk,
+                _ = replica.client.killed() => return Err(std::io::Error::other("killed")),
+            };
+            let Some(chunk) = chunk else { break };
+            let (bytes, next) = chunk?;
+            self.stream.write_all(&bytes).await?;
+            reached = next;
         }
-    }
-
-    /// Appends to `out` the batches after `position` that the WAL holds, up to a chunk; returns
-    /// the position after them and whether the chunk filled up (more may follow at once).
-    fn read_wal(&self, position: u64, out: &mut BytesMut) -> std::io::Result<(u64, bool)> {
-        let engine = self.services.replication.engine();
-        if engine.sequence() <= position {
-            return Ok((position, false));
-        }
-        let mut next = position;
-        let updates = engine
-            .updates_since(position)
-            .map_err(std::io::Error::other)?;
-        for update in updates {
-            let (seq, data) = update.map_err(std::io::Error::other)?;
-            let (_, count) =
-                shale_storage::wal::batch_span(&data).map_err(std::io::Error::other)?;
-            if seq != next + 1 {
-                return Err(std::io::Error::other(format!(
-                    "the WAL no longer holds offset {}",
-                    next + 1
-                )));
-            }
-            Frame::Batch(Bytes::from(data)).encode(out);
-            next = seq + count - 1;
-            if out.len() >= WAL_CHUNK {
-                return Ok((next, true));
-            }
-        }
-        Ok((next, false))
+        reader.await.map_err(std::io::Error::other)?;
+        Ok(reached)
     }
 
     /// Parses the replica's `REPLCONF ACK <offset>` commands.
@@ -341,5 +337,44 @@ impl Feed {
             self.replica.port
         );
         Ok(())
+    }
+}
+
+/// Reads the batches after `position` from the WAL into chunks of frames, each with the
+/// position after it, until the WAL's end or until the feed stops taking them.
+fn read_wal(engine: &RocksEngine, position: u64, chunks: &mpsc::Sender<WalChunk>) {
+    let sent =
+        |out: &mut BytesMut, next: u64| chunks.blocking_send(Ok((out.split().freeze(), next)));
+    let read = || -> std::io::Result<()> {
+        if engine.sequence() <= position {
+            return Ok(());
+        }
+        let mut next = position;
+        let mut out = BytesMut::new();
+        for update in engine
+            .updates_since(position)
+            .map_err(std::io::Error::other)?
+        {
+            let (seq, data) = update.map_err(std::io::Error::other)?;
+            let (_, count) = wal::batch_span(&data).map_err(std::io::Error::other)?;
+            if seq != next + 1 {
+                return Err(std::io::Error::other(format!(
+                    "the WAL no longer holds offset {}",
+                    next + 1
+                )));
+            }
+            Frame::Batch(Bytes::from(data)).encode(&mut out);
+            next = seq + count - 1;
+            if out.len() >= WAL_CHUNK && sent(&mut out, next).is_err() {
+                return Ok(());
+            }
+        }
+        if !out.is_empty() {
+            let _ = sent(&mut out, next);
+        }
+        Ok(())
+    };
+    if let Err(err) = read() {
+        let _ = chunks.blocking_send(Err(err));
     }
 }

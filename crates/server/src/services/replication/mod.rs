@@ -351,13 +351,13 @@ impl Replication {
         }
     }
 
-    /// The archived WAL's size: what INFO calls the backlog's history.
-    pub fn history_bytes(&self) -> u64 {
-        self.engine
-            .archived_wal()
-            .iter()
-            .map(|(_, size)| size)
-            .sum()
+    /// The first offset the WAL still holds: where the oldest history a replica may continue
+    /// from starts (INFO's `repl_backlog_first_byte_offset`).
+    pub fn history_start(&self) -> u64 {
+        match self.engine.updates_since(0).ok().and_then(|mut u| u.next()) {
+            Some(Ok((seq, _))) => seq,
+            _ => self.engine.sequence() + 1,
+        }
     }
 }
 
