@@ -397,3 +397,71 @@ fn a_replica_killed_during_a_full_sync_starts_over_on_restart() {
         assert_eq!(info_field(&mut con, "stats", "sync_full"), 2);
     }
 }
+
+#[test]
+fn a_replica_authenticates_and_min_replicas_guards_writes() {
+    let master = TestServer::start_with(&["--requirepass", "secret"]);
+    let authed = || {
+        redis::Client::open(format!("redis://:secret@127.0.0.1:{}/", master.port))
+            .and_then(|c| c.get_connection())
+            .expect("connect with the password")
+    };
+    let mut con = authed();
+    run::<()>(&mut con, &["CONFIG", "SET", "min-replicas-to-write", "1"]);
+    assert_eq!(
+        fails(&mut con, &["SET", "k", "v"]),
+        "NOREPLICAS Not enough good replicas to write."
+    );
+    let replica = TestServer::start_with(&[
+        "--replicaof",
+        &format!("127.0.0.1 {}", master.port),
+        "--masterauth",
+        "secret",
+    ]);
+    wait_until("the replica's link", || link_up(&replica));
+    wait_until("a good replica", || {
+        info_text(&mut con, "replication").contains("min_slaves_good_slaves:1\r\n")
+    });
+    run::<()>(&mut con, &["SET", "k", "v"]);
+    assert_eq!(run::<i64>(&mut con, &["WAIT", "1", "5000"]), 1);
+    assert_eq!(
+        run::<Option<String>>(&mut replica.client(), &["GET", "k"]).as_deref(),
+        Some("v")
+    );
+}
+
+#[test]
+fn a_full_sync_under_concurrent_writes_ends_with_the_same_data() {
+    let master = TestServer::start();
+    fill(&master, 0);
+    let port = master.port;
+    let writer = std::thread::spawn(move || {
+        let mut con = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .and_then(|c| c.get_connection())
+            .expect("connect");
+        for i in 0..2000 {
+            let mut pipe = redis::pipe();
+            pipe.cmd("MULTI")
+                .cmd("INCR")
+                .arg("counter")
+                .cmd("HSET")
+                .arg("h-under-sync")
+                .arg(i % 50)
+                .arg(i)
+                .cmd("EXEC")
+                .cmd("SET")
+                .arg(format!("under-sync:{i}"))
+                .arg(i)
+                .arg("PX")
+                .arg(50 + i % 200);
+            pipe.query::<()>(&mut con).expect("writes during the sync");
+        }
+    });
+    let replica = start_replica_of(&master);
+    writer.join().expect("writer");
+    // Past every expiry written, so that both read the same keys as live whenever they read.
+    std::thread::sleep(Duration::from_millis(400));
+    wait_synced(&master, &replica);
+    assert_eq!(digest(&replica), digest(&master));
+    assert_eq!(dataset(&replica), dataset(&master));
+}
