@@ -74,7 +74,10 @@ impl DataDir {
             .unwrap_or(1);
         let name = format!("db-{number}");
         let target = self.root.join(&name);
-        std::fs::rename(self.root.join(INCOMING), &target)?;
+        let incoming = self.root.join(INCOMING);
+        // The names of the files it holds must last as their bytes do.
+        std::fs::File::open(&incoming)?.sync_all()?;
+        std::fs::rename(incoming, &target)?;
         write_atomically(&self.root.join(CURRENT), name.as_bytes())?;
         Ok(target)
     }

@@ -10,6 +10,8 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use shale_protocol::{RequestLimits, RequestParser};
 use shale_storage::{wal, Engine, Recent, RocksEngine};
+use std::io::Read;
+
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify};
@@ -25,8 +27,9 @@ const WAL_CHUNKS_AHEAD: usize = 4;
 
 /// Frames read from the WAL, and the position after them.
 type WalChunk = std::io::Result<(Bytes, u64)>;
-/// Bytes of a checkpoint file per frame.
-const FILE_CHUNK: usize = 1 << 20;
+/// Bytes of a checkpoint file per frame, and frames read ahead of the socket.
+const FILE_CHUNK: usize = 4 << 20;
+const FILE_CHUNKS_AHEAD: usize = 4;
 /// An idle link carries a ping this often, so the replica knows its master is alive.
 const PING_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -283,10 +286,17 @@ impl Feed {
         let dir = replication.data_dir.checkpoint(self.replica.id)?;
         let engine = replication.engine().clone();
         let target = dir.clone();
+        let started = std::time::Instant::now();
         let covered = tokio::task::spawn_blocking(move || engine.checkpoint(&target))
             .await
             .map_err(std::io::Error::other)?
             .map_err(std::io::Error::other);
+        tracing::info!(
+            "checkpoint for replica {}:{} made in {} ms",
+            self.replica.ip,
+            self.replica.port,
+            started.elapsed().as_millis()
+        );
         let sent = match covered {
             Ok(covered) => self
                 .send_snapshot(id, covered, &dir)
@@ -300,41 +310,33 @@ impl Feed {
         sent
     }
 
+    /// Sends the checkpoint's files; a blocking thread reads them ahead of the socket, so the
+    /// disk and the network work at once.
     async fn send_snapshot(&mut self, id: &str, covered: u64, dir: &Path) -> std::io::Result<()> {
         self.replica.state.set(FeedState::SendBulk);
         self.stream
             .write_all(format!("+FULLRESYNC {id} {covered}\r\n").as_bytes())
             .await?;
+        let (pieces, mut received) = mpsc::channel(FILE_CHUNKS_AHEAD);
+        let dir = dir.to_path_buf();
+        let reader = tokio::task::spawn_blocking(move || read_files(&dir, &pieces));
         let mut sent: u64 = 0;
-        let mut out = BytesMut::new();
-        let mut entries = tokio::fs::read_dir(dir).await?;
-        while let Some(entry) = entries.next_entry().await? {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if !entry.file_type().await?.is_file() {
-                continue;
-            }
-            Frame::File(name).encode(&mut out);
-            self.stream.write_all(&out).await?;
-            out.clear();
-            let mut file = tokio::fs::File::open(entry.path()).await?;
-            let mut chunk = vec![0u8; FILE_CHUNK];
-            loop {
-                let read = file.read(&mut chunk).await?;
-                if read == 0 {
-                    break;
-                }
-                Frame::Chunk(Bytes::copy_from_slice(&chunk[..read])).encode(&mut out);
-                self.stream.write_all(&out).await?;
-                out.clear();
-                sent += read as u64;
-            }
+        let started = std::time::Instant::now();
+        while let Some(piece) = received.recv().await {
+            let (frame, data) = piece?;
+            self.stream.write_all(&frame).await?;
+            self.stream.write_all(&data).await?;
+            sent += data.len() as u64;
         }
+        reader.await.map_err(std::io::Error::other)?;
+        let mut out = BytesMut::new();
         Frame::SnapshotEnd.encode(&mut out);
         self.stream.write_all(&out).await?;
         tracing::info!(
-            "full sync of replica {}:{}: {sent} bytes sent, offset {covered}",
+            "full sync of replica {}:{}: {sent} bytes sent in {} ms, offset {covered}",
             self.replica.ip,
-            self.replica.port
+            self.replica.port,
+            started.elapsed().as_millis()
         );
         Ok(())
     }
@@ -377,4 +379,60 @@ fn read_wal(engine: &RocksEngine, position: u64, chunks: &mpsc::Sender<WalChunk>
     if let Err(err) = read() {
         let _ = chunks.blocking_send(Err(err));
     }
+}
+
+/// A frame's header (or a whole frame) and the file bytes that follow it.
+type FilePiece = std::io::Result<(Bytes, Bytes)>;
+
+/// Reads every file of a checkpoint into `File` frames and chunks, until the end or until the
+/// feed stops taking them.
+fn read_files(dir: &Path, pieces: &mpsc::Sender<FilePiece>) {
+    let read = || -> std::io::Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            if !entry.file_type()?.is_file() {
+                continue;
+            }
+            let mut frame = BytesMut::new();
+            Frame::File(entry.file_name().to_string_lossy().into_owned()).encode(&mut frame);
+            if pieces
+                .blocking_send(Ok((frame.freeze(), Bytes::new())))
+                .is_err()
+            {
+                return Ok(());
+            }
+            let mut file = std::fs::File::open(entry.path())?;
+            loop {
+                let mut chunk = vec![0u8; FILE_CHUNK];
+                let read = read_full(&mut file, &mut chunk)?;
+                if read == 0 {
+                    break;
+                }
+                chunk.truncate(read);
+                let header = Bytes::copy_from_slice(&Frame::chunk_header(read));
+                if pieces
+                    .blocking_send(Ok((header, Bytes::from(chunk))))
+                    .is_err()
+                {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    };
+    if let Err(err) = read() {
+        let _ = pieces.blocking_send(Err(err));
+    }
+}
+
+/// Fills `buf` from `file` unless the file ends first; returns the bytes read.
+fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..])? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
 }

@@ -2,17 +2,19 @@
 //! then a full sync or a continuation, then every batch the master writes, applied in order.
 //! The link reconnects until REPLICAOF points elsewhere or NO ONE.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use shale_storage::{wal, Engine, WriteBatch};
-use tokio::fs::File;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
+use super::direct::DirectWriter;
 use super::stream::Frame;
 use super::unix_secs;
 use crate::services::Services;
@@ -26,6 +28,10 @@ const RECONNECT_DELAY: Duration = Duration::from_secs(1);
 /// applied about 210k sequence numbers a second instead of 188k; the memtable's skiplist
 /// inserts were a third of its CPU (perf), which no batching removes.
 const APPLY_LIMIT: usize = 4 << 20;
+/// Room below which the input buffer grows before a read.
+const READ_SPARE: usize = 8 << 10;
+/// Chunks of a snapshot received ahead of the disk (4 MB each).
+const SNAPSHOT_PIECES_AHEAD: usize = 4;
 /// The longest handshake reply line accepted.
 const MAX_LINE: usize = 4096;
 
@@ -299,7 +305,11 @@ impl Session {
     }
 
     async fn read(&mut self, stream: &mut TcpStream) -> LinkResult<()> {
-        self.input.reserve(64 << 10);
+        // Only when the buffer is nearly full: a frame being read has its room reserved whole
+        // (see `Frame::decode`), and growing it further would copy the frame.
+        if self.input.capacity() - self.input.len() < READ_SPARE {
+            self.input.reserve(64 << 10);
+        }
         match stream.read_buf(&mut self.input).await {
             Ok(0) => Err("master closed the connection".into()),
             Ok(_) => {
@@ -329,47 +339,51 @@ impl Session {
             .fresh_incoming()
             .map_err(|e| format!("can't make a directory for the snapshot: {e}"))?;
         self.link.sync_read.store(0, Ordering::Relaxed);
-        let mut file: Option<File> = None;
+        // A blocking thread writes the files while this task reads the socket, so the network
+        // and the disk work at once.
+        let (pieces, received) = std::sync::mpsc::sync_channel(SNAPSHOT_PIECES_AHEAD);
+        let directory = incoming.clone();
+        let writer = tokio::task::spawn_blocking(move || write_files(&directory, received));
         let timeout = Duration::from_secs(services.config.read().replication.timeout);
-        loop {
-            let frame = tokio::time::timeout(timeout, self.next_frame(stream))
-                .await
-                .map_err(|_| {
-                    "the master sent nothing of its snapshot for too long".to_string()
-                })??;
-            match frame {
-                Frame::File(name) => {
-                    if name.contains('/') || name.starts_with('.') {
-                        return Err(format!("master sent a file named {name:?}"));
+        let transfer = async {
+            loop {
+                let frame = tokio::time::timeout(timeout, self.next_frame(stream))
+                    .await
+                    .map_err(|_| {
+                        "the master sent nothing of its snapshot for too long".to_string()
+                    })??;
+                let piece = match frame {
+                    Frame::File(name) => {
+                        if name.contains('/') || name.starts_with('.') {
+                            return Err(format!("master sent a file named {name:?}"));
+                        }
+                        SnapshotPiece::File(name)
                     }
-                    if let Some(done) = file.take() {
-                        done.sync_all().await.map_err(|e| e.to_string())?;
+                    Frame::Chunk(bytes) => {
+                        self.link
+                            .sync_read
+                            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                        SnapshotPiece::Bytes(bytes)
                     }
-                    file = Some(
-                        File::create(incoming.join(&name))
-                            .await
-                            .map_err(|e| format!("can't create {name}: {e}"))?,
-                    );
+                    Frame::SnapshotEnd => return Ok(()),
+                    Frame::Ping => continue,
+                    other => return Err(format!("master sent {other:?} inside its snapshot")),
+                };
+                // The writer stopped: its error comes below.
+                if tokio::task::block_in_place(|| pieces.send(piece)).is_err() {
+                    return Ok(());
                 }
-                Frame::Chunk(bytes) => {
-                    let target = file.as_mut().ok_or("master sent bytes before a file")?;
-                    target
-                        .write_all(&bytes)
-                        .await
-                        .map_err(|e| format!("can't write the snapshot: {e}"))?;
-                    self.link
-                        .sync_read
-                        .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                }
-                Frame::SnapshotEnd => break,
-                Frame::Ping => {}
-                other => return Err(format!("master sent {other:?} inside its snapshot")),
             }
-        }
-        if let Some(done) = file.take() {
-            done.sync_all().await.map_err(|e| e.to_string())?;
-        }
+        };
+        let transferred = transfer.await;
+        drop(pieces);
+        let written = writer
+            .await
+            .map_err(|e| format!("the snapshot writer failed: {e}"))?;
+        transferred?;
+        written.map_err(|e| format!("can't write the snapshot: {e}"))?;
         let received = self.link.sync_read.load(Ordering::Relaxed);
+        let installing = std::time::Instant::now();
         let path = replication
             .data_dir
             .install_incoming()
@@ -386,9 +400,10 @@ impl Session {
         // Replicas of this one read the WAL of the data just replaced: they start over.
         replication.drop_replicas();
         tracing::info!(
-            "full sync from {}:{}: {received} bytes, at offset {}",
+            "full sync from {}:{}: {received} bytes received, switched to them in {} ms, at offset {}",
             self.link.host,
             self.link.port,
+            installing.elapsed().as_millis(),
             engine.sequence()
         );
         tokio::spawn(async move {
@@ -513,4 +528,33 @@ async fn send(stream: &mut TcpStream, args: &[&str]) -> LinkResult<()> {
         .write_all(out.as_bytes())
         .await
         .map_err(|e| format!("write failed: {e}"))
+}
+
+/// What the snapshot writer is handed: a new file, or the next bytes of the current one.
+enum SnapshotPiece {
+    File(String),
+    Bytes(bytes::Bytes),
+}
+
+/// Writes the received files into `dir`, each synced when the next begins or at the end.
+fn write_files(dir: &Path, pieces: Receiver<SnapshotPiece>) -> std::io::Result<()> {
+    let mut file: Option<DirectWriter> = None;
+    for piece in pieces {
+        match piece {
+            SnapshotPiece::File(name) => {
+                if let Some(done) = file.take() {
+                    done.finish()?;
+                }
+                file = Some(DirectWriter::create(&dir.join(name))?);
+            }
+            SnapshotPiece::Bytes(bytes) => match file.as_mut() {
+                Some(target) => target.write(&bytes)?,
+                None => return Err(std::io::Error::other("master sent bytes before a file")),
+            },
+        }
+    }
+    match file {
+        Some(done) => done.finish(),
+        None => Ok(()),
+    }
 }

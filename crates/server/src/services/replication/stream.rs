@@ -15,7 +15,7 @@ const BATCH: u8 = b'b';
 const PING: u8 = b'p';
 const GET_ACK: u8 = b'g';
 
-const HEADER: usize = 5;
+pub const HEADER: usize = 5;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {
@@ -46,9 +46,14 @@ impl Frame {
             Frame::GetAck => (GET_ACK, &[]),
         };
         out.reserve(HEADER + payload.len());
-        out.put_u8(kind);
-        out.put_u32_le(payload.len() as u32);
+        out.put_slice(&header(kind, payload.len()));
         out.put_slice(payload);
+    }
+
+    /// The header of a `Chunk` frame of `len` bytes, for a sender that writes the bytes after
+    /// it without copying them into a frame.
+    pub fn chunk_header(len: usize) -> [u8; HEADER] {
+        header(CHUNK, len)
     }
 
     /// The next complete frame in `input`, taken off it; `None` until one has fully arrived.
@@ -78,6 +83,11 @@ impl Frame {
             _ => Frame::GetAck,
         }))
     }
+}
+
+fn header(kind: u8, len: usize) -> [u8; HEADER] {
+    let len = (len as u32).to_le_bytes();
+    [kind, len[0], len[1], len[2], len[3]]
 }
 
 #[cfg(test)]
