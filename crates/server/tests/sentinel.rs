@@ -18,7 +18,7 @@ const MASTER_NAME: &str = "mymaster";
 struct Sentinel {
     child: Child,
     port: u16,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Sentinel {
@@ -44,15 +44,16 @@ impl Sentinel {
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-sentinel is missing: run ./scripts/test.sh, which installs it");
-        let sentinel = Sentinel {
-            child,
-            port,
-            _dir: dir,
-        };
+        let sentinel = Sentinel { child, port, dir };
         wait_for("the sentinel to listen", Duration::from_secs(10), || {
             sentinel.connect().is_some()
         });
         sentinel
+    }
+
+    /// The sentinel's log, for a test that failed.
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("sentinel.log")).unwrap_or_default()
     }
 
     fn connect(&self) -> Option<redis::Connection> {
@@ -255,11 +256,18 @@ fn sentinel_fails_a_killed_master_over_without_losing_acknowledged_writes() {
 
     // The old master, back on its data, becomes a replica of the new one.
     master.start_again_on_same_port();
-    wait_for(
-        "the old master to be turned into a replica",
-        Duration::from_secs(90),
-        || follows(&master, promoted),
-    );
+    // Sentinel waits 8 s after the old master reappears, and reads a replica's INFO every
+    // 10 s; a failover retried after a split vote adds twice failover-timeout.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while !follows(&master, promoted) {
+        assert!(
+            Instant::now() < deadline,
+            "the old master was not turned into a replica:\n{}\nsentinel log:\n{}",
+            replication_info(&master),
+            sentinels[0].log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert_has_keys(&master, &acked);
     let mut con = promoted.client();
     run::<()>(&mut con, &["SET", "after-failover", "1"]);
