@@ -191,6 +191,9 @@ impl Pause {
     pub async fn wait(&self) {
         loop {
             let until = self.until_ms.load(Ordering::Relaxed);
+            if until == 0 {
+                return;
+            }
             let now = crate::keyspace::now_ms();
             if until <= now {
                 return;
