@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use common::{fails, info_field, run, wait_until, TestServer};
@@ -13,14 +12,6 @@ const DATABASES: [u8; 3] = [0, 1, 2];
 
 fn start_replica_of(master: &TestServer) -> TestServer {
     TestServer::start_with(&["--replicaof", &format!("127.0.0.1 {}", master.port)])
-}
-
-fn signal(server: &TestServer, name: &str) {
-    let status = Command::new("kill")
-        .args([&format!("-{name}"), &server.pid().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
 }
 
 fn info_text(con: &mut redis::Connection, section: &str) -> String {
@@ -256,10 +247,10 @@ fn a_dropped_or_stopped_replica_continues_without_a_full_sync() {
     assert_eq!(dataset(&replica), dataset(&master));
 
     // Stopped while writes go on: it catches up on the same link.
-    signal(&replica, "STOP");
+    replica.signal("STOP");
     fill(&master, 2);
     std::thread::sleep(Duration::from_secs(2));
-    signal(&replica, "CONT");
+    replica.signal("CONT");
     wait_synced(&master, &replica);
     assert_eq!(dataset(&replica), dataset(&master));
 

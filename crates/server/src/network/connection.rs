@@ -128,6 +128,18 @@ pub async fn serve(
     services.clients.unregister(handle.id);
 }
 
+/// Completes when the client of a waiting command goes away: it closed, the socket failed, or
+/// what it sent meanwhile (kept in `input` for later) passed `query_limit`.
+async fn gone(stream: &mut TcpStream, input: &mut BytesMut, query_limit: usize) {
+    loop {
+        input.reserve(READ_CHUNK);
+        match stream.read_buf(input).await {
+            Ok(read) if read > 0 && input.len() <= query_limit => continue,
+            _ => return,
+        }
+    }
+}
+
 /// Completes after `timeout`, or never: without a timeout no timer is registered at all, and
 /// this loop runs once per request.
 async fn idle(timeout: Option<Duration>) {
@@ -539,16 +551,7 @@ impl Connection {
         let query_limit = services.config.read().client_query_buffer_limit;
         let mut shutdown = services.shutdown.subscribe();
         let handle = self.client.handle.clone();
-        let stream = &mut self.stream;
-        let gone = async {
-            loop {
-                input.reserve(READ_CHUNK);
-                match stream.read_buf(input).await {
-                    Ok(read) if read > 0 && input.len() <= query_limit => continue,
-                    _ => return,
-                }
-            }
-        };
+        let gone = gone(&mut self.stream, input, query_limit);
         tokio::select! {
             reply = services.blocking.wait(keyspace, &waiter) => Ok(Some(reply)),
             _ = gone => {
@@ -571,16 +574,8 @@ impl Connection {
     async fn wait_replicas(&mut self, wait: ReplicaWait, input: &mut BytesMut) -> Option<usize> {
         let services = self.services.clone();
         let replication = &services.replication;
-        let stream = &mut self.stream;
-        let gone = async {
-            loop {
-                input.reserve(READ_CHUNK);
-                match stream.read_buf(input).await {
-                    Ok(read) if read > 0 => continue,
-                    _ => return,
-                }
-            }
-        };
+        let query_limit = services.config.read().client_query_buffer_limit;
+        let gone = gone(&mut self.stream, input, query_limit);
         let enough = async {
             loop {
                 let acked = replication.acked.notified();

@@ -103,6 +103,11 @@ impl TestServer {
         self.spawn();
     }
 
+    /// Sends signal `name` (STOP, CONT, ...) to the running process.
+    pub fn signal(&self, name: &str) {
+        assert!(send_signal(self.pid(), name), "kill -{name} failed");
+    }
+
     /// The process id, to signal it.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
@@ -119,7 +124,7 @@ impl TestServer {
     /// Stops with SIGTERM and checks that the server exited cleanly, not killed by the signal.
     pub fn stop(&mut self) {
         let mut child = self.child.take().expect("running");
-        send_sigterm(child.id());
+        send_signal(child.id(), "TERM");
         let status = child.wait().expect("wait");
         assert!(
             status.success(),
@@ -152,7 +157,7 @@ impl TestServer {
 
     /// Sends SIGTERM without waiting.
     pub fn terminate(&self) {
-        send_sigterm(self.child.as_ref().expect("running").id());
+        send_signal(self.pid(), "TERM");
     }
 
     /// Starts again on the same data directory (on a new port).
@@ -198,10 +203,12 @@ impl TestServer {
     }
 }
 
-fn send_sigterm(pid: u32) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
+/// Sends signal `name` (TERM, STOP, CONT) to process `pid`; whether `kill` succeeded.
+fn send_signal(pid: u32, name: &str) -> bool {
+    Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .is_ok_and(|status| status.success())
 }
 
 impl Drop for TestServer {
