@@ -10,12 +10,12 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use shale_protocol::{RequestLimits, RequestParser};
 use shale_storage::{wal, Engine, Recent, RocksEngine};
-use std::io::Read;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify};
 
+use super::bulk;
 use super::stream::Frame;
 use super::{unix_secs, FeedState, PsyncRequest, ReplicaClient, ReplicaHello, StateCell};
 use crate::services::Services;
@@ -27,9 +27,6 @@ const WAL_CHUNKS_AHEAD: usize = 4;
 
 /// Frames read from the WAL, and the position after them.
 type WalChunk = std::io::Result<(Bytes, u64)>;
-/// Bytes of a checkpoint file per frame, and frames read ahead of the socket.
-const FILE_CHUNK: usize = 4 << 20;
-const FILE_CHUNKS_AHEAD: usize = 4;
 /// An idle link carries a ping this often, so the replica knows its master is alive.
 const PING_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -310,25 +307,33 @@ impl Feed {
         sent
     }
 
-    /// Sends the checkpoint's files; a blocking thread reads them ahead of the socket, so the
-    /// disk and the network work at once.
+    /// Sends the checkpoint's files from a blocking thread (see [`bulk`]).
     async fn send_snapshot(&mut self, id: &str, covered: u64, dir: &Path) -> std::io::Result<()> {
         self.replica.state.set(FeedState::SendBulk);
         self.stream
             .write_all(format!("+FULLRESYNC {id} {covered}\r\n").as_bytes())
             .await?;
-        let (pieces, mut received) = mpsc::channel(FILE_CHUNKS_AHEAD);
-        let dir = dir.to_path_buf();
-        let reader = tokio::task::spawn_blocking(move || read_files(&dir, &pieces));
-        let mut sent: u64 = 0;
+        let timeout = Duration::from_secs(self.services.config.read().replication.timeout);
+        let socket = Arc::new(bulk::Socket::of(&self.stream, timeout)?);
         let started = std::time::Instant::now();
-        while let Some(piece) = received.recv().await {
-            let (frame, data) = piece?;
-            self.stream.write_all(&frame).await?;
-            self.stream.write_all(&data).await?;
-            sent += data.len() as u64;
-        }
-        reader.await.map_err(std::io::Error::other)?;
+        let mut sender = tokio::task::spawn_blocking({
+            let (socket, dir) = (socket.clone(), dir.to_path_buf());
+            move || bulk::send_files(&socket, &dir)
+        });
+        let mut shutdown = self.services.shutdown.subscribe();
+        let sent = tokio::select! {
+            sent = &mut sender => Some(sent),
+            _ = self.replica.client.killed() => None,
+            _ = shutdown.wait_for(|&stop| stop) => None,
+        };
+        let sent = match sent {
+            Some(sent) => sent,
+            None => {
+                socket.shut_down();
+                sender.await
+            }
+        };
+        let sent = sent.map_err(std::io::Error::other)??;
         let mut out = BytesMut::new();
         Frame::SnapshotEnd.encode(&mut out);
         self.stream.write_all(&out).await?;
@@ -379,60 +384,4 @@ fn read_wal(engine: &RocksEngine, position: u64, chunks: &mpsc::Sender<WalChunk>
     if let Err(err) = read() {
         let _ = chunks.blocking_send(Err(err));
     }
-}
-
-/// A frame's header (or a whole frame) and the file bytes that follow it.
-type FilePiece = std::io::Result<(Bytes, Bytes)>;
-
-/// Reads every file of a checkpoint into `File` frames and chunks, until the end or until the
-/// feed stops taking them.
-fn read_files(dir: &Path, pieces: &mpsc::Sender<FilePiece>) {
-    let read = || -> std::io::Result<()> {
-        for entry in std::fs::read_dir(dir)? {
-            let entry = entry?;
-            if !entry.file_type()?.is_file() {
-                continue;
-            }
-            let mut frame = BytesMut::new();
-            Frame::File(entry.file_name().to_string_lossy().into_owned()).encode(&mut frame);
-            if pieces
-                .blocking_send(Ok((frame.freeze(), Bytes::new())))
-                .is_err()
-            {
-                return Ok(());
-            }
-            let mut file = std::fs::File::open(entry.path())?;
-            loop {
-                let mut chunk = vec![0u8; FILE_CHUNK];
-                let read = read_full(&mut file, &mut chunk)?;
-                if read == 0 {
-                    break;
-                }
-                chunk.truncate(read);
-                let header = Bytes::copy_from_slice(&Frame::chunk_header(read));
-                if pieces
-                    .blocking_send(Ok((header, Bytes::from(chunk))))
-                    .is_err()
-                {
-                    return Ok(());
-                }
-            }
-        }
-        Ok(())
-    };
-    if let Err(err) = read() {
-        let _ = pieces.blocking_send(Err(err));
-    }
-}
-
-/// Fills `buf` from `file` unless the file ends first; returns the bytes read.
-fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match file.read(&mut buf[filled..])? {
-            0 => break,
-            n => filled += n,
-        }
-    }
-    Ok(filled)
 }

@@ -2,9 +2,7 @@
 //! then a full sync or a continuation, then every batch the master writes, applied in order.
 //! The link reconnects until REPLICAOF points elsewhere or NO ONE.
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
-use super::direct::DirectWriter;
+use super::bulk;
 use super::stream::Frame;
 use super::unix_secs;
 use crate::services::Services;
@@ -30,8 +28,6 @@ const RECONNECT_DELAY: Duration = Duration::from_secs(1);
 const APPLY_LIMIT: usize = 4 << 20;
 /// Room below which the input buffer grows before a read.
 const READ_SPARE: usize = 8 << 10;
-/// Chunks of a snapshot received ahead of the disk (4 MB each).
-const SNAPSHOT_PIECES_AHEAD: usize = 4;
 /// The longest handshake reply line accepted.
 const MAX_LINE: usize = 4096;
 
@@ -320,15 +316,6 @@ impl Session {
         }
     }
 
-    async fn next_frame(&mut self, stream: &mut TcpStream) -> LinkResult<Frame> {
-        loop {
-            if let Some(frame) = Frame::decode(&mut self.input).map_err(|e| e.to_string())? {
-                return Ok(frame);
-            }
-            self.read(stream).await?;
-        }
-    }
-
     /// Receives the master's checkpoint beside the current data, then switches to it: a
     /// sync that fails before its end leaves this replica on its old data.
     async fn receive_snapshot(&mut self, stream: &mut TcpStream) -> LinkResult<()> {
@@ -339,49 +326,20 @@ impl Session {
             .fresh_incoming()
             .map_err(|e| format!("can't make a directory for the snapshot: {e}"))?;
         self.link.sync_read.store(0, Ordering::Relaxed);
-        // A blocking thread writes the files while this task reads the socket, so the network
-        // and the disk work at once.
-        let (pieces, received) = std::sync::mpsc::sync_channel(SNAPSHOT_PIECES_AHEAD);
-        let directory = incoming.clone();
-        let writer = tokio::task::spawn_blocking(move || write_files(&directory, received));
         let timeout = Duration::from_secs(services.config.read().replication.timeout);
-        let transfer = async {
-            loop {
-                let frame = tokio::time::timeout(timeout, self.next_frame(stream))
-                    .await
-                    .map_err(|_| {
-                        "the master sent nothing of its snapshot for too long".to_string()
-                    })??;
-                let piece = match frame {
-                    Frame::File(name) => {
-                        if name.contains('/') || name.starts_with('.') {
-                            return Err(format!("master sent a file named {name:?}"));
-                        }
-                        SnapshotPiece::File(name)
-                    }
-                    Frame::Chunk(bytes) => {
-                        self.link
-                            .sync_read
-                            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                        SnapshotPiece::Bytes(bytes)
-                    }
-                    Frame::SnapshotEnd => return Ok(()),
-                    Frame::Ping => continue,
-                    other => return Err(format!("master sent {other:?} inside its snapshot")),
-                };
-                // The writer stopped: its error comes below.
-                if tokio::task::block_in_place(|| pieces.send(piece)).is_err() {
-                    return Ok(());
-                }
-            }
-        };
-        let transferred = transfer.await;
-        drop(pieces);
-        let written = writer
+        let socket = bulk::Socket::of(stream, timeout)
+            .map_err(|e| format!("can't hand the connection to the snapshot's reader: {e}"))?;
+        let socket = Unfinished(Some(Arc::new(socket)));
+        let receiver = tokio::task::spawn_blocking({
+            let (socket, input, link) = (socket.get(), self.input.split(), self.link.clone());
+            move || bulk::receive_files(&socket, input, &incoming, &link.sync_read)
+        });
+        let rest = receiver
             .await
-            .map_err(|e| format!("the snapshot writer failed: {e}"))?;
-        transferred?;
-        written.map_err(|e| format!("can't write the snapshot: {e}"))?;
+            .map_err(|e| format!("the snapshot's reader failed: {e}"))?
+            .map_err(|e| format!("can't receive the snapshot: {e}"))?;
+        socket.finished();
+        self.input = rest;
         let received = self.link.sync_read.load(Ordering::Relaxed);
         let installing = std::time::Instant::now();
         let path = replication
@@ -530,31 +488,24 @@ async fn send(stream: &mut TcpStream, args: &[&str]) -> LinkResult<()> {
         .map_err(|e| format!("write failed: {e}"))
 }
 
-/// What the snapshot writer is handed: a new file, or the next bytes of the current one.
-enum SnapshotPiece {
-    File(String),
-    Bytes(bytes::Bytes),
+/// The connection while a blocking thread receives a snapshot on it: if this session ends
+/// first (REPLICAOF elsewhere, shutdown), the connection is shut down under the thread.
+struct Unfinished(Option<Arc<bulk::Socket>>);
+
+impl Unfinished {
+    fn get(&self) -> Arc<bulk::Socket> {
+        self.0.clone().expect("set until finished")
+    }
+
+    fn finished(mut self) {
+        self.0 = None;
+    }
 }
 
-/// Writes the received files into `dir`, each synced when the next begins or at the end.
-fn write_files(dir: &Path, pieces: Receiver<SnapshotPiece>) -> std::io::Result<()> {
-    let mut file: Option<DirectWriter> = None;
-    for piece in pieces {
-        match piece {
-            SnapshotPiece::File(name) => {
-                if let Some(done) = file.take() {
-                    done.finish()?;
-                }
-                file = Some(DirectWriter::create(&dir.join(name))?);
-            }
-            SnapshotPiece::Bytes(bytes) => match file.as_mut() {
-                Some(target) => target.write(&bytes)?,
-                None => return Err(std::io::Error::other("master sent bytes before a file")),
-            },
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if let Some(socket) = self.0.take() {
+            socket.shut_down();
         }
-    }
-    match file {
-        Some(done) => done.finish(),
-        None => Ok(()),
     }
 }

@@ -12,8 +12,10 @@
 //! - [`link`]: a replica's link to its master.
 //! - [`stream`]: the frames on the link after the handshake.
 //! - [`datadir`]: which database directory is current, and the received copy beside it.
+//! - `bulk`: a full sync's files, sent and received on blocking threads.
 //! - `direct`: the files of a received copy, written past the page cache.
 
+mod bulk;
 pub mod datadir;
 mod direct;
 pub mod feed;

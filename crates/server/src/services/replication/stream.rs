@@ -16,6 +16,8 @@ const PING: u8 = b'p';
 const GET_ACK: u8 = b'g';
 
 pub const HEADER: usize = 5;
+/// The longest file name a `File` frame may carry.
+const MAX_NAME: usize = 255;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {
@@ -31,7 +33,7 @@ pub enum Frame {
 pub enum StreamError {
     #[error("unknown replication frame kind {0}")]
     UnknownKind(u8),
-    #[error("replication frame with a file name that is not UTF-8")]
+    #[error("replication frame with a file name that is not UTF-8 or too long")]
     BadName,
 }
 
@@ -58,31 +60,56 @@ impl Frame {
 
     /// The next complete frame in `input`, taken off it; `None` until one has fully arrived.
     pub fn decode(input: &mut BytesMut) -> Result<Option<Frame>, StreamError> {
-        let Some(header) = input.get(..HEADER) else {
+        let Some(header) = input.first_chunk::<HEADER>() else {
             return Ok(None);
         };
-        let kind = header[0];
-        let len = u32::from_le_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        let (kind, len) = parse_header(header)?;
         if input.len() < HEADER + len {
             input.reserve(HEADER + len - input.len());
             return Ok(None);
         }
-        if ![FILE, CHUNK, SNAPSHOT_END, BATCH, PING, GET_ACK].contains(&kind) {
-            return Err(StreamError::UnknownKind(kind));
-        }
         input.advance(HEADER);
         let payload = input.split_to(len).freeze();
         Ok(Some(match kind {
-            FILE => {
+            Kind::File => {
                 Frame::File(String::from_utf8(payload.to_vec()).map_err(|_| StreamError::BadName)?)
             }
-            CHUNK => Frame::Chunk(payload),
-            SNAPSHOT_END => Frame::SnapshotEnd,
-            BATCH => Frame::Batch(payload),
-            PING => Frame::Ping,
-            _ => Frame::GetAck,
+            Kind::Chunk => Frame::Chunk(payload),
+            Kind::SnapshotEnd => Frame::SnapshotEnd,
+            Kind::Batch => Frame::Batch(payload),
+            Kind::Ping => Frame::Ping,
+            Kind::GetAck => Frame::GetAck,
         }))
     }
+}
+
+/// What a frame is, from its header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Chunk,
+    SnapshotEnd,
+    Batch,
+    Ping,
+    GetAck,
+}
+
+/// A frame's kind and payload length, for a reader that takes the payload itself.
+pub fn parse_header(header: &[u8; HEADER]) -> Result<(Kind, usize), StreamError> {
+    let kind = match header[0] {
+        FILE => Kind::File,
+        CHUNK => Kind::Chunk,
+        SNAPSHOT_END => Kind::SnapshotEnd,
+        BATCH => Kind::Batch,
+        PING => Kind::Ping,
+        GET_ACK => Kind::GetAck,
+        other => return Err(StreamError::UnknownKind(other)),
+    };
+    let len = u32::from_le_bytes([header[1], header[2], header[3], header[4]]) as usize;
+    if kind == Kind::File && len > MAX_NAME {
+        return Err(StreamError::BadName);
+    }
+    Ok((kind, len))
 }
 
 fn header(kind: u8, len: usize) -> [u8; HEADER] {
