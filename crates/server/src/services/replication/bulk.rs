@@ -206,7 +206,6 @@ pub fn receive_files(
         }
     }
     files.finish()?;
-    drop(fill);
     Ok(input)
 }
 
