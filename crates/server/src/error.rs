@@ -62,6 +62,11 @@ pub enum Error {
     NoReplicas,
     #[error("Can't SYNC while not connected with my master")]
     NoMasterLink,
+    #[error("Target key name already exists.")]
+    BusyKey,
+    /// A RESTORE payload that is not one: its own line, after `ERR`.
+    #[error("{0}")]
+    Dump(#[from] shale_rdb::dump::DumpError),
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
 }
@@ -103,6 +108,7 @@ impl Error {
             Error::ReadOnly => "READONLY",
             Error::NoReplicas => "NOREPLICAS",
             Error::NoMasterLink => "NOMASTERLINK",
+            Error::BusyKey => "BUSYKEY",
             _ => "ERR",
         }
     }

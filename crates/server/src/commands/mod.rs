@@ -8,6 +8,7 @@ mod args;
 mod bitmap;
 mod connection;
 mod debug;
+mod dump;
 mod hash;
 mod hyperloglog;
 mod info;

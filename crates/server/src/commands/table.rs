@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap;
 use crate::config::event_classes::{GENERIC, HASH, LIST, SET, STRING, ZSET};
 
 use super::{
-    bitmap, connection, debug, hash, hyperloglog, keys, list, pubsub, replication, roaring,
+    bitmap, connection, debug, dump, hash, hyperloglog, keys, list, pubsub, replication, roaring,
     scripting, server, set, sort, string, transaction, zset, Handler,
 };
 
@@ -358,6 +358,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("rename", 3, D, KEY12, "generic", "Renames a key and overwrites the destination.", keys::rename, Events::ByKey(&[each(GENERIC, "rename_from"), each(GENERIC, "rename_to")])),
     spec!("renamenx", 3, DF, KEY12, "generic", "Renames a key only when the target key name doesn't exist.", keys::renamenx, Events::ByKey(&[each(GENERIC, "rename_from"), each(GENERIC, "rename_to")])),
     spec!("copy", -3, W.with(Flags::LOCKS_LATE), KEY12, "generic", "Copies the value of a key to a new key.", keys::copy, Events::Reported),
+    spec!("dump", 2, R, KEY1, "generic", "Returns a serialized representation of the value stored at a key.", dump::dump),
+    spec!("restore", -4, W.with(Flags::NO_TOUCH), KEY1, "generic", "Creates a key from the serialized representation of a value.", dump::restore, Events::ByKey(&[kept(GENERIC, "restore")])),
     spec!("move", 3, DF.with(Flags::LOCKS_LATE), KEY1, "generic", "Moves a key to another database.", keys::move_key, Events::Reported),
     spec!("keys", 2, R, NO_KEYS, "generic", "Returns all key names that match a pattern.", keys::keys),
     spec!("scan", -2, R, NO_KEYS, "generic", "Iterates over the key names in the database.", keys::scan),

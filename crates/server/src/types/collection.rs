@@ -189,15 +189,18 @@ impl<'a> Db<'a> {
         })
     }
 
-    /// Replaces whatever `key` holds (any type) with a new collection of `kind`, whose elements
-    /// `fill` stages; an empty result deletes the key. The caller holds the key's lock.
+    /// Replaces whatever `key` holds (any type) with a new collection of `kind` expiring at
+    /// `expire_at` (Unix ms, 0 for never), whose elements `fill` stages; an empty result
+    /// deletes the key. The caller holds the key's lock.
     pub(crate) fn replace_with_collection(
         &self,
         key: &'a [u8],
         kind: KeyKind,
+        expire_at: u64,
         fill: impl FnOnce(&mut CollectionWrite<'a>),
     ) -> Result<(), Error> {
         let mut write = self.fresh_write(key, kind, self.ks.versions.next()?)?;
+        write.expire_at = expire_at;
         if kind.packs_elements() {
             write.packed = Some(PackedEdit::empty());
         }

@@ -12,6 +12,22 @@ use crate::error::Error;
 use crate::keyspace::Db;
 
 impl<'a> Db<'a> {
+    /// Replaces whatever `key` holds with a hash of `pairs` (distinct fields) expiring at
+    /// `expire_at` (RESTORE); the caller holds the key's lock.
+    pub(crate) fn store_hash(
+        &self,
+        key: &'a [u8],
+        pairs: &[(Bytes, Bytes)],
+        expire_at: u64,
+    ) -> Result<(), Error> {
+        self.replace_with_collection(key, KeyKind::Hash, expire_at, |write| {
+            for (field, value) in pairs {
+                write.put(Cf::Data, field, value.to_vec());
+            }
+            write.size = pairs.len() as u64;
+        })
+    }
+
     /// HSET/HMSET: returns how many fields were new.
     pub fn hset(&self, key: &[u8], pairs: &[(Bytes, Bytes)]) -> Result<i64, Error> {
         let _guard = self.lock(&[key])?;

@@ -5,6 +5,7 @@
 pub mod bitmap;
 mod collection;
 pub mod digest;
+pub mod dump;
 mod fragments;
 pub mod hash;
 mod hyperloglog;

@@ -258,14 +258,24 @@ impl<'a> Db<'a> {
         all.push(dst);
         let _guard = self.lock(&all)?;
         let members = self.set_algebra(op, keys)?;
-        let size = members.len();
-        self.replace_with_collection(dst, KeyKind::Set, |write| {
-            for member in &members {
+        self.store_set(dst, &members, 0)?;
+        Ok(members.len() as i64)
+    }
+
+    /// Replaces whatever `dst` holds with a set of `members` (distinct); the caller holds the
+    /// key's lock.
+    pub(crate) fn store_set(
+        &self,
+        dst: &'a [u8],
+        members: &[Bytes],
+        expire_at: u64,
+    ) -> Result<(), Error> {
+        self.replace_with_collection(dst, KeyKind::Set, expire_at, |write| {
+            for member in members {
                 write.put(Cf::Data, member, Vec::new());
             }
-            write.size = size as u64;
-        })?;
-        Ok(size as i64)
+            write.size = members.len() as u64;
+        })
     }
 
     /// One page of SSCAN.

@@ -72,7 +72,7 @@ impl<'a> Db<'a> {
             .into_iter()
             .map(Option::unwrap_or_default)
             .collect();
-        self.store_list(dst, &items)?;
+        self.store_list(dst, &items, 0)?;
         Ok(items.len() as i64)
     }
 

@@ -640,9 +640,15 @@ impl<'a> Db<'a> {
         Ok(out)
     }
 
-    /// Stores scored members as a new sorted set at `dst`, replacing whatever it held.
-    pub(crate) fn zstore(&self, dst: &'a [u8], members: &[ScoredMember]) -> Result<i64, Error> {
-        self.replace_with_collection(dst, KeyKind::ZSet, |write| {
+    /// Stores scored members (distinct) as a new sorted set at `dst` expiring at `expire_at`,
+    /// replacing whatever it held.
+    pub(crate) fn zstore(
+        &self,
+        dst: &'a [u8],
+        members: &[ScoredMember],
+        expire_at: u64,
+    ) -> Result<i64, Error> {
+        self.replace_with_collection(dst, KeyKind::ZSet, expire_at, |write| {
             for (member, score) in members {
                 write.put(Cf::Data, member, score_value(*score));
                 write.put(Cf::Score, &score_suffix(*score, member), Vec::new());
@@ -665,14 +671,14 @@ impl<'a> Db<'a> {
         all.push(dst);
         let _guard = self.lock(&all)?;
         let members = self.zcombine(op, keys, weights, aggregate)?;
-        self.zstore(dst, &members)
+        self.zstore(dst, &members, 0)
     }
 
     /// ZRANGESTORE.
     pub fn zrangestore(&self, dst: &'a [u8], src: &[u8], spec: &RangeSpec) -> Result<i64, Error> {
         let _guard = self.lock(&[src, dst])?;
         let members = self.zrange(src, spec)?;
-        self.zstore(dst, &members)
+        self.zstore(dst, &members, 0)
     }
 
     /// ZINTERCARD: the intersection size, counting at most `limit` (0: no limit).

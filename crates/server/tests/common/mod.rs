@@ -414,3 +414,76 @@ pub fn wait_for_blocked(con: &mut redis::Connection, n: usize) {
     }
     panic!("never saw {n} blocked clients");
 }
+
+/// A real `redis-server` 7.0 (Debian's, which `scripts/test.sh` installs) on a free port in a
+/// temporary directory, without persistence, with DEBUG enabled: the reference.
+pub struct RedisServer {
+    child: Child,
+    pub port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisServer {
+    pub fn start(extra: &[&str]) -> RedisServer {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .args([
+                "--appendonly",
+                "no",
+                "--enable-debug-command",
+                "yes",
+                "--dir",
+            ])
+            .arg(dir.path())
+            .args(extra)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server is missing: run ./scripts/test.sh, which installs it");
+        let server = RedisServer {
+            child,
+            port,
+            _dir: dir,
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while redis::Client::open(server.url())
+            .and_then(|c| c.get_connection())
+            .is_err()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "redis-server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn client(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .expect("connect to redis-server")
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -88,9 +88,14 @@ pub struct PosOptions {
 }
 
 impl<'a> Db<'a> {
-    /// Replaces whatever `dst` holds with a list of `items` (SORT ... STORE); no items delete
-    /// it. The caller holds the key's lock.
-    pub(crate) fn store_list(&self, dst: &'a [u8], items: &[Bytes]) -> Result<(), Error> {
+    /// Replaces whatever `dst` holds with a list of `items` (SORT ... STORE, RESTORE); no
+    /// items delete it. The caller holds the key's lock.
+    pub(crate) fn store_list(
+        &self,
+        dst: &'a [u8],
+        items: &[Bytes],
+        expire_at: u64,
+    ) -> Result<(), Error> {
         let mut layout = Layout {
             head: MIDDLE,
             tail: MIDDLE + items.len() as u64,
@@ -98,7 +103,7 @@ impl<'a> Db<'a> {
             spills: false,
             writes: 0,
         };
-        self.replace_with_collection(dst, KeyKind::List, |write| {
+        self.replace_with_collection(dst, KeyKind::List, expire_at, |write| {
             let mut chunks: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
             for (position, item) in (MIDDLE..).zip(items) {
                 let raw = chunks.entry(layout.chunk_of(position)).or_default();

@@ -356,8 +356,19 @@ impl<'a> Db<'a> {
     pub fn tr_replace(&self, key: &'a [u8], offsets: &[u32]) -> Result<(), Error> {
         let _guard = self.lock(&[key])?;
         let all: RoaringBitmap = offsets.iter().copied().collect();
-        self.replace_with_collection(key, KeyKind::Roaring, |write| {
-            write_containers(write, &all);
+        self.store_bitmap(key, &all, 0)
+    }
+
+    /// Replaces whatever `key` holds with `bitmap` (RESTORE, TR.SETBITARRAY); the caller
+    /// holds the key's lock.
+    pub(crate) fn store_bitmap(
+        &self,
+        key: &'a [u8],
+        bitmap: &RoaringBitmap,
+        expire_at: u64,
+    ) -> Result<(), Error> {
+        self.replace_with_collection(key, KeyKind::Roaring, expire_at, |write| {
+            write_containers(write, bitmap);
         })
     }
 

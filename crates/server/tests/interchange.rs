@@ -1,0 +1,377 @@
+//! Moving keys between a real Redis 7.0 and Shale in Redis's own format: DUMP payloads from
+//! each restored into the other, compared by DEBUG DIGEST (which Shale computes as Redis
+//! does) and TTL; RESTORE's options and errors; hostile payloads.
+
+mod common;
+
+use common::{run, RedisServer, TestServer};
+use redis::Connection;
+
+/// Every type and encoding edge, written with plain commands (the same on both servers).
+fn corpus() -> Vec<Vec<Vec<u8>>> {
+    let b = |s: &str| s.as_bytes().to_vec();
+    let mut commands: Vec<Vec<Vec<u8>>> = vec![
+        vec![b("SET"), b("s:int"), b("12345")],
+        vec![b("SET"), b("s:neg"), b("-9223372036854775808")],
+        vec![b("SET"), b("s:bigint"), b("99999999999999999999")],
+        vec![b("SET"), b("s:binary"), b"a\0b\r\nc\xff".to_vec()],
+        vec![b("SET"), b("s:empty"), b("")],
+        vec![b("SET"), b("s:compressible"), b("ab").repeat(600)],
+        vec![b("SET"), b("s:float"), b("3.14")],
+        vec![b("SET"), b("s:ttl"), b("soon"), b("PX"), b("500000")],
+        vec![
+            b("HSET"),
+            b("h:small"),
+            b("f"),
+            b("v"),
+            b("n"),
+            b("-7"),
+            b(""),
+            b("empty"),
+        ],
+        vec![
+            b("RPUSH"),
+            b("l:small"),
+            b("a"),
+            b("1"),
+            b("-1"),
+            b(""),
+            b"\0\r\n".to_vec(),
+        ],
+        vec![
+            b("SADD"),
+            b("set:ints"),
+            b("1"),
+            b("-5"),
+            b("70000"),
+            b("9223372036854775807"),
+        ],
+        vec![b("SADD"), b("set:strings"), b("a"), b("b"), b("1.5"), b("")],
+        vec![
+            b("ZADD"),
+            b("z:small"),
+            b("1.5"),
+            b("a"),
+            b("inf"),
+            b("b"),
+            b("-inf"),
+            b("c"),
+            b("0.1"),
+            b("d"),
+            b("-3"),
+            b("e"),
+            b("1e300"),
+            b("f"),
+        ],
+        vec![b("HSET"), b("h:ttl"), b("f"), b("v")],
+        vec![b("PEXPIRE"), b("h:ttl"), b("300000")],
+    ];
+    let mut big_hash = vec![b("HSET"), b("h:big")];
+    for i in 0..200 {
+        big_hash.push(format!("field:{i}").into_bytes());
+        big_hash.push(format!("value {i}").repeat(1 + i % 20).into_bytes());
+    }
+    commands.push(big_hash);
+    let mut long_value = vec![b("HSET"), b("h:longvalue"), b("f"), b("x").repeat(100)];
+    long_value.extend([b("g"), b("y")]);
+    commands.push(long_value);
+    let mut big_list = vec![b("RPUSH"), b("l:big")];
+    big_list.extend((0..3000).map(|i| format!("{}", i * 7919 % 100000).into_bytes()));
+    big_list.push(b("z").repeat(20000));
+    commands.push(big_list);
+    let mut big_intset = vec![b("SADD"), b("set:bigints")];
+    big_intset.extend((0..600).map(|i| (i * 3).to_string().into_bytes()));
+    commands.push(big_intset);
+    let mut big_zset = vec![b("ZADD"), b("z:big")];
+    for i in 0..300 {
+        big_zset.push(format!("{}", i as f64 / 7.0).into_bytes());
+        big_zset.push(format!("member:{i}").into_bytes());
+    }
+    commands.push(big_zset);
+    let mut long_member = vec![b("ZADD"), b("z:longmember"), b("2"), b("m").repeat(80)];
+    long_member.extend([b("3"), b("short")]);
+    commands.push(long_member);
+    commands
+}
+
+fn load(con: &mut Connection, commands: &[Vec<Vec<u8>>]) {
+    for command in commands {
+        let mut cmd = redis::cmd(std::str::from_utf8(&command[0]).expect("name"));
+        for arg in &command[1..] {
+            cmd.arg(arg.as_slice());
+        }
+        cmd.query::<redis::Value>(con).expect("corpus command");
+    }
+}
+
+fn keys(con: &mut Connection) -> Vec<String> {
+    let mut keys: Vec<String> = run(con, &["KEYS", "*"]);
+    keys.sort();
+    keys
+}
+
+fn dump(con: &mut Connection, key: &str) -> Vec<u8> {
+    redis::cmd("DUMP").arg(key).query(con).expect("DUMP")
+}
+
+fn restore(con: &mut Connection, key: &str, ttl: i64, payload: &[u8]) -> redis::RedisResult<()> {
+    redis::cmd("RESTORE")
+        .arg(key)
+        .arg(ttl)
+        .arg(payload)
+        .query(con)
+}
+
+/// Copies every key of `from` into `to` by DUMP and RESTORE with its remaining TTL.
+fn copy_all(from: &mut Connection, to: &mut Connection) {
+    for key in keys(from) {
+        let ttl: i64 = run(from, &["PTTL", &key]);
+        restore(to, &key, ttl.max(0), &dump(from, &key))
+            .unwrap_or_else(|e| panic!("RESTORE {key}: {e}"));
+    }
+}
+
+/// The same keys, values (DEBUG DIGEST-VALUE) and TTLs within a second.
+fn assert_same(a: &mut Connection, b: &mut Connection) {
+    assert_eq!(keys(a), keys(b));
+    for key in keys(a) {
+        let digest =
+            |con: &mut Connection| -> Vec<String> { run(con, &["DEBUG", "DIGEST-VALUE", &key]) };
+        assert_eq!(digest(a), digest(b), "value of {key}");
+        let (ttl_a, ttl_b): (i64, i64) = (run(a, &["PTTL", &key]), run(b, &["PTTL", &key]));
+        assert!(
+            (ttl_a - ttl_b).abs() < 1000 && (ttl_a < 0) == (ttl_b < 0),
+            "TTL of {key}: {ttl_a} vs {ttl_b}"
+        );
+    }
+    let dataset = |con: &mut Connection| -> String { run(con, &["DEBUG", "DIGEST"]) };
+    assert_eq!(dataset(a), dataset(b));
+}
+
+#[test]
+fn redis_payloads_restore_into_shale_with_the_same_values_and_ttls() {
+    let redis = RedisServer::start(&[]);
+    let shale = TestServer::start();
+    let (mut r, mut s) = (redis.client(), shale.client());
+    load(&mut r, &corpus());
+    copy_all(&mut r, &mut s);
+    assert_same(&mut r, &mut s);
+}
+
+#[test]
+fn shale_payloads_restore_into_redis_even_with_deep_sanitization() {
+    let shale = TestServer::start();
+    let mut s = shale.client();
+    load(&mut s, &corpus());
+    for sanitize in ["no", "yes"] {
+        let redis = RedisServer::start(&["--sanitize-dump-payload", sanitize]);
+        let mut r = redis.client();
+        copy_all(&mut s, &mut r);
+        assert_same(&mut s, &mut r);
+        // And back again, so Shale reads its own payloads too.
+        let again = TestServer::start();
+        let mut a = again.client();
+        copy_all(&mut r, &mut a);
+        assert_same(&mut r, &mut a);
+    }
+}
+
+#[test]
+fn restore_options_and_replies_match_redis() {
+    let redis = RedisServer::start(&[]);
+    let shale = TestServer::start();
+    let (mut r, mut s) = (redis.client(), shale.client());
+    for con in [&mut r, &mut s] {
+        run::<()>(con, &["SET", "src", "value"]);
+    }
+    let payload = dump(&mut r, "src");
+    let mut version_11 = payload.clone();
+    let body = version_11.len() - 10;
+    version_11[body] = 11;
+    let mut bad_crc = payload.clone();
+    *bad_crc.last_mut().expect("footer") ^= 1;
+    let cases: Vec<(Vec<Vec<u8>>, &str)> = vec![
+        (
+            vec![b"src".to_vec(), b"0".to_vec(), payload.clone()],
+            "BUSYKEY",
+        ),
+        (
+            vec![b"k1".to_vec(), b"-1".to_vec(), payload.clone()],
+            "invalid ttl",
+        ),
+        (
+            vec![b"k1".to_vec(), b"x".to_vec(), payload.clone()],
+            "not integer",
+        ),
+        (vec![b"k1".to_vec(), b"0".to_vec(), bad_crc], "bad crc"),
+        (
+            vec![b"k1".to_vec(), b"0".to_vec(), version_11],
+            "version 11",
+        ),
+        (
+            vec![b"k1".to_vec(), b"0".to_vec(), b"short".to_vec()],
+            "too short",
+        ),
+        (vec![b"k1".to_vec(), b"0".to_vec(), Vec::new()], "empty"),
+        // Longer than body and footer together: Redis reads a body that falls short into the
+        // footer (a 9-byte string of "abc" and footer bytes restores there), Shale never.
+        (with_footer(b"\x00\x20abc"), "truncated body"),
+        (with_footer(b"\x2a\x00"), "unknown type"),
+        (with_footer(b"\x02\x00"), "empty set"),
+        (with_footer(b"\x02\x02\x01a\x01a"), "duplicate member"),
+    ];
+    let mut options: Vec<(Vec<Vec<u8>>, &str)> = [
+        (&["REPLACE", "IDLETIME", "-1"][..], "negative idletime"),
+        (&["FREQ", "256"], "freq too high"),
+        (&["FREQ", "-1"], "negative freq"),
+        (&["IDLETIME", "5", "FREQ", "5"], "idletime and freq"),
+        (&["BOGUS"], "unknown option"),
+        (&["IDLETIME"], "idletime without a value"),
+    ]
+    .into_iter()
+    .map(|(extra, what)| {
+        let mut args = vec![b"k2".to_vec(), b"0".to_vec(), payload.clone()];
+        args.extend(extra.iter().map(|a| a.as_bytes().to_vec()));
+        (args, what)
+    })
+    .collect();
+    options.push((
+        vec![
+            b"k3".to_vec(),
+            b"1000".to_vec(),
+            payload.clone(),
+            b"ABSTTL".to_vec(),
+        ],
+        "absttl in the past",
+    ));
+    for (args, what) in cases.into_iter().chain(options) {
+        let reply = |con: &mut Connection| {
+            let mut cmd = redis::cmd("RESTORE");
+            for arg in &args {
+                cmd.arg(arg.as_slice());
+            }
+            match cmd.query::<redis::Value>(con) {
+                Ok(value) => format!("{value:?}"),
+                Err(err) => format!("{:?} {:?}", err.code(), err.detail()),
+            }
+        };
+        assert_eq!(reply(&mut s), reply(&mut r), "{what}");
+    }
+    for con in [&mut r, &mut s] {
+        let exists: i64 = run(con, &["EXISTS", "k1", "k2", "k3"]);
+        assert_eq!(exists, 0);
+    }
+
+    // REPLACE over another type, IDLETIME seen by OBJECT IDLETIME, ABSTTL in the future.
+    run::<()>(&mut s, &["RPUSH", "k4", "x"]);
+    redis::cmd("RESTORE")
+        .arg("k4")
+        .arg(0)
+        .arg(&payload)
+        .arg("REPLACE")
+        .arg("IDLETIME")
+        .arg(1000)
+        .query::<()>(&mut s)
+        .expect("RESTORE REPLACE IDLETIME");
+    let idle: i64 = run(&mut s, &["OBJECT", "IDLETIME", "k4"]);
+    assert!((1000..1010).contains(&idle), "idle {idle}");
+    assert_eq!(run::<String>(&mut s, &["GET", "k4"]), "value");
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64
+        + 60_000;
+    redis::cmd("RESTORE")
+        .arg("k5")
+        .arg(at)
+        .arg(&payload)
+        .arg("ABSTTL")
+        .query::<()>(&mut s)
+        .expect("RESTORE ABSTTL");
+    assert_eq!(run::<i64>(&mut s, &["PEXPIRETIME", "k5"]), at);
+    // A restored key past its time replaces nothing unless REPLACE, which deletes.
+    redis::cmd("RESTORE")
+        .arg("k5")
+        .arg(1)
+        .arg(&payload)
+        .arg("ABSTTL")
+        .arg("REPLACE")
+        .query::<()>(&mut s)
+        .expect("RESTORE in the past");
+    assert_eq!(run::<i64>(&mut s, &["EXISTS", "k5"]), 0);
+}
+
+/// A payload of `body` with a correct version-10 footer, as RESTORE arguments.
+fn with_footer(body: &[u8]) -> Vec<Vec<u8>> {
+    let mut payload = body.to_vec();
+    payload.extend_from_slice(&10u16.to_le_bytes());
+    let crc = shale_rdb::crc64::crc64(0, &payload);
+    payload.extend_from_slice(&crc.to_le_bytes());
+    vec![b"fresh".to_vec(), b"0".to_vec(), payload]
+}
+
+#[test]
+fn roaring_bitmaps_move_between_shale_servers_and_redis_refuses_them() {
+    let (a, b) = (TestServer::start(), TestServer::start());
+    let (mut a, mut b) = (a.client(), b.client());
+    run::<i64>(
+        &mut a,
+        &["TR.SETBITS", "bits", "1", "5", "70000", "4000000000"],
+    );
+    let payload = dump(&mut a, "bits");
+    restore(&mut b, "bits", 0, &payload).expect("RESTORE into Shale");
+    let digest =
+        |con: &mut Connection| -> Vec<String> { run(con, &["DEBUG", "DIGEST-VALUE", "bits"]) };
+    assert_eq!(digest(&mut a), digest(&mut b));
+    assert_eq!(run::<i64>(&mut b, &["TR.BITCOUNT", "bits"]), 4);
+    let redis = RedisServer::start(&[]);
+    let err = restore(&mut redis.client(), "bits", 0, &payload).expect_err("Redis refuses it");
+    assert_eq!(err.detail(), Some("Bad data format"));
+}
+
+#[test]
+fn mangled_payloads_get_errors_and_the_server_stays_up() {
+    let shale = TestServer::start();
+    let mut s = shale.client();
+    load(&mut s, &corpus());
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let payloads: Vec<Vec<u8>> = keys(&mut s).iter().map(|k| dump(&mut s, k)).collect();
+    for round in 0..2000 {
+        let mut body = payloads[round % payloads.len()].clone();
+        body.truncate(body.len() - 10);
+        match next() % 3 {
+            0 => {
+                let at = next() as usize % body.len();
+                body[at] = next() as u8;
+            }
+            1 => body.truncate(next() as usize % body.len()),
+            _ => {
+                let at = next() as usize % body.len();
+                body.insert(at, next() as u8);
+            }
+        }
+        let args = with_footer(&body);
+        let reply = redis::cmd("RESTORE")
+            .arg("fuzzed")
+            .arg(0)
+            .arg(&args[2])
+            .arg("REPLACE")
+            .query::<redis::Value>(&mut s);
+        if let Err(err) = reply {
+            assert_eq!(err.detail(), Some("Bad data format"), "round {round}");
+        }
+    }
+    assert_eq!(run::<String>(&mut s, &["PING"]), "PONG");
+    // The other keys are untouched.
+    let redis = RedisServer::start(&[]);
+    let mut r = redis.client();
+    load(&mut r, &corpus());
+    run::<i64>(&mut s, &["DEL", "fuzzed"]);
+    assert_same(&mut r, &mut s);
+}
