@@ -64,6 +64,9 @@ pub enum Error {
     NoMasterLink,
     #[error("Target key name already exists.")]
     BusyKey,
+    /// MIGRATE's link to its target failed while doing what it names.
+    #[error("error or timeout {0}")]
+    IoErr(&'static str),
     /// A RESTORE payload that is not one: its own line, after `ERR`.
     #[error("{0}")]
     Dump(#[from] shale_rdb::dump::DumpError),
@@ -109,6 +112,7 @@ impl Error {
             Error::NoReplicas => "NOREPLICAS",
             Error::NoMasterLink => "NOMASTERLINK",
             Error::BusyKey => "BUSYKEY",
+            Error::IoErr(_) => "IOERR",
             _ => "ERR",
         }
     }

@@ -375,3 +375,125 @@ fn mangled_payloads_get_errors_and_the_server_stays_up() {
     run::<i64>(&mut s, &["DEL", "fuzzed"]);
     assert_same(&mut r, &mut s);
 }
+
+/// MIGRATE with `extra` arguments (options, then KEYS and the keys) from `con`.
+fn migrate(con: &mut Connection, port: u16, db: i64, extra: &[&str]) -> String {
+    let mut cmd = redis::cmd("MIGRATE");
+    cmd.arg("127.0.0.1").arg(port).arg("").arg(db).arg(5000);
+    cmd.arg(extra);
+    match cmd.query::<redis::Value>(con) {
+        Ok(value) => format!("{value:?}"),
+        Err(err) => format!("{:?} {:?}", err.code(), err.detail()),
+    }
+}
+
+fn migrate_all(con: &mut Connection, port: u16, options: &[&str]) -> String {
+    let keys = keys(con);
+    let mut extra: Vec<&str> = options.to_vec();
+    extra.push("KEYS");
+    extra.extend(keys.iter().map(String::as_str));
+    migrate(con, port, 0, &extra)
+}
+
+#[test]
+fn migrate_moves_keys_both_ways_with_redis_replies() {
+    let redis = RedisServer::start(&["--requirepass", "secret"]);
+    let shale = TestServer::start();
+    let mut r = redis.client();
+    run::<()>(&mut r, &["AUTH", "secret"]);
+    let mut s = shale.client();
+    load(&mut s, &corpus());
+
+    // Shale → Redis: COPY keeps the source, a second run meets BUSYKEY, REPLACE moves.
+    let ok = "ok".to_string();
+    assert_eq!(
+        migrate_all(&mut s, redis.port, &["COPY", "AUTH", "secret"]),
+        ok
+    );
+    assert_same(&mut s, &mut r);
+    assert_eq!(
+        migrate_all(&mut s, redis.port, &["AUTH2", "default", "secret"]),
+        "Some(\"ERR\") Some(\"Target instance replied with error: BUSYKEY Target key name already exists.\")"
+    );
+    assert!(!keys(&mut s).is_empty(), "keys the target refused stay");
+    assert_eq!(
+        migrate_all(&mut s, redis.port, &["REPLACE", "AUTH", "secret"]),
+        ok
+    );
+    assert!(keys(&mut s).is_empty(), "moved keys are deleted here");
+
+    // Redis → Shale, into database 3.
+    let reference = RedisServer::start(&[]);
+    let mut reference = reference.client();
+    load(&mut reference, &corpus());
+    assert_eq!(migrate_all(&mut r, shale.port, &[]), ok);
+    run::<()>(&mut s, &["SELECT", "0"]);
+    assert_same(&mut reference, &mut s);
+    assert!(keys(&mut r).is_empty());
+    run::<()>(&mut s, &["SET", "one", "1"]);
+    assert_eq!(
+        migrate(&mut s, shale.port, 3, &["KEYS", "one"]),
+        ok,
+        "a server migrating to itself, another database"
+    );
+    run::<()>(&mut s, &["SELECT", "3"]);
+    assert_eq!(run::<String>(&mut s, &["GET", "one"]), "1");
+}
+
+#[test]
+fn migrate_errors_match_redis() {
+    let target = RedisServer::start(&["--requirepass", "secret"]);
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let redis = RedisServer::start(&[]);
+    let shale = TestServer::start();
+    let (mut r, mut s) = (redis.client(), shale.client());
+    for con in [&mut r, &mut s] {
+        run::<()>(con, &["SET", "k", "v"]);
+    }
+    let cases: Vec<(u16, i64, Vec<&str>)> = vec![
+        (target.port, 0, vec!["KEYS", "missing"]),
+        (closed, 0, vec!["KEYS", "k"]),
+        (target.port, 0, vec!["COPY", "KEYS", "k"]),
+        (target.port, 0, vec!["AUTH", "wrong", "KEYS", "k"]),
+        (target.port, 99, vec!["COPY", "AUTH", "secret", "KEYS", "k"]),
+        (target.port, 0, vec!["BOGUS"]),
+        (target.port, 0, vec!["AUTH"]),
+    ];
+    for (port, db, extra) in cases {
+        assert_eq!(
+            migrate(&mut s, port, db, &extra),
+            migrate(&mut r, port, db, &extra),
+            "{port} {db} {extra:?}"
+        );
+    }
+    let key_and_keys = |con: &mut Connection| -> String {
+        let reply = redis::cmd("MIGRATE")
+            .arg(
+                &[
+                    "127.0.0.1",
+                    &target.port.to_string(),
+                    "k",
+                    "0",
+                    "100",
+                    "KEYS",
+                    "k",
+                ][..],
+            )
+            .query::<()>(con);
+        format!("{reply:?}")
+    };
+    assert_eq!(key_and_keys(&mut s), key_and_keys(&mut r));
+    let bad_timeout = |con: &mut Connection| -> String {
+        let reply = redis::cmd("MIGRATE")
+            .arg(&["127.0.0.1", &target.port.to_string(), "k", "x", "y"][..])
+            .query::<()>(con);
+        format!("{reply:?}")
+    };
+    assert_eq!(bad_timeout(&mut s), bad_timeout(&mut r));
+    for con in [&mut r, &mut s] {
+        assert_eq!(run::<String>(con, &["GET", "k"]), "v", "nothing moved");
+    }
+}

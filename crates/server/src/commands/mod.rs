@@ -14,6 +14,7 @@ mod hyperloglog;
 mod info;
 mod keys;
 mod list;
+mod migrate;
 mod notify;
 mod pubsub;
 mod replication;

@@ -8,8 +8,8 @@ use rustc_hash::FxHashMap;
 use crate::config::event_classes::{GENERIC, HASH, LIST, SET, STRING, ZSET};
 
 use super::{
-    bitmap, connection, debug, dump, hash, hyperloglog, keys, list, pubsub, replication, roaring,
-    scripting, server, set, sort, string, transaction, zset, Handler,
+    bitmap, connection, debug, dump, hash, hyperloglog, keys, list, migrate, pubsub, replication,
+    roaring, scripting, server, set, sort, string, transaction, zset, Handler,
 };
 
 /// Command flags, named as COMMAND INFO reports them.
@@ -268,6 +268,11 @@ const COUNTED_SECOND: Keys = Keys::Counted {
     fixed: &[],
     reported: (0, 0, 0),
 };
+/// MIGRATE's key argument, or the keys after its KEYS option.
+const MIGRATE_KEYS: Keys = Keys::Found {
+    by: migrate::migrate_keys,
+    reported: (3, 3, 1),
+};
 /// `destination numkeys key...` (ZUNIONSTORE, ZINTERSTORE, ZDIFFSTORE).
 const STORE_COUNTED: Keys = Keys::Counted {
     count_at: 2,
@@ -360,6 +365,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("copy", -3, W.with(Flags::LOCKS_LATE), KEY12, "generic", "Copies the value of a key to a new key.", keys::copy, Events::Reported),
     spec!("dump", 2, R, KEY1, "generic", "Returns a serialized representation of the value stored at a key.", dump::dump),
     spec!("restore", -4, W.with(Flags::NO_TOUCH), KEY1, "generic", "Creates a key from the serialized representation of a value.", dump::restore, Events::ByKey(&[kept(GENERIC, "restore")])),
+    spec!("migrate", -6, D, MIGRATE_KEYS, "generic", "Atomically transfers a key from one Redis instance to another.", migrate::migrate, Events::Silent),
     spec!("move", 3, DF.with(Flags::LOCKS_LATE), KEY1, "generic", "Moves a key to another database.", keys::move_key, Events::Reported),
     spec!("keys", 2, R, NO_KEYS, "generic", "Returns all key names that match a pattern.", keys::keys),
     spec!("scan", -2, R, NO_KEYS, "generic", "Iterates over the key names in the database.", keys::scan),
