@@ -5,11 +5,13 @@
 //! - [`read`] and [`write`]: lengths, strings (integer and LZF encodings), doubles and whole
 //!   values, every object type Redis 7.0 reads and the ones it writes.
 //! - [`dump`]: a DUMP payload, the value with its RDB version and CRC-64 footer.
+//! - [`file`]: RDB files, read as a stream of records and written.
 //! - [`listpack`], [`ziplist`], [`intset`], [`zipmap`]: the packed encodings inside values.
 //! - [`lzf`], [`crc64`]: compression and checksums as Redis has them.
 
 pub mod crc64;
 pub mod dump;
+pub mod file;
 pub mod intset;
 pub mod listpack;
 pub mod lzf;

@@ -37,6 +37,10 @@ impl<R: Read> Decoder<R> {
         self.input
     }
 
+    pub fn get_mut(&mut self) -> &mut R {
+        &mut self.input
+    }
+
     pub fn byte(&mut self) -> Result<u8, RdbError> {
         let mut byte = [0u8; 1];
         self.fill(&mut byte)?;

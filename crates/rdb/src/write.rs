@@ -76,15 +76,31 @@ fn score_text(score: f64) -> String {
     format!("{score:?}")
 }
 
-/// The type code and body of `value`.
+/// The type code and body of `value`, as a DUMP payload has them.
 pub fn object(out: &mut Vec<u8>, value: &Value) {
+    typed(out, None, value)
+}
+
+/// The type code, `key` and body of `value`, as an RDB file has them.
+pub fn keyed_object(out: &mut Vec<u8>, key: &[u8], value: &Value) {
+    typed(out, Some(key), value)
+}
+
+/// The type code (with `key` after it, in a file) then the body.
+fn typed(out: &mut Vec<u8>, key: Option<&[u8]>, value: &Value) {
+    let start = |out: &mut Vec<u8>, code: u8| {
+        out.push(code);
+        if let Some(key) = key {
+            string(out, key);
+        }
+    };
     match value {
         Value::String(data) => {
-            out.push(kind::STRING);
+            start(out, kind::STRING);
             string(out, data);
         }
         Value::List(items) => {
-            out.push(kind::LIST_QUICKLIST_2);
+            start(out, kind::LIST_QUICKLIST_2);
             let nodes = list_nodes(items);
             length(out, nodes.len() as u64);
             for node in nodes {
@@ -99,11 +115,11 @@ pub fn object(out: &mut Vec<u8>, value: &Value) {
                 .collect();
             match integers {
                 Some(values) if values.len() <= INTSET_ENTRIES => {
-                    out.push(kind::SET_INTSET);
+                    start(out, kind::SET_INTSET);
                     string(out, &intset::encode(&values));
                 }
                 _ => {
-                    out.push(kind::SET);
+                    start(out, kind::SET);
                     length(out, members.len() as u64);
                     for member in members {
                         string(out, member);
@@ -117,11 +133,11 @@ pub fn object(out: &mut Vec<u8>, value: &Value) {
                     .iter()
                     .all(|(f, v)| f.len() <= LISTPACK_VALUE && v.len() <= LISTPACK_VALUE);
             if small {
-                out.push(kind::HASH_LISTPACK);
+                start(out, kind::HASH_LISTPACK);
                 let entries = pairs.iter().flat_map(|(f, v)| [f.as_ref(), v.as_ref()]);
                 string(out, &listpack::encode(entries));
             } else {
-                out.push(kind::HASH);
+                start(out, kind::HASH);
                 length(out, pairs.len() as u64);
                 for (field, value) in pairs {
                     string(out, field);
@@ -133,7 +149,7 @@ pub fn object(out: &mut Vec<u8>, value: &Value) {
             let small = members.len() <= LISTPACK_ENTRIES
                 && members.iter().all(|(m, _)| m.len() <= LISTPACK_VALUE);
             if small {
-                out.push(kind::ZSET_LISTPACK);
+                start(out, kind::ZSET_LISTPACK);
                 let scores: Vec<String> = members.iter().map(|(_, s)| score_text(*s)).collect();
                 let entries = members
                     .iter()
@@ -141,7 +157,7 @@ pub fn object(out: &mut Vec<u8>, value: &Value) {
                     .flat_map(|((m, _), s)| [m.as_ref(), s.as_bytes()]);
                 string(out, &listpack::encode(entries));
             } else {
-                out.push(kind::ZSET_2);
+                start(out, kind::ZSET_2);
                 length(out, members.len() as u64);
                 for (member, score) in members {
                     string(out, member);
@@ -150,7 +166,7 @@ pub fn object(out: &mut Vec<u8>, value: &Value) {
             }
         }
         Value::Roaring(serialized) => {
-            out.push(kind::SHALE_ROARING);
+            start(out, kind::SHALE_ROARING);
             string(out, serialized);
         }
     }

@@ -1,4 +1,5 @@
-//! `shale-server [config-file] [--name value ...]`, like `redis-server`.
+//! `shale-server [config-file] [--name value ...]`, like `redis-server`; `import-rdb` and
+//! `export-rdb` move an RDB file into or out of the data directory and exit.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -12,6 +13,9 @@ use shale_server::config::{Config, PARAMS};
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 const USAGE: &str = "Usage: shale-server [/path/to/shale.conf] [--option value ...]
+       shale-server [/path/to/shale.conf] --import-rdb dump.rdb [--option value ...]
+       shale-server import-rdb dump.rdb [/path/to/shale.conf] [--option value ...]
+       shale-server export-rdb dump.rdb [/path/to/shale.conf] [--option value ...]
        shale-server --version
        shale-server --help
 
@@ -20,6 +24,8 @@ Examples:
        shale-server /etc/shale/shale.conf
        shale-server --port 7000 --dir /tmp/shale
        shale-server shale.conf --appendfsync always --rocksdb.block-cache-size 1gb
+       shale-server --import-rdb dump.rdb   (loads Redis's file into ./shale-data, then serves)
+       shale-server export-rdb out.rdb --dir /tmp/shale   (writes a file Redis loads, exits)
 
 Options are the config file's directives; see README.md for the list.";
 
@@ -44,8 +50,37 @@ fn parse_args(args: &[String]) -> Result<(Option<PathBuf>, Overrides), String> {
     Ok((file, overrides))
 }
 
+/// What the command line asks for besides serving.
+enum Task {
+    Serve { import: Option<PathBuf> },
+    Import(PathBuf),
+    Export(PathBuf),
+}
+
+/// Takes the task's words off the arguments.
+fn task(args: &mut Vec<String>) -> Result<Task, String> {
+    let path_after = |args: &mut Vec<String>, at: usize, what: &str| -> Result<PathBuf, String> {
+        if at + 1 >= args.len() {
+            return Err(format!("{what} needs the path of an RDB file"));
+        }
+        let path = PathBuf::from(args.remove(at + 1));
+        args.remove(at);
+        Ok(path)
+    };
+    match args.first().map(String::as_str) {
+        Some("import-rdb") => return path_after(args, 0, "import-rdb").map(Task::Import),
+        Some("export-rdb") => return path_after(args, 0, "export-rdb").map(Task::Export),
+        _ => {}
+    }
+    let import = match args.iter().position(|a| a == "--import-rdb") {
+        Some(at) => Some(path_after(args, at, "--import-rdb")?),
+        None => None,
+    };
+    Ok(Task::Serve { import })
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("--help") | Some("-h") => {
             println!(
@@ -64,11 +99,14 @@ fn main() {
         }
         _ => {}
     }
-    let config = parse_args(&args).and_then(|(file, overrides)| {
-        Config::load(file.as_deref(), &overrides).map(|config| (config, file))
+    let task = task(&mut args);
+    let config =
+        task.and_then(|task| parse_args(&args).map(|(file, overrides)| (task, file, overrides)));
+    let config = config.and_then(|(task, file, overrides)| {
+        Config::load(file.as_deref(), &overrides).map(|config| (task, config, file))
     });
-    let (config, file) = match config {
-        Ok(pair) => pair,
+    let (task, config, file) = match config {
+        Ok(loaded) => loaded,
         Err(err) => {
             eprintln!("*** FATAL CONFIG ERROR ***\n{err}\n\n{USAGE}");
             std::process::exit(1);
@@ -88,6 +126,41 @@ fn main() {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+    let import = match task {
+        Task::Serve { import } => import,
+        Task::Import(path) => match shale_server::interchange::import::import_rdb(&path, &config) {
+            Ok(done) => {
+                println!(
+                    "imported {} keys ({} expired, {} skipped) from {} in {:.1} s",
+                    done.keys,
+                    done.expired,
+                    done.skipped,
+                    path.display(),
+                    done.seconds
+                );
+                return;
+            }
+            Err(err) => fail(&err),
+        },
+        Task::Export(path) => match shale_server::interchange::export::export_rdb(&config, &path) {
+            Ok(done) => {
+                println!(
+                    "exported {} keys ({} Roaring bitmaps left out) to {} in {:.1} s",
+                    done.keys,
+                    done.skipped,
+                    path.display(),
+                    done.seconds
+                );
+                return;
+            }
+            Err(err) => fail(&err),
+        },
+    };
+    if let Some(path) = import {
+        if let Err(err) = shale_server::interchange::import::import_rdb(&path, &config) {
+            fail(&err);
+        }
+    }
     let file = file.map(|f| std::fs::canonicalize(&f).unwrap_or(f));
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if config.threads > 0 {
@@ -114,4 +187,9 @@ fn main() {
     }
     // SAFETY: `_exit` only ends the process; nothing of ours runs after it.
     unsafe { libc::_exit(0) }
+}
+
+fn fail(err: &str) -> ! {
+    eprintln!("shale-server: {err}");
+    std::process::exit(1);
 }

@@ -497,3 +497,120 @@ fn migrate_errors_match_redis() {
         assert_eq!(run::<String>(con, &["GET", "k"]), "v", "nothing moved");
     }
 }
+
+/// Runs `shale-server` with `args` (a subcommand) and returns whether it succeeded, and its
+/// output.
+fn shale_command(args: &[&std::ffi::OsStr]) -> (bool, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_shale-server"))
+        .args(args)
+        .output()
+        .expect("run shale-server");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
+}
+
+#[test]
+fn a_redis_rdb_file_loads_with_every_type_database_and_ttl() {
+    let redis = RedisServer::start(&[]);
+    let mut r = redis.client();
+    load(&mut r, &corpus());
+    run::<()>(&mut r, &["SELECT", "5"]);
+    load(&mut r, &corpus()[..4]);
+    run::<()>(&mut r, &["SET", "gone", "soon", "PX", "300"]);
+    run::<()>(&mut r, &["SAVE"]);
+    let file = redis.dir.path().join("dump.rdb");
+    std::thread::sleep(std::time::Duration::from_millis(400));
+
+    let shale = TestServer::start_with(&["--import-rdb", file.to_str().expect("path")]);
+    let mut s = shale.client();
+    for db in ["0", "5"] {
+        run::<()>(&mut r, &["SELECT", db]);
+        run::<()>(&mut s, &["SELECT", db]);
+        assert_same(&mut r, &mut s);
+    }
+    assert_eq!(
+        run::<i64>(&mut s, &["EXISTS", "gone"]),
+        0,
+        "expired keys are left out"
+    );
+}
+
+#[test]
+fn a_damaged_rdb_file_is_refused_and_the_data_stays() {
+    let redis = RedisServer::start(&[]);
+    let mut r = redis.client();
+    load(&mut r, &corpus());
+    run::<()>(&mut r, &["SAVE"]);
+    let good = std::fs::read(redis.dir.path().join("dump.rdb")).expect("dump.rdb");
+    let work = tempfile::tempdir().expect("temp dir");
+    let data = work.path().join("data");
+    let import = |file: &[u8]| {
+        let path = work.path().join("in.rdb");
+        std::fs::write(&path, file).expect("write");
+        shale_command(&[
+            "import-rdb".as_ref(),
+            path.as_os_str(),
+            "--dir".as_ref(),
+            data.as_os_str(),
+        ])
+    };
+    let (ok, output) = import(&good);
+    assert!(ok, "{output}");
+    assert!(output.contains("imported 20 keys"), "{output}");
+    let mut flipped = good.clone();
+    let middle = flipped.len() / 2;
+    flipped[middle] ^= 0x40;
+    for (bad, what) in [
+        (flipped, "a flipped byte"),
+        (good[..good.len() - 20].to_vec(), "a cut file"),
+        (b"REDIS0011".to_vec(), "a newer version"),
+    ] {
+        let (ok, output) = import(&bad);
+        assert!(!ok, "{what} was accepted: {output}");
+    }
+    // The first import is still what the directory holds.
+    let shale = TestServer::start_with(&["--dir", data.to_str().expect("path")]);
+    assert_same(&mut r, &mut shale.client());
+}
+
+#[test]
+fn an_exported_rdb_file_loads_into_redis() {
+    let mut shale = TestServer::start();
+    let mut s = shale.client();
+    load(&mut s, &corpus());
+    run::<()>(&mut s, &["SELECT", "2"]);
+    load(&mut s, &corpus()[4..8]);
+    run::<()>(&mut s, &["SELECT", "0"]);
+    run::<i64>(&mut s, &["TR.SETBITS", "bits", "3"]);
+    shale.stop();
+    let out = tempfile::tempdir().expect("temp dir");
+    let file = out.path().join("out.rdb");
+    let data = shale.dir.path().join("data");
+    let (ok, output) = shale_command(&[
+        "export-rdb".as_ref(),
+        file.as_os_str(),
+        "--dir".as_ref(),
+        data.as_os_str(),
+    ]);
+    assert!(ok, "{output}");
+    assert!(output.contains("1 Roaring bitmaps left out"), "{output}");
+
+    let redis = RedisServer::start(&[
+        "--dir",
+        out.path().to_str().expect("path"),
+        "--dbfilename",
+        "out.rdb",
+    ]);
+    shale.start_again();
+    let (mut r, mut s) = (redis.client(), shale.client());
+    run::<i64>(&mut s, &["DEL", "bits"]);
+    for db in ["0", "2"] {
+        run::<()>(&mut r, &["SELECT", db]);
+        run::<()>(&mut s, &["SELECT", db]);
+        assert_same(&mut r, &mut s);
+    }
+}

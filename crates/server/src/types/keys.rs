@@ -305,6 +305,35 @@ impl<'a> Db<'a> {
         }))
     }
 
+    /// Up to `count` live keys in storage order, after `after` (from the first when `None`):
+    /// a walk over every key that, unlike SCAN, keeps no cursor (an RDB export).
+    pub fn keys_after(&self, after: Option<&[u8]>, count: usize) -> Result<Vec<Bytes>, Error> {
+        let (first, end) = k::db_range(self.index);
+        let start = match after {
+            Some(key) => {
+                let mut raw = k::meta_key(self.index, key);
+                raw.push(0);
+                raw
+            }
+            None => first,
+        };
+        let now = now_ms();
+        let mut out = Vec::with_capacity(count);
+        self.engine().scan(
+            Cf::Meta,
+            &start,
+            &end,
+            ScanDirection::Forward,
+            &mut |raw, value| {
+                if !is_expired_record(value, now) {
+                    out.push(Bytes::copy_from_slice(k::user_key_of_meta(raw)));
+                }
+                out.len() < count
+            },
+        )?;
+        Ok(out)
+    }
+
     /// Every live key matching `pattern`.
     pub fn keys(&self, pattern: &[u8]) -> Result<Vec<Bytes>, Error> {
         let (start, end) = k::db_range(self.index);

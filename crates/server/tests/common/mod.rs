@@ -420,7 +420,8 @@ pub fn wait_for_blocked(con: &mut redis::Connection, n: usize) {
 pub struct RedisServer {
     child: Child,
     pub port: u16,
-    _dir: tempfile::TempDir,
+    /// Its `dir`, where SAVE writes `dump.rdb`.
+    pub dir: tempfile::TempDir,
 }
 
 impl RedisServer {
@@ -451,11 +452,7 @@ impl RedisServer {
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server is missing: run ./scripts/test.sh, which installs it");
-        let server = RedisServer {
-            child,
-            port,
-            _dir: dir,
-        };
+        let server = RedisServer { child, port, dir };
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while redis::Client::open(server.url())
             .and_then(|c| c.get_connection())

@@ -91,6 +91,14 @@ impl DataDir {
         Ok(path)
     }
 
+    /// Drops the recorded replication ID: the data is no longer that history's.
+    pub fn forget_replication_id(&self) -> std::io::Result<()> {
+        match std::fs::remove_file(self.root.join(REPLICATION_ID)) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(err),
+            _ => Ok(()),
+        }
+    }
+
     /// The replication ID recorded last: on a replica, its master's.
     pub fn replication_id(&self) -> Option<String> {
         let text = std::fs::read_to_string(self.root.join(REPLICATION_ID)).ok()?;
