@@ -16,9 +16,11 @@
 //!   through the command dispatcher as a closure the command hands it.
 //! - [`types`] holds Redis semantics, one file per type, over the storage engine: it locks the
 //!   keys it touches, reads metadata, and writes one atomic batch per command.
-//! - [`interchange`] loads a Redis RDB file into a data directory and writes one from it, while
-//!   no server runs there (the command line's `import-rdb` and `export-rdb`).
-//! - [`config`] and [`error`] are shared by all; `shale_protocol` (RESP without I/O) and
+//! - [`interchange`] moves Redis's RDB format in and out of the keyspace: a `dump.rdb` loaded
+//!   into a data directory or written from one (the command line's `import-rdb` and
+//!   `export-rdb`), and the snapshot a Redis master sends its replicas.
+//! - [`config`], [`datadir`] (which database directory is current) and [`error`] are shared
+//!   by all; `shale_protocol` (RESP without I/O) and
 //!   `shale_storage` (every key byte, and the engines: RocksDB and an in-memory twin) are
 //!   crates of their own at the bottom.
 //!
@@ -34,6 +36,7 @@ pub const MEM_ALLOCATOR: &str = "jemalloc-5.3.0";
 
 pub mod commands;
 pub mod config;
+pub mod datadir;
 pub mod error;
 pub mod interchange;
 pub mod keyspace;

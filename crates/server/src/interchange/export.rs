@@ -12,7 +12,7 @@ use shale_storage::RocksEngine;
 
 use crate::config::Config;
 use crate::keyspace::Keyspace;
-use crate::services::replication::datadir::DataDir;
+use crate::datadir::DataDir;
 
 /// Keys read from storage at a time.
 const PAGE: usize = 1000;

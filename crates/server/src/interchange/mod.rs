@@ -1,7 +1,9 @@
-//! RDB files in and out of a data directory, while no server runs on it: a `dump.rdb` of
-//! Redis loaded into a fresh database that replaces the current one only once the whole file
-//! has been read and its checksum matched ([`import`]), and an RDB file written from the
-//! current one that Redis 7.0 loads ([`export`]). The format is the `shale-rdb` crate's.
+//! Redis's RDB format in and out of the keyspace (the codec is the `shale-rdb` crate's):
+//! [`load`] restores every key of a stream of records (a file, or the snapshot a Redis master
+//! sends its replica); [`import`] loads a `dump.rdb` into a fresh database that replaces the
+//! current one only once the whole file has been read and its checksum matched; [`export`]
+//! writes the current one as a file Redis 7.0 loads. Import and export run while no server
+//! runs on the data directory.
 
 pub mod export;
 pub mod import;
@@ -9,6 +11,28 @@ pub mod import;
 use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use shale_rdb::file::{FileReader, Record};
+
+use crate::error::Error;
+use crate::keyspace::Keyspace;
+use crate::types::dump::Restored;
+
+/// How often a load logs its progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// What a load did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Imported {
+    pub keys: u64,
+    /// Keys already past their expiry, left out.
+    pub expired: u64,
+    /// Keys with a value this server cannot hold (module types, empty collections).
+    pub skipped: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+}
 
 /// A reader that counts the bytes it passes on, for progress reports.
 struct Counted<R> {
@@ -22,4 +46,94 @@ impl<R: Read> Read for Counted<R> {
         self.count.fetch_add(n as u64, Ordering::Relaxed);
         Ok(n)
     }
+}
+
+/// Reads every record of `input` and restores each key into `keyspace`, logging progress
+/// against `size` bytes (0 if unknown) as `read` counts them.
+pub fn load(
+    input: impl std::io::Read,
+    keyspace: &Keyspace,
+    size: u64,
+    read: &AtomicU64,
+) -> Result<Imported, String> {
+    let mut reader = FileReader::new(input).map_err(|e| e.to_string())?;
+    tracing::info!("loading an RDB file of version {}", reader.version());
+    let mut imported = Imported::default();
+    let mut reported = Instant::now();
+    loop {
+        let record = reader.next_record().map_err(|e| e.to_string())?;
+        match record {
+            Record::Aux(key, value) => tracing::info!(
+                "RDB {}: {}",
+                String::from_utf8_lossy(&key),
+                String::from_utf8_lossy(&value)
+            ),
+            Record::ResizeDb { .. } => {}
+            Record::Key(entry) => {
+                let index = usize::try_from(entry.db)
+                    .ok()
+                    .filter(|&db| db < keyspace.databases())
+                    .ok_or_else(|| {
+                        format!(
+                            "the file has database {}, this server {} (see `databases`)",
+                            entry.db,
+                            keyspace.databases()
+                        )
+                    })?;
+                let db = keyspace.db(index);
+                let expire_at = entry.expire_at.unwrap_or(0);
+                match db.restore(&entry.key, entry.value, expire_at, false) {
+                    Ok(Restored::Created) => imported.keys += 1,
+                    Ok(Restored::Expired { .. }) => imported.expired += 1,
+                    Err(Error::BusyKey) => {
+                        return Err(format!(
+                            "key {:?} appears twice in database {}",
+                            String::from_utf8_lossy(&entry.key),
+                            entry.db
+                        ))
+                    }
+                    Err(err) => {
+                        return Err(format!(
+                            "key {:?}: {err}",
+                            String::from_utf8_lossy(&entry.key)
+                        ))
+                    }
+                }
+            }
+            Record::SkippedKey { db, key, reason } => {
+                imported.skipped += 1;
+                tracing::warn!(
+                    "skipped key {:?} of database {db}: {reason}",
+                    String::from_utf8_lossy(&key)
+                );
+            }
+            Record::Function(code) => {
+                let first_line = code.split(|&b| b == b'\n').next().unwrap_or_default();
+                tracing::warn!(
+                    "skipped a function library ({}): Shale has no functions",
+                    String::from_utf8_lossy(first_line)
+                );
+            }
+            Record::ModuleAux(name) => {
+                tracing::warn!("skipped auxiliary data of module type {name}")
+            }
+            Record::End { checksummed } => {
+                if !checksummed {
+                    tracing::warn!("the file was saved without a checksum: nothing checked");
+                }
+                break;
+            }
+        }
+        if reported.elapsed() >= PROGRESS_EVERY {
+            reported = Instant::now();
+            tracing::info!(
+                "loading: {} of {} MB, {} keys",
+                read.load(Ordering::Relaxed) / 1_000_000,
+                size / 1_000_000,
+                imported.keys
+            );
+        }
+    }
+    imported.bytes = read.load(Ordering::Relaxed);
+    Ok(imported)
 }

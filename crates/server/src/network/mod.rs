@@ -15,7 +15,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use crate::commands::ALL_COMMANDS;
 use crate::config::Config;
 use crate::keyspace::{Keyspace, STRIPES};
-use crate::services::replication::datadir::DataDir;
+use crate::datadir::DataDir;
 use crate::services::replication::{link, Replication};
 use crate::services::{Durability, Services};
 use connection::WriteCombiner;

@@ -11,12 +11,10 @@
 //! - [`feed`]: the master's side of one replica's link, after PSYNC.
 //! - [`link`]: a replica's link to its master.
 //! - [`stream`]: the frames on the link after the handshake.
-//! - [`datadir`]: which database directory is current, and the received copy beside it.
 //! - `bulk`: a full sync's files, sent and received on blocking threads.
 //! - `direct`: the files of a received copy, written past the page cache.
 
 mod bulk;
-pub mod datadir;
 mod direct;
 pub mod feed;
 pub mod link;
@@ -34,7 +32,7 @@ use crate::config::ReplicationConfig;
 use crate::error::Error;
 use crate::keyspace::Keyspace;
 use crate::services::ClientHandle;
-use datadir::DataDir;
+use crate::datadir::DataDir;
 
 /// A replication ID: 40 random hex digits, like a run ID.
 pub fn random_id() -> String {

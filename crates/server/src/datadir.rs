@@ -1,8 +1,8 @@
-//! The data directory's layout: which database directory is current, the copy a full sync is
-//! receiving beside it, and the replication ID that survives restarts.
+//! The data directory's layout: which database directory is current, the copy a full sync or
+//! an RDB import is writing beside it, and the replication ID that survives restarts.
 //!
 //! `CURRENT_DB` names the database directory (`db` when absent, as before replication); a
-//! full sync receives into `incoming`, renames it `db-<n>` when complete, and then rewrites
+//! full sync or an import writes into `incoming`, renames it `db-<n>` when complete, and then rewrites
 //! `CURRENT_DB` in one rename. A crash before that rename restarts on the old data, after it
 //! on the new; either way the directories no longer named are removed at start.
 
