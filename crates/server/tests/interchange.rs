@@ -133,7 +133,13 @@ fn copy_all(from: &mut Connection, to: &mut Connection) {
 
 /// The same keys, values (DEBUG DIGEST-VALUE) and TTLs within a second.
 fn assert_same(a: &mut Connection, b: &mut Connection) {
-    assert_eq!(keys(a), keys(b));
+    let (keys_a, keys_b) = (keys(a), keys(b));
+    let only_a: Vec<&String> = keys_a.iter().filter(|k| !keys_b.contains(k)).collect();
+    let only_b: Vec<&String> = keys_b.iter().filter(|k| !keys_a.contains(k)).collect();
+    assert!(
+        only_a.is_empty() && only_b.is_empty(),
+        "keys only in the first: {only_a:?}; only in the second: {only_b:?}"
+    );
     for key in keys(a) {
         let digest =
             |con: &mut Connection| -> Vec<String> { run(con, &["DEBUG", "DIGEST-VALUE", &key]) };
@@ -613,4 +619,177 @@ fn an_exported_rdb_file_loads_into_redis() {
         run::<()>(&mut s, &["SELECT", db]);
         assert_same(&mut r, &mut s);
     }
+}
+
+fn info_field(con: &mut Connection, section: &str, field: &str) -> Option<String> {
+    let info: String = run(con, &["INFO", section]);
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().to_string())
+}
+
+/// Waits until Shale's offset is Redis's with the link up.
+fn wait_caught_up(r: &mut Connection, s: &mut Connection) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let master = info_field(r, "replication", "master_repl_offset");
+        let replica = info_field(s, "replication", "slave_repl_offset");
+        let up = info_field(s, "replication", "master_link_status").as_deref() == Some("up");
+        if up && master.is_some() && master == replica {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Shale never caught up: master {master:?}, replica {replica:?}, up {up}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Writes of every kind the stream rewrites, in two databases, until `stop`.
+fn write_to_redis(port: u16, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> u64 {
+    let mut con = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .and_then(|c| c.get_connection())
+        .expect("connect");
+    let mut rounds = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let n = rounds.to_string();
+        let mut pipe = redis::pipe();
+        pipe.cmd("SET").arg(format!("w:{n}")).arg(&n).ignore();
+        pipe.cmd("EXPIRE").arg(format!("w:{n}")).arg(1000).ignore();
+        pipe.cmd("SET")
+            .arg(format!("short:{n}"))
+            .arg(&n)
+            .arg("PX")
+            .arg(50)
+            .ignore();
+        pipe.cmd("DEL").arg(format!("w:{}", rounds / 2)).ignore();
+        pipe.cmd("INCRBYFLOAT").arg("float").arg("0.1").ignore();
+        pipe.cmd("RPUSH").arg("queue").arg(&n).arg("x").ignore();
+        pipe.cmd("LPOP").arg("queue").ignore();
+        pipe.cmd("SADD")
+            .arg("pool")
+            .arg(&n)
+            .arg(format!("m{n}"))
+            .arg("y")
+            .ignore();
+        pipe.cmd("SPOP").arg("pool").arg(2).ignore();
+        pipe.cmd("HINCRBY")
+            .arg("counts")
+            .arg(rounds % 7)
+            .arg(1)
+            .ignore();
+        pipe.cmd("ZADD")
+            .arg("board")
+            .arg(rounds as f64 / 3.0)
+            .arg(&n)
+            .ignore();
+        pipe.atomic();
+        pipe.query::<()>(&mut con).expect("pipeline");
+        redis::cmd("EVAL")
+            .arg("redis.call('SET', KEYS[1], ARGV[1]); return redis.call('INCR', KEYS[2])")
+            .arg(2)
+            .arg("scripted")
+            .arg("script-count")
+            .arg(&n)
+            .query::<i64>(&mut con)
+            .expect("EVAL");
+        redis::cmd("SELECT")
+            .arg(2)
+            .query::<()>(&mut con)
+            .expect("SELECT");
+        redis::cmd("LPUSH")
+            .arg("other-db")
+            .arg(&n)
+            .query::<i64>(&mut con)
+            .expect("LPUSH");
+        redis::cmd("SELECT")
+            .arg(0)
+            .query::<()>(&mut con)
+            .expect("SELECT");
+        rounds += 1;
+    }
+    rounds
+}
+
+fn live_migration(diskless: &str) {
+    let redis = RedisServer::start(&[
+        "--repl-diskless-sync",
+        diskless,
+        "--repl-diskless-sync-delay",
+        "0",
+        "--repl-backlog-size",
+        "64mb",
+    ]);
+    let shale = TestServer::start();
+    let (mut r, mut s) = (redis.client(), shale.client());
+    load(&mut r, &corpus());
+    run::<()>(&mut s, &["SET", "replaced", "by the sync"]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (port, stop) = (redis.port, stop.clone());
+        std::thread::spawn(move || write_to_redis(port, stop))
+    };
+    run::<()>(&mut s, &["REPLICAOF", "127.0.0.1", &redis.port.to_string()]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while info_field(&mut s, "replication", "master_link_status").as_deref() != Some("up") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the link never came up"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let refused = redis::cmd("SET").arg("k").arg("v").query::<()>(&mut s);
+    assert_eq!(
+        refused.expect_err("a replica refuses writes").code(),
+        Some("READONLY")
+    );
+    // A dropped link continues where it was.
+    run::<i64>(&mut s, &["CLIENT", "KILL", "TYPE", "master"]);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rounds = writer.join().expect("writer");
+    assert!(rounds > 10, "too few writes: {rounds}");
+    // Redis still counts keys past their expiry that it has not removed yet in DEBUG DIGEST,
+    // Shale never: reading them makes Redis remove them, and send their DELs.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let mut touch = redis::pipe();
+    for n in 0..rounds {
+        touch.cmd("EXISTS").arg(format!("short:{n}")).ignore();
+    }
+    touch.query::<()>(&mut r).expect("EXISTS");
+    wait_caught_up(&mut r, &mut s);
+    assert_eq!(
+        info_field(&mut r, "stats", "sync_full").as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        info_field(&mut r, "stats", "sync_partial_ok").as_deref(),
+        Some("1")
+    );
+    // Key by key, then the whole (DEBUG DIGEST covers every database).
+    for db in ["0", "2"] {
+        run::<()>(&mut r, &["SELECT", db]);
+        run::<()>(&mut s, &["SELECT", db]);
+        assert_same(&mut r, &mut s);
+    }
+    // Redis's WAIT counts Shale's acknowledgements.
+    run::<()>(&mut r, &["SELECT", "0"]);
+    run::<()>(&mut r, &["SET", "acked", "1"]);
+    assert_eq!(run::<i64>(&mut r, &["WAIT", "1", "5000"]), 1);
+    // REPLICAOF NO ONE ends it; the data stays and takes writes.
+    run::<()>(&mut s, &["REPLICAOF", "NO", "ONE"]);
+    run::<()>(&mut s, &["SELECT", "0"]);
+    assert_eq!(run::<String>(&mut s, &["GET", "acked"]), "1");
+    run::<()>(&mut s, &["SET", "own", "write"]);
+}
+
+#[test]
+fn shale_follows_a_redis_master_through_a_diskless_sync_and_its_stream() {
+    live_migration("yes");
+}
+
+#[test]
+fn shale_follows_a_redis_master_through_a_disk_sync_and_its_stream() {
+    live_migration("no");
 }

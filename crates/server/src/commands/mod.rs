@@ -41,7 +41,7 @@ use crate::services::notifications::Event;
 use crate::services::{ClientState, Services};
 use crate::types::ScanBuffer;
 
-pub use replication::ReplicaWait;
+pub use replication::{run_for_master, ReplicaWait};
 use table::KeyEvent;
 pub use table::{
     command_keys, lookup, position, resolve, CommandSpec, Flags, Unresolved, ALL_COMMANDS, COMMANDS,
@@ -73,6 +73,8 @@ pub struct Context<'a> {
     /// Set by WAIT when too few replicas have acknowledged yet: the connection waits for
     /// them, then replies with their number instead of the handler's.
     pub replica_wait: Option<ReplicaWait>,
+    /// The command comes from this replica's Redis master: it may write.
+    pub from_master: bool,
 }
 
 impl<'a> Context<'a> {
@@ -96,6 +98,7 @@ impl<'a> Context<'a> {
             in_script: false,
             reported: Vec::new(),
             replica_wait: None,
+            from_master: false,
         }
     }
 
@@ -250,7 +253,7 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     if !ctx.client.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
         return Outcome::rejected(Error::NoAuth, spec);
     }
-    if spec.flags.contains(Flags::WRITE) {
+    if spec.flags.contains(Flags::WRITE) && !ctx.from_master {
         // As Redis checks them: after authentication, before the transaction queues it.
         if let Err(err) = ctx.services.replication.check_min_replicas() {
             return Outcome::rejected(err, spec);

@@ -9,8 +9,9 @@ use shale_protocol::Reply;
 use super::args::{int, is, text};
 use super::Context;
 use crate::error::Error;
+use crate::keyspace::ReplicaMode;
 use crate::services::replication::PsyncRequest;
-use crate::services::Closing;
+use crate::services::{ClientState, Closing, Services};
 
 /// What WAIT asks the connection to wait for: `needed` replicas at `offset`.
 #[derive(Debug, Clone, Copy)]
@@ -130,7 +131,12 @@ pub fn replconf(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
             ctx.client.replica.hello.listening_port = port;
         } else if is(option, "ip-address") {
             ctx.client.replica.hello.ip_address = Some(text(value));
-        } else if is(option, "capa") || is(option, "ack") || is(option, "getack") {
+        } else if is(option, "capa")
+            || is(option, "ack")
+            || is(option, "getack")
+            || is(option, "shale")
+        {
+            // `shale`: a Shale replica asks, to know its master is no Redis.
             // Capabilities: every Shale replica has the ones that matter. Acknowledgements
             // arrive on a replica's stream, where the feed reads them.
         } else {
@@ -146,6 +152,11 @@ pub fn replconf(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 /// PSYNC replicationid offset: the connection becomes the replica's feed, which answers
 /// `+FULLRESYNC` or `+CONTINUE` itself.
 pub fn psync(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    if ctx.keyspace.replica_mode() == ReplicaMode::OfRedis {
+        return Err(Error::msg(
+            "Shale can't feed replicas while it follows a Redis master",
+        ));
+    }
     if ctx.keyspace.is_replica()
         && !ctx
             .services
@@ -162,4 +173,12 @@ pub fn psync(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     });
     ctx.client.closing = Some(Closing::ToReplica);
     Ok(Reply::Sequence(Vec::new()))
+}
+
+/// Runs one command of a Redis master's stream on this replica as the master's client: it may
+/// write though the server is a replica; the reply goes nowhere but the link's log.
+pub fn run_for_master(services: &Services, client: &mut ClientState, args: &[Bytes]) -> Reply {
+    let mut ctx = Context::new(services, client, None, None);
+    ctx.from_master = true;
+    super::execute(&mut ctx, args).reply
 }

@@ -122,6 +122,7 @@ fn run_script(
     let subscriptions = std::mem::take(&mut ctx.client.subscriptions);
     let mut inner = Context::new(services, &mut *ctx.client, Some(txn), None);
     inner.in_script = true;
+    inner.from_master = ctx.from_master;
     // Each command a script runs is booked in INFO like any other; an error it gives the
     // script counts once, when it happens, whether the script returns it, raises it or
     // swallows it with pcall.

@@ -11,8 +11,8 @@ use shale_rdb::Value;
 use shale_storage::RocksEngine;
 
 use crate::config::Config;
-use crate::keyspace::Keyspace;
 use crate::datadir::DataDir;
+use crate::keyspace::Keyspace;
 
 /// Keys read from storage at a time.
 const PAGE: usize = 1000;
@@ -92,9 +92,7 @@ fn write_file(keyspace: &Keyspace, path: &Path) -> Result<Exported, String> {
             continue;
         }
         let expiring = db.expiring_size().map_err(failed)?;
-        writer
-            .select_db(index as u64, size, expiring)
-            .map_err(io)?;
+        writer.select_db(index as u64, size, expiring).map_err(io)?;
         let mut after = None;
         loop {
             let keys = db.keys_after(after.as_deref(), PAGE).map_err(failed)?;

@@ -11,12 +11,11 @@ use shale_storage::{Engine, RocksEngine};
 
 use super::{Counted, Imported};
 use crate::config::Config;
-use crate::keyspace::Keyspace;
 use crate::datadir::DataDir;
+use crate::keyspace::Keyspace;
 
 /// File bytes read ahead.
 const READ_BUFFER: usize = 1 << 20;
-
 
 /// Loads `path` into a fresh database beside the current one in `config.dir`, and makes it
 /// current once the whole file is in and its checksum matched; the old data is then removed.

@@ -25,7 +25,7 @@ mod watch;
 mod writes;
 mod written;
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -39,6 +39,7 @@ pub(crate) use change::Change;
 pub use cursor::CursorTable;
 pub use locks::{lock_off_worker, off_worker, HeldStripes, KeyGuard, LockTable, STRIPES};
 pub use ready::ReadyKeys;
+pub use replica::ReplicaMode;
 pub use transaction::Transaction;
 pub use version::VersionGenerator;
 pub use watch::WatchSet;
@@ -94,7 +95,7 @@ pub struct Keyspace {
     /// Set at shutdown: transactions no longer commit.
     closed: AtomicBool,
     /// Set while this server replicates a master (see `replica`).
-    replica: AtomicBool,
+    replica: AtomicU8,
     /// Which stored database each database number names (SWAPDB).
     db_map: databases::DbMap,
 }
@@ -130,7 +131,7 @@ impl Keyspace {
             lcs_tables: AtomicUsize::new(0),
             access: AccessClock::default(),
             closed: AtomicBool::new(false),
-            replica: AtomicBool::new(false),
+            replica: AtomicU8::new(ReplicaMode::None as u8),
             db_map,
         })
     }

@@ -10,21 +10,42 @@ use shale_storage::{Cf, Op, WriteBatch};
 use super::{databases::DbMap, read_counter, Keyspace};
 use crate::error::Error;
 
+/// Whose replica this keyspace is, which decides who may write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ReplicaMode {
+    None = 0,
+    /// Of a Shale master: every write but [`Keyspace::apply_replicated`] fails with
+    /// `-READONLY`, since each batch must take the sequence numbers it took on the master.
+    OfShale = 1,
+    /// Of a Redis master, whose commands the link runs like a client's: clients' writes are
+    /// refused at the command table (`-READONLY`), the link's go through.
+    OfRedis = 2,
+}
+
 impl Keyspace {
-    /// While set, every write but [`Keyspace::apply_replicated`] fails with `-READONLY`, and
-    /// keys are not expired here: a replica's data changes only as its master's does.
-    pub fn set_replica(&self, replica: bool) {
-        self.replica.store(replica, Ordering::Release);
+    /// Keys are not expired on a replica of either kind: its data changes only as its
+    /// master's does.
+    pub fn set_replica(&self, mode: ReplicaMode) {
+        self.replica.store(mode as u8, Ordering::Release);
+    }
+
+    pub fn replica_mode(&self) -> ReplicaMode {
+        match self.replica.load(Ordering::Acquire) {
+            1 => ReplicaMode::OfShale,
+            2 => ReplicaMode::OfRedis,
+            _ => ReplicaMode::None,
+        }
     }
 
     pub fn is_replica(&self) -> bool {
-        self.replica.load(Ordering::Acquire)
+        self.replica_mode() != ReplicaMode::None
     }
 
     pub(super) fn check_writable(&self) -> Result<(), Error> {
-        match self.is_replica() {
-            true => Err(Error::ReadOnly),
-            false => Ok(()),
+        match self.replica_mode() {
+            ReplicaMode::OfShale => Err(Error::ReadOnly),
+            _ => Ok(()),
         }
     }
 
@@ -101,7 +122,7 @@ impl Keyspace {
     /// version the master handed out.
     pub fn promote(&self) -> Result<(), Error> {
         self.versions.resume()?;
-        self.set_replica(false);
+        self.set_replica(ReplicaMode::None);
         Ok(())
     }
 

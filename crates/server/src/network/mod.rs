@@ -14,8 +14,8 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::commands::ALL_COMMANDS;
 use crate::config::Config;
-use crate::keyspace::{Keyspace, STRIPES};
 use crate::datadir::DataDir;
+use crate::keyspace::{Keyspace, STRIPES};
 use crate::services::replication::{link, Replication};
 use crate::services::{Durability, Services};
 use connection::WriteCombiner;
@@ -81,7 +81,10 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
     );
     let services = Arc::new(services);
     let cron = cron::start(services.clone());
-    tokio::spawn(link::supervise(services.clone()));
+    tokio::spawn(link::supervise(
+        services.clone(),
+        crate::commands::run_for_master,
+    ));
     let combiner = Arc::new(WriteCombiner::new(STRIPES));
 
     for listener in listeners {

@@ -282,6 +282,14 @@ impl ClientRegistry {
         handle
     }
 
+    /// A handle for a client that no connection of this server serves (a Redis master's
+    /// stream, whose commands run here): it has an id, and is not listed.
+    pub fn detached(&self, addr: SocketAddr, local_addr: SocketAddr) -> Arc<ClientHandle> {
+        let handle = self.register(addr, local_addr, -1);
+        self.unregister(handle.id);
+        handle
+    }
+
     pub fn unregister(&self, id: u64) {
         self.clients.lock().remove(&id);
     }

@@ -83,7 +83,8 @@ impl Socket {
         }
     }
 
-    fn read(&self, buf: &mut [u8]) -> Result<usize> {
+    /// Reads what has arrived, waiting for something if nothing has; 0 at the end.
+    pub fn read_some(&self, buf: &mut [u8]) -> Result<usize> {
         let fd = self.fd.as_raw_fd();
         // SAFETY: reads into a buffer of `buf.len()` writable bytes.
         self.retry(libc::POLLIN, || unsafe {
@@ -167,7 +168,7 @@ pub fn receive_files(
                 input.advance(n);
                 n
             }
-            true => socket.read(buf)?,
+            true => socket.read_some(buf)?,
         };
         match n {
             0 => Err(Error::new(

@@ -13,8 +13,10 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 use super::bulk;
+use super::from_redis::{self, Dispatch};
 use super::stream::Frame;
 use super::unix_secs;
+use crate::keyspace::ReplicaMode;
 use crate::services::Services;
 
 /// How often a replica acknowledges its offset unasked.
@@ -70,15 +72,33 @@ pub struct MasterLink {
     pub port: u16,
     state: AtomicU8,
     /// When the master last sent anything (unix seconds).
-    last_io: AtomicU64,
+    pub(super) last_io: AtomicU64,
     /// When the link went down (unix seconds); 0 if it never was up.
-    down_since: AtomicU64,
+    pub(super) down_since: AtomicU64,
     /// Bytes of a full sync received so far.
     pub sync_read: AtomicU64,
     stopped: AtomicBool,
     stop: Notify,
     /// Drops the link now (CLIENT KILL TYPE master); it reconnects.
     reset: Notify,
+    /// Resets so far: a session drops once it sees one after its start, so a reset during
+    /// its handshake or sync is not lost.
+    resets: AtomicU64,
+    /// Whether the master is a Redis (known after the handshake).
+    redis: AtomicBool,
+    /// Where this replica is in a Redis master's history.
+    pub redis_history: RedisHistory,
+}
+
+/// A Redis master's replication ID, the offset (in bytes of its stream) applied here, and the
+/// database its stream had selected there: kept in memory, so a dropped link continues with
+/// PSYNC where it was (the stream selects a database only when it changes), and a restart
+/// syncs in full.
+#[derive(Default)]
+pub struct RedisHistory {
+    pub id: parking_lot::Mutex<Option<String>>,
+    pub offset: AtomicU64,
+    pub db: std::sync::atomic::AtomicUsize,
 }
 
 impl MasterLink {
@@ -93,14 +113,22 @@ impl MasterLink {
             stopped: AtomicBool::new(false),
             stop: Notify::new(),
             reset: Notify::new(),
+            resets: AtomicU64::new(0),
+            redis: AtomicBool::new(false),
+            redis_history: RedisHistory::default(),
         }
+    }
+
+    /// Whether the master is a Redis, whose stream offsets this replica reports.
+    pub fn is_redis(&self) -> bool {
+        self.redis.load(Ordering::Acquire)
     }
 
     pub fn state(&self) -> LinkState {
         LinkState::from_u8(self.state.load(Ordering::Relaxed))
     }
 
-    fn set_state(&self, state: LinkState) {
+    pub(super) fn set_state(&self, state: LinkState) {
         self.state.store(state as u8, Ordering::Relaxed);
     }
 
@@ -135,7 +163,25 @@ impl MasterLink {
 
     /// Drops the link; it reconnects and continues where it was.
     pub fn reset(&self) {
+        self.resets.fetch_add(1, Ordering::AcqRel);
         self.reset.notify_waiters();
+    }
+
+    pub(super) fn resets(&self) -> u64 {
+        self.resets.load(Ordering::Acquire)
+    }
+
+    /// Resolves once the link has been reset after `since` ([`Self::resets`] then).
+    pub(super) async fn reset_after(&self, since: u64) {
+        loop {
+            let notified = self.reset.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.resets() != since {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// As in Redis, the link counts as down since it dropped; one never established is down
@@ -148,13 +194,14 @@ impl MasterLink {
     }
 }
 
-/// Runs the link to each master the server is told to follow, until shutdown.
-pub async fn supervise(services: Arc<Services>) {
+/// Runs the link to each master the server is told to follow, until shutdown; `dispatch`
+/// runs a Redis master's commands.
+pub async fn supervise(services: Arc<Services>, dispatch: Dispatch) {
     let mut links = services.replication.master.subscribe();
     loop {
         let current = links.borrow_and_update().clone();
         if let Some(link) = current {
-            tokio::spawn(run(services.clone(), link));
+            tokio::spawn(run(services.clone(), link, dispatch));
         }
         if links.changed().await.is_err() {
             return;
@@ -163,7 +210,7 @@ pub async fn supervise(services: Arc<Services>) {
 }
 
 /// Follows `link`'s master until the link is stopped.
-async fn run(services: Arc<Services>, link: Arc<MasterLink>) {
+async fn run(services: Arc<Services>, link: Arc<MasterLink>, dispatch: Dispatch) {
     let mut shutdown = services.shutdown.subscribe();
     while !link.is_stopped() {
         let session = Session {
@@ -171,6 +218,8 @@ async fn run(services: Arc<Services>, link: Arc<MasterLink>) {
             link: link.clone(),
             input: BytesMut::new(),
             master_id: String::new(),
+            dispatch,
+            resets: link.resets(),
         };
         let ended = tokio::select! {
             ended = session.run() => ended,
@@ -198,9 +247,12 @@ struct Session {
     input: BytesMut,
     /// The ID `+FULLRESYNC` named, which the replica takes once the snapshot is in.
     master_id: String,
+    dispatch: Dispatch,
+    /// The link's resets when the session started.
+    resets: u64,
 }
 
-type LinkResult<T> = Result<T, String>;
+pub(super) type LinkResult<T> = Result<T, String>;
 
 impl Session {
     async fn run(mut self) -> LinkResult<()> {
@@ -217,6 +269,16 @@ impl Session {
         let continued = tokio::time::timeout(timeout, self.handshake(&mut stream))
             .await
             .map_err(|_| "handshake timed out".to_string())??;
+        if link.is_redis() {
+            let follower = from_redis::Follower {
+                services: self.services,
+                link,
+                input: self.input,
+                dispatch: self.dispatch,
+                resets: self.resets,
+            };
+            return follower.run(stream, continued, timeout).await;
+        }
         if !continued {
             link.set_state(LinkState::Sync);
             self.receive_snapshot(&mut stream).await?;
@@ -261,21 +323,49 @@ impl Session {
         }
         send(stream, &["REPLCONF", "capa", "eof", "capa", "psync2"]).await?;
         self.line(stream).await?;
+        // A Shale master knows this option; a Redis master refuses it, and then sends an RDB
+        // and its command stream instead of Shale's frames.
+        send(stream, &["REPLCONF", "shale", "1"]).await?;
+        let redis = self.line(stream).await?.starts_with('-');
+        self.link.redis.store(redis, Ordering::Release);
+        services.keyspace.set_replica(match redis {
+            true => ReplicaMode::OfRedis,
+            false => ReplicaMode::OfShale,
+        });
         let replication = &services.replication;
+        let link = self.link.clone();
+        let history = &link.redis_history;
         // Empty data has no history to continue: the master sends all of it, as it does
         // for a new Redis replica.
-        let (id, wanted) = match replication.offset() {
-            0 => ("?".to_string(), "-1".to_string()),
-            has => (replication.ids().id, (has + 1).to_string()),
+        let (id, wanted) = match (redis, history.id.lock().clone(), replication.offset()) {
+            (true, Some(id), _) => {
+                let next = history.offset.load(Ordering::Acquire) + 1;
+                (id, next.to_string())
+            }
+            (true, None, _) | (false, _, 0) => ("?".to_string(), "-1".to_string()),
+            (false, _, has) => (replication.ids().id, (has + 1).to_string()),
         };
         send(stream, &["PSYNC", &id, &wanted]).await?;
         let reply = self.line(stream).await?;
         let words: Vec<&str> = reply.split_whitespace().collect();
         match words.as_slice() {
             ["+CONTINUE"] => Ok(true),
+            ["+CONTINUE", master_id] if redis => {
+                *history.id.lock() = Some(master_id.to_string());
+                Ok(true)
+            }
             ["+CONTINUE", master_id] => {
                 replication.adopt_id(master_id, true);
                 Ok(true)
+            }
+            ["+FULLRESYNC", master_id, offset] if redis => {
+                let offset = offset
+                    .parse()
+                    .map_err(|_| format!("master answered PSYNC with {reply}"))?;
+                *history.id.lock() = Some(master_id.to_string());
+                history.offset.store(offset, Ordering::Release);
+                history.db.store(0, Ordering::Release);
+                Ok(false)
             }
             ["+FULLRESYNC", master_id, _offset] => {
                 self.master_id = master_id.to_string();
@@ -342,38 +432,15 @@ impl Session {
         self.input = rest;
         let received = self.link.sync_read.load(Ordering::Relaxed);
         let installing = std::time::Instant::now();
-        let path = replication
-            .data_dir
-            .install_incoming()
-            .map_err(|e| format!("can't install the snapshot: {e}"))?;
-        let engine = replication.engine();
-        let retired = engine
-            .switch_to(&path)
-            .map_err(|e| format!("can't open the snapshot: {e}"))?;
-        services
-            .keyspace
-            .reload()
-            .map_err(|e| format!("can't load the snapshot: {e}"))?;
-        replication.adopt_id(&self.master_id, false);
-        // Replicas of this one read the WAL of the data just replaced: they start over.
-        replication.drop_replicas();
+        install(&services).await?;
+        services.replication.adopt_id(&self.master_id, false);
         tracing::info!(
             "full sync from {}:{}: {received} bytes received, switched to them in {} ms, at offset {}",
             self.link.host,
             self.link.port,
             installing.elapsed().as_millis(),
-            engine.sequence()
+            services.replication.engine().sequence()
         );
-        tokio::spawn(async move {
-            while retired.in_use() {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            let old = retired.path().to_path_buf();
-            drop(retired);
-            if let Err(err) = tokio::fs::remove_dir_all(&old).await {
-                tracing::warn!("can't remove the replaced data {}: {err}", old.display());
-            }
-        });
         Ok(())
     }
 
@@ -382,6 +449,7 @@ impl Session {
     async fn follow(&mut self, stream: &mut TcpStream, timeout: Duration) -> LinkResult<()> {
         let mut ack = tokio::time::interval(ACK_INTERVAL);
         let link = self.link.clone();
+        let resets = self.resets;
         let mut pending = Pending::default();
         loop {
             while let Some(frame) = Frame::decode(&mut self.input).map_err(|e| e.to_string())? {
@@ -411,7 +479,7 @@ impl Session {
                     false
                 }
                 _ = ack.tick() => true,
-                _ = link.reset.notified() => return Ok(()),
+                _ = link.reset_after(resets) => return Ok(()),
             };
             if acknowledge {
                 self.acknowledge(stream).await?;
@@ -467,6 +535,37 @@ impl Session {
     }
 }
 
+/// Makes the database received in `incoming/` current: the engine switches to it (the old one
+/// is removed once its last reader is done), the keyspace reloads what it keeps of the data,
+/// and replicas of this server, which followed the data replaced, start over.
+pub(super) async fn install(services: &Services) -> LinkResult<()> {
+    let replication = &services.replication;
+    let path = replication
+        .data_dir
+        .install_incoming()
+        .map_err(|e| format!("can't install the snapshot: {e}"))?;
+    let retired = replication
+        .engine()
+        .switch_to(&path)
+        .map_err(|e| format!("can't open the snapshot: {e}"))?;
+    services
+        .keyspace
+        .reload()
+        .map_err(|e| format!("can't load the snapshot: {e}"))?;
+    replication.drop_replicas();
+    tokio::spawn(async move {
+        while retired.in_use() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let old = retired.path().to_path_buf();
+        drop(retired);
+        if let Err(err) = tokio::fs::remove_dir_all(&old).await {
+            tracing::warn!("can't remove the replaced data {}: {err}", old.display());
+        }
+    });
+    Ok(())
+}
+
 /// The master's batches received and not yet applied.
 #[derive(Default)]
 struct Pending {
@@ -477,7 +576,7 @@ struct Pending {
 }
 
 /// Writes one command in RESP.
-async fn send(stream: &mut TcpStream, args: &[&str]) -> LinkResult<()> {
+pub(super) async fn send(stream: &mut TcpStream, args: &[&str]) -> LinkResult<()> {
     let mut out = format!("*{}\r\n", args.len());
     for arg in args {
         out.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
@@ -490,14 +589,14 @@ async fn send(stream: &mut TcpStream, args: &[&str]) -> LinkResult<()> {
 
 /// The connection while a blocking thread receives a snapshot on it: if this session ends
 /// first (REPLICAOF elsewhere, shutdown), the connection is shut down under the thread.
-struct Unfinished(Option<Arc<bulk::Socket>>);
+pub(super) struct Unfinished(pub(super) Option<Arc<bulk::Socket>>);
 
 impl Unfinished {
-    fn get(&self) -> Arc<bulk::Socket> {
+    pub(super) fn get(&self) -> Arc<bulk::Socket> {
         self.0.clone().expect("set until finished")
     }
 
-    fn finished(mut self) {
+    pub(super) fn finished(mut self) {
         self.0 = None;
     }
 }

@@ -9,7 +9,7 @@
 //! [`Replication::trim_history`]).
 //!
 //! - [`feed`]: the master's side of one replica's link, after PSYNC.
-//! - [`link`]: a replica's link to its master.
+//! - [`link`]: a replica's link to its master; `from_redis` its stream from a Redis master.
 //! - [`stream`]: the frames on the link after the handshake.
 //! - `bulk`: a full sync's files, sent and received on blocking threads.
 //! - `direct`: the files of a received copy, written past the page cache.
@@ -17,6 +17,7 @@
 mod bulk;
 mod direct;
 pub mod feed;
+mod from_redis;
 pub mod link;
 pub mod stream;
 
@@ -29,10 +30,11 @@ use shale_storage::{Engine, RocksEngine};
 use tokio::sync::{watch, Notify};
 
 use crate::config::ReplicationConfig;
-use crate::error::Error;
-use crate::keyspace::Keyspace;
-use crate::services::ClientHandle;
 use crate::datadir::DataDir;
+use crate::error::Error;
+use crate::keyspace::{Keyspace, ReplicaMode};
+use crate::services::ClientHandle;
+pub use from_redis::Dispatch;
 
 /// A replication ID: 40 random hex digits, like a run ID.
 pub fn random_id() -> String {
@@ -123,7 +125,10 @@ impl Replication {
         data_dir
             .record_replication_id(&ids.id)
             .map_err(|e| format!("can't record the replication ID: {e}"))?;
-        keyspace.set_replica(replica);
+        keyspace.set_replica(match replica {
+            true => ReplicaMode::OfShale,
+            false => ReplicaMode::None,
+        });
         let written = Arc::new(Notify::new());
         let wake = written.clone();
         engine.on_recent(Arc::new(move || wake.notify_waiters()));
@@ -153,9 +158,14 @@ impl Replication {
         self.ids.lock().clone()
     }
 
-    /// The offset: the sequence number of the last write here.
+    /// The offset: the sequence number of the last write here, or, following a Redis
+    /// master, the bytes of its stream applied here (Redis's offsets, which its WAIT and INFO
+    /// compare).
     pub fn offset(&self) -> u64 {
-        self.engine.sequence()
+        match self.master() {
+            Some(link) if link.is_redis() => link.redis_history.offset.load(Ordering::Acquire),
+            _ => self.engine.sequence(),
+        }
     }
 
     pub fn master(&self) -> Option<Arc<link::MasterLink>> {
@@ -169,7 +179,7 @@ impl Replication {
     /// Follows a new master (REPLICAOF host port), through a link [`link::supervise`] runs.
     pub fn follow(&self, host: String, port: u16) {
         let new = Arc::new(link::MasterLink::new(host, port));
-        self.keyspace.set_replica(true);
+        self.keyspace.set_replica(ReplicaMode::OfShale);
         if let Some(old) = self.master.send_replace(Some(new)) {
             old.stop();
         }
