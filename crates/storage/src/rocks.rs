@@ -40,6 +40,10 @@ pub struct RocksConfig {
     pub bloom_bits_per_key: f64,
     pub max_open_files: i32,
     pub statistics: bool,
+    /// Off for a bulk load into a database that is not current until it is complete and its
+    /// memtables flushed (an RDB import, a Redis master's snapshot): a crash in between
+    /// discards it anyway.
+    pub write_ahead_log: bool,
 }
 
 impl Default for RocksConfig {
@@ -59,6 +63,7 @@ impl Default for RocksConfig {
             bloom_bits_per_key: 10.0,
             max_open_files: 4096,
             statistics: true,
+            write_ahead_log: true,
         }
     }
 }
@@ -632,6 +637,7 @@ impl Engine for RocksEngine {
         }
         let mut options = WriteOptions::default();
         options.set_sync(false);
+        options.disable_wal(!self.config.write_ahead_log);
         let withdrawn = withdraw_written(&opened.caches, &batch);
         let keeping = self.recent.is_on();
         let order = keeping.then(|| self.recent.write_order.lock());

@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
 
-use shale_storage::{Engine, RocksEngine};
+use shale_storage::{Engine, RocksConfig, RocksEngine};
 
 use super::{Counted, Imported};
 use crate::config::Config;
@@ -32,8 +32,12 @@ pub fn import_rdb(path: &Path, config: &Config) -> Result<Imported, String> {
         .fresh_incoming()
         .map_err(|e| format!("can't make a directory for the import: {e}"))?;
     let mut imported = {
+        let bulk = RocksConfig {
+            write_ahead_log: false,
+            ..config.rocks.clone()
+        };
         let engine = Arc::new(
-            RocksEngine::open(&incoming, &config.rocks)
+            RocksEngine::open(&incoming, &bulk)
                 .map_err(|e| format!("can't create a database in {}: {e}", incoming.display()))?,
         );
         let keyspace = Keyspace::open(engine.clone(), config.databases)

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use shale_protocol::{Reply, RequestLimits, RequestParser};
-use shale_storage::{Engine, RocksEngine};
+use shale_storage::{Engine, RocksConfig, RocksEngine};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -146,7 +146,11 @@ impl Follower {
         let socket = Unfinished(Some(Arc::new(socket)));
         let (rocks, databases) = {
             let config = services.config.read();
-            (config.rocks.clone(), config.databases)
+            let bulk = RocksConfig {
+                write_ahead_log: false,
+                ..config.rocks.clone()
+            };
+            (bulk, config.databases)
         };
         let started = std::time::Instant::now();
         let loader = tokio::task::spawn_blocking({
