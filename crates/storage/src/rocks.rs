@@ -40,10 +40,12 @@ pub struct RocksConfig {
     pub bloom_bits_per_key: f64,
     pub max_open_files: i32,
     pub statistics: bool,
-    /// Off for a bulk load into a database that is not current until it is complete and its
-    /// memtables flushed (an RDB import, a Redis master's snapshot): a crash in between
-    /// discards it anyway.
-    pub write_ahead_log: bool,
+    /// A bulk load into a database that is not current until it is complete and its
+    /// memtables flushed (an RDB import, a Redis master's snapshot): writes skip the WAL, since
+    /// a crash in between discards the database anyway. (Leaving compactions to the engine
+    /// that opens it next took 2.1M keys of 1000 bytes from 36 s to 34 s, but left 2.1 GB of
+    /// uncompressed level-0 files and made every read before a write probe each one's filter.)
+    pub bulk_load: bool,
 }
 
 impl Default for RocksConfig {
@@ -63,7 +65,7 @@ impl Default for RocksConfig {
             bloom_bits_per_key: 10.0,
             max_open_files: 4096,
             statistics: true,
-            write_ahead_log: true,
+            bulk_load: false,
         }
     }
 }
@@ -637,7 +639,7 @@ impl Engine for RocksEngine {
         }
         let mut options = WriteOptions::default();
         options.set_sync(false);
-        options.disable_wal(!self.config.write_ahead_log);
+        options.disable_wal(self.config.bulk_load);
         let withdrawn = withdraw_written(&opened.caches, &batch);
         let keeping = self.recent.is_on();
         let order = keeping.then(|| self.recent.write_order.lock());

@@ -33,7 +33,7 @@ pub fn import_rdb(path: &Path, config: &Config) -> Result<Imported, String> {
         .map_err(|e| format!("can't make a directory for the import: {e}"))?;
     let mut imported = {
         let bulk = RocksConfig {
-            write_ahead_log: false,
+            bulk_load: true,
             ..config.rocks.clone()
         };
         let engine = Arc::new(

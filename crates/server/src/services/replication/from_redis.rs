@@ -147,7 +147,7 @@ impl Follower {
         let (rocks, databases) = {
             let config = services.config.read();
             let bulk = RocksConfig {
-                write_ahead_log: false,
+                bulk_load: true,
                 ..config.rocks.clone()
             };
             (bulk, config.databases)
