@@ -69,23 +69,12 @@ pub async fn serve(
         .clients
         .register(addr, local_addr, stream.as_raw_fd());
     let (queue, messages) = mpsc::channel(pubsub::QUEUE_LIMIT);
-    let client = ClientState {
-        db: 0,
-        resp3: false,
-        authenticated: services.config.read().requirepass.is_none(),
-        handle: handle.clone(),
-        closing: None,
-        subscriptions: Default::default(),
-        subscriber: pubsub::Subscriber {
-            client: handle.clone(),
-            queue,
-            limits: services.output_limits.clone(),
-        },
-        multi: None,
-        watching: Default::default(),
-        replies: Default::default(),
-        replica: Default::default(),
+    let subscriber = pubsub::Subscriber {
+        client: handle.clone(),
+        queue,
+        limits: services.output_limits.clone(),
     };
+    let client = ClientState::new(subscriber, services.config.read().requirepass.is_none());
     let mut connection = Connection {
         services: services.clone(),
         combiner,

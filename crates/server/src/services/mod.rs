@@ -106,6 +106,24 @@ impl ReplyMode {
 }
 
 impl ClientState {
+    /// A new client's state: database 0, RESP2, nothing subscribed or queued; its messages go
+    /// to `subscriber`.
+    pub fn new(subscriber: pubsub::Subscriber, authenticated: bool) -> ClientState {
+        ClientState {
+            db: 0,
+            resp3: false,
+            authenticated,
+            handle: subscriber.client.clone(),
+            closing: None,
+            subscriptions: Default::default(),
+            subscriber,
+            multi: None,
+            watching: Default::default(),
+            replies: ReplyMode::default(),
+            replica: ReplicaHandshake::default(),
+        }
+    }
+
     /// Copies what CLIENT LIST shows of this connection's own state (subscriptions, MULTI) to
     /// its handle, where other connections read it.
     pub fn share_state(&self) {

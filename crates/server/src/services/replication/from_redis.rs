@@ -308,23 +308,12 @@ fn master_client(services: &Services, stream: &TcpStream) -> ClientState {
     let local = stream.local_addr().unwrap_or(addr);
     let handle = services.clients.detached(addr, local);
     let (queue, _) = mpsc::channel(1);
-    ClientState {
-        db: 0,
-        resp3: false,
-        authenticated: true,
-        handle: handle.clone(),
-        closing: None,
-        subscriptions: Default::default(),
-        subscriber: pubsub::Subscriber {
-            client: handle,
-            queue,
-            limits: services.output_limits.clone(),
-        },
-        multi: None,
-        watching: Default::default(),
-        replies: Default::default(),
-        replica: Default::default(),
-    }
+    let subscriber = pubsub::Subscriber {
+        client: handle,
+        queue,
+        limits: services.output_limits.clone(),
+    };
+    ClientState::new(subscriber, true)
 }
 
 /// The snapshot's bytes: first what the link had read already, then the socket, a chunk at a
