@@ -10,8 +10,15 @@ const MAX_OFFSET: usize = 8192;
 const MAX_LITERALS: usize = 32;
 const HASH_BITS: u32 = 14;
 
-/// Decompresses `input`, which must expand to exactly `len` bytes.
+/// The most an LZF byte can expand to: a 3-byte reference of 264 bytes.
+const MAX_RATIO: usize = MAX_MATCH / 3 + 1;
+
+/// Decompresses `input`, which must expand to exactly `len` bytes; a `len` that `input`
+/// cannot reach is refused before anything is reserved for it.
 pub fn decompress(input: &[u8], len: usize) -> Option<Vec<u8>> {
+    if len > input.len().saturating_mul(MAX_RATIO) {
+        return None;
+    }
     let mut out = Vec::with_capacity(len);
     let mut ip = 0;
     while ip < input.len() {
@@ -154,5 +161,6 @@ mod tests {
         assert_eq!(decompress(&[0x00, b'a', 0x20, 0x00], 2), None); // longer than said
         assert_eq!(decompress(&[0x00, b'a'], 2), None); // shorter than said
         assert_eq!(decompress(&[0xe0], 9), None);
+        assert_eq!(decompress(&[0x00, b'a'], usize::MAX), None); // claims more than it can hold
     }
 }

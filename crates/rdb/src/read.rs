@@ -9,8 +9,11 @@ use bytes::Bytes;
 
 use crate::{intset, kind, listpack, lzf, ziplist, zipmap, RdbError, Value};
 
-/// Room reserved ahead of a read, at most, whatever a length claims.
+/// Bytes reserved ahead of a read, at most, whatever a length claims.
 const RESERVE_LIMIT: u64 = 1 << 20;
+/// Elements reserved ahead of a collection's reads, at most, whatever its count claims: a
+/// payload of ten bytes must not reserve megabytes.
+const RESERVE_ELEMENTS: u64 = 4096;
 
 /// A length field: a length, or the marker of a specially encoded string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,7 +165,7 @@ impl<R: Read> Decoder<R> {
             kind::SET => Value::Set(self.strings()?),
             kind::ZSET | kind::ZSET_2 => {
                 let count = self.length()?;
-                let mut members = Vec::with_capacity(count.min(RESERVE_LIMIT) as usize);
+                let mut members = Vec::with_capacity(count.min(RESERVE_ELEMENTS) as usize);
                 for _ in 0..count {
                     let member = self.string()?;
                     let score = match code {
@@ -175,7 +178,7 @@ impl<R: Read> Decoder<R> {
             }
             kind::HASH => {
                 let count = self.length()?;
-                let mut pairs = Vec::with_capacity(count.min(RESERVE_LIMIT) as usize);
+                let mut pairs = Vec::with_capacity(count.min(RESERVE_ELEMENTS) as usize);
                 for _ in 0..count {
                     pairs.push((self.string()?, self.string()?));
                 }
@@ -226,7 +229,7 @@ impl<R: Read> Decoder<R> {
 
     fn strings(&mut self) -> Result<Vec<Bytes>, RdbError> {
         let count = self.length()?;
-        let mut items = Vec::with_capacity(count.min(RESERVE_LIMIT) as usize);
+        let mut items = Vec::with_capacity(count.min(RESERVE_ELEMENTS) as usize);
         for _ in 0..count {
             items.push(self.string()?);
         }
@@ -342,6 +345,9 @@ mod tests {
             decode(kind::STRING, &body),
             Err(RdbError::Truncated)
         ));
+        // Two compressed bytes claiming to expand to 2^60.
+        let body = [0xc3, 0x02, 0x81, 0x10, 0, 0, 0, 0, 0, 0, 0, 0x00, b'a'];
+        assert!(decode(kind::STRING, &body).is_err());
         // A list claiming 2^62 elements.
         let body = [0x81, 0x40, 0, 0, 0, 0, 0, 0, 0, 0x01, b'a'];
         assert!(matches!(

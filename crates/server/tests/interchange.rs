@@ -793,3 +793,27 @@ fn shale_follows_a_redis_master_through_a_diskless_sync_and_its_stream() {
 fn shale_follows_a_redis_master_through_a_disk_sync_and_its_stream() {
     live_migration("no");
 }
+
+#[test]
+fn a_silent_redis_master_is_given_up_after_repl_timeout() {
+    let redis = RedisServer::start(&["--repl-diskless-sync-delay", "0"]);
+    let shale = TestServer::start_with(&["--repl-timeout", "2"]);
+    let mut s = shale.client();
+    run::<()>(&mut s, &["REPLICAOF", "127.0.0.1", &redis.port.to_string()]);
+    let wait_for = |s: &mut Connection, status: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while info_field(s, "replication", "master_link_status").as_deref() != Some(status) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the link never went {status}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    wait_for(&mut s, "up");
+    // A stopped master sends nothing, not even its pings: the link must not stay up.
+    redis.signal("STOP");
+    wait_for(&mut s, "down");
+    redis.signal("CONT");
+    wait_for(&mut s, "up");
+}

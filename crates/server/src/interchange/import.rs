@@ -31,29 +31,17 @@ pub fn import_rdb(path: &Path, config: &Config) -> Result<Imported, String> {
     let incoming = data_dir
         .fresh_incoming()
         .map_err(|e| format!("can't make a directory for the import: {e}"))?;
-    let mut imported = {
-        let bulk = RocksConfig {
-            bulk_load: true,
-            ..config.rocks.clone()
-        };
-        let engine = Arc::new(
-            RocksEngine::open(&incoming, &bulk)
-                .map_err(|e| format!("can't create a database in {}: {e}", incoming.display()))?,
-        );
-        let keyspace = Keyspace::open(engine.clone(), config.databases)
-            .map_err(|e| format!("can't open the keyspace: {e}"))?;
-        let read = Arc::new(AtomicU64::new(0));
-        let input = Counted {
-            inner: BufReader::with_capacity(READ_BUFFER, file),
-            count: read.clone(),
-        };
-        let loaded = super::load(input, &keyspace, size, &read);
-        let flushed = engine
-            .flush_memtables()
-            .map_err(|e| format!("can't flush the import: {e}"));
-        let imported = loaded.map_err(|e| format!("{}: {e}", path.display()))?;
-        flushed?;
-        imported
+    let loaded =
+        load_into(&incoming, file, size, config).map_err(|e| format!("{}: {e}", path.display()));
+    let mut imported = match loaded {
+        Ok(imported) => imported,
+        Err(err) => {
+            // The database is closed by now: nothing half-loaded is left behind.
+            if let Err(removed) = std::fs::remove_dir_all(&incoming) {
+                tracing::warn!("can't remove {}: {removed}", incoming.display());
+            }
+            return Err(err);
+        }
     };
     data_dir
         .install_incoming()
@@ -74,5 +62,29 @@ pub fn import_rdb(path: &Path, config: &Config) -> Result<Imported, String> {
         imported.seconds,
         imported.keys as f64 / imported.seconds.max(1e-9)
     );
+    Ok(imported)
+}
+
+/// Loads the file into a new database in `incoming`, flushed and closed when this returns.
+fn load_into(incoming: &Path, file: File, size: u64, config: &Config) -> Result<Imported, String> {
+    let bulk = RocksConfig {
+        bulk_load: true,
+        ..config.rocks.clone()
+    };
+    let engine = Arc::new(
+        RocksEngine::open(incoming, &bulk)
+            .map_err(|e| format!("can't create a database in {}: {e}", incoming.display()))?,
+    );
+    let keyspace = Keyspace::open(engine.clone(), config.databases)
+        .map_err(|e| format!("can't open the keyspace: {e}"))?;
+    let read = Arc::new(AtomicU64::new(0));
+    let input = Counted {
+        inner: BufReader::with_capacity(READ_BUFFER, file),
+        count: read.clone(),
+    };
+    let imported = super::load(input, &keyspace, size, &read)?;
+    engine
+        .flush_memtables()
+        .map_err(|e| format!("can't flush the import: {e}"))?;
     Ok(imported)
 }

@@ -476,6 +476,11 @@ impl RedisServer {
             .and_then(|c| c.get_connection())
             .expect("connect to redis-server")
     }
+
+    /// Sends signal `name` (STOP, CONT) to the process.
+    pub fn signal(&self, name: &str) {
+        assert!(send_signal(self.child.id(), name), "kill -{name} failed");
+    }
 }
 
 impl Drop for RedisServer {

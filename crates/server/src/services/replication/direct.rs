@@ -232,16 +232,22 @@ fn write_jobs(jobs: Receiver<Job>, give_back: SyncSender<Aligned>) -> std::io::R
 }
 
 fn create(path: &Path) -> std::io::Result<(File, bool, u64)> {
-    let open = |flags| {
-        OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(flags)
-            .open(path)
-    };
-    match open(libc::O_DIRECT) {
+    let new = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path);
+    match new {
         Ok(file) => Ok((file, true, 0)),
-        Err(err) if err.raw_os_error() == Some(libc::EINVAL) => Ok((open(0)?, false, 0)),
+        // A file system that refuses O_DIRECT may have created the file before it refused.
+        Err(err) if err.raw_os_error() == Some(libc::EINVAL) => {
+            let file = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(path)?;
+            Ok((file, false, 0))
+        }
         Err(err) => Err(err),
     }
 }

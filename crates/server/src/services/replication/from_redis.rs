@@ -50,6 +50,9 @@ pub struct Follower {
     pub dispatch: Dispatch,
     /// The link's resets when the session started.
     pub resets: u64,
+    /// The master's ID and offset that `+FULLRESYNC` named, which become this replica's
+    /// history once the snapshot is in.
+    pub snapshot_at: (String, u64),
 }
 
 impl Follower {
@@ -136,6 +139,7 @@ impl Follower {
         let framing = self.framing(stream, timeout).await?;
         let services = self.services.clone();
         let replication = &services.replication;
+        let writing = replication.incoming.clone().lock_owned().await;
         let incoming = replication
             .data_dir
             .fresh_incoming()
@@ -157,6 +161,7 @@ impl Follower {
             let (socket, link) = (socket.get(), self.link.clone());
             let input = self.input.split();
             move || -> LinkResult<(crate::interchange::Imported, BytesMut)> {
+                let _writing = writing;
                 let engine = Arc::new(
                     RocksEngine::open(&incoming, &rocks)
                         .map_err(|e| format!("can't create a database for the snapshot: {e}"))?,
@@ -206,6 +211,10 @@ impl Follower {
         socket.finished();
         self.input = rest;
         install(&services).await?;
+        let history = &self.link.redis_history;
+        *history.id.lock() = Some(self.snapshot_at.0.clone());
+        history.offset.store(self.snapshot_at.1, Ordering::Release);
+        history.db.store(0, Ordering::Release);
         tracing::info!(
             "full sync from Redis {}:{}: {} keys ({} expired, {} skipped) from {} bytes in {} ms",
             self.link.host,
@@ -274,6 +283,12 @@ impl Follower {
                         history.offset.fetch_add(applied, Ordering::AcqRel);
                     }
                 }
+            }
+            // The read below restarts at every acknowledgement, so its own timeout never
+            // fires on a master that went silent: this does.
+            let silent = unix_secs().saturating_sub(link.last_io.load(Ordering::Relaxed));
+            if silent > timeout.as_secs() {
+                return Err(format!("no data from the master for {silent} seconds"));
             }
             let acknowledge_now = tokio::select! {
                 read = self.read(stream, timeout) => {

@@ -218,6 +218,7 @@ async fn run(services: Arc<Services>, link: Arc<MasterLink>, dispatch: Dispatch)
             link: link.clone(),
             input: BytesMut::new(),
             master_id: String::new(),
+            master_offset: 0,
             dispatch,
             resets: link.resets(),
         };
@@ -245,8 +246,10 @@ struct Session {
     services: Arc<Services>,
     link: Arc<MasterLink>,
     input: BytesMut,
-    /// The ID `+FULLRESYNC` named, which the replica takes once the snapshot is in.
+    /// The ID `+FULLRESYNC` named, which the replica takes once the snapshot is in, and (from
+    /// a Redis master) the offset the snapshot is at.
     master_id: String,
+    master_offset: u64,
     dispatch: Dispatch,
     /// The link's resets when the session started.
     resets: u64,
@@ -276,6 +279,7 @@ impl Session {
                 input: self.input,
                 dispatch: self.dispatch,
                 resets: self.resets,
+                snapshot_at: (self.master_id, self.master_offset),
             };
             return follower.run(stream, continued, timeout).await;
         }
@@ -359,12 +363,12 @@ impl Session {
                 Ok(true)
             }
             ["+FULLRESYNC", master_id, offset] if redis => {
-                let offset = offset
+                // Taken once the snapshot is in: a sync that fails must not leave a history
+                // the master would continue from.
+                self.master_offset = offset
                     .parse()
                     .map_err(|_| format!("master answered PSYNC with {reply}"))?;
-                *history.id.lock() = Some(master_id.to_string());
-                history.offset.store(offset, Ordering::Release);
-                history.db.store(0, Ordering::Release);
+                self.master_id = master_id.to_string();
                 Ok(false)
             }
             ["+FULLRESYNC", master_id, _offset] => {
@@ -411,6 +415,7 @@ impl Session {
     async fn receive_snapshot(&mut self, stream: &mut TcpStream) -> LinkResult<()> {
         let services = self.services.clone();
         let replication = &services.replication;
+        let writing = replication.incoming.clone().lock_owned().await;
         let incoming = replication
             .data_dir
             .fresh_incoming()
@@ -422,7 +427,10 @@ impl Session {
         let socket = Unfinished(Some(Arc::new(socket)));
         let receiver = tokio::task::spawn_blocking({
             let (socket, input, link) = (socket.get(), self.input.split(), self.link.clone());
-            move || bulk::receive_files(&socket, input, &incoming, &link.sync_read)
+            move || {
+                let _writing = writing;
+                bulk::receive_files(&socket, input, &incoming, &link.sync_read)
+            }
         });
         let rest = receiver
             .await

@@ -83,6 +83,10 @@ pub struct Replication {
     replicas: Mutex<Vec<Arc<feed::ReplicaState>>>,
     /// Woken by every acknowledgement a replica sends (WAIT).
     pub acked: Notify,
+    /// Held by whatever writes into the data directory's `incoming/` (a full sync's files, a
+    /// Redis master's snapshot), until its thread ends: a session that is dropped leaves its
+    /// thread running a moment, and the next must not clear the directory under it.
+    pub incoming: Arc<tokio::sync::Mutex<()>>,
     /// Woken by every write while replicas are attached (their feeds wait on it).
     written: Arc<Notify>,
     pub stats: SyncStats,
@@ -140,6 +144,7 @@ impl Replication {
             master: watch::Sender::new(None),
             replicas: Mutex::new(Vec::new()),
             acked: Notify::new(),
+            incoming: Arc::default(),
             written,
             stats: SyncStats::default(),
             full_syncs: AtomicUsize::new(0),
