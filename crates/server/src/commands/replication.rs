@@ -9,7 +9,7 @@ use shale_protocol::Reply;
 use super::args::{int, is, text};
 use super::Context;
 use crate::error::Error;
-use crate::keyspace::ReplicaMode;
+use crate::keyspace::{as_redis_replica, ReplicaMode};
 use crate::services::replication::PsyncRequest;
 use crate::services::{ClientState, Closing, Services};
 
@@ -180,5 +180,5 @@ pub fn psync(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 pub fn run_for_master(services: &Services, client: &mut ClientState, args: &[Bytes]) -> Reply {
     let mut ctx = Context::new(services, client, None, None);
     ctx.from_master = true;
-    super::execute(&mut ctx, args).reply
+    as_redis_replica(|| super::execute(&mut ctx, args).reply)
 }

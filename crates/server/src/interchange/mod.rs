@@ -137,3 +137,43 @@ pub fn load(
     imported.bytes = read.load(Ordering::Relaxed);
     Ok(imported)
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use shale_rdb::file::FileWriter;
+    use shale_rdb::Value;
+    use shale_storage::MemoryEngine;
+
+    use super::*;
+    use crate::keyspace::as_redis_replica;
+
+    #[test]
+    fn a_replica_keeps_keys_past_their_expiry_and_an_import_leaves_them_out() {
+        let mut file = FileWriter::new(Vec::new(), &[]).expect("header");
+        file.select_db(0, 2, 1).expect("select");
+        let value = Value::String(Bytes::from("v"));
+        file.key(b"stale", &value, 1).expect("stale key");
+        file.key(b"kept", &value, 0).expect("kept key");
+        let file = file.finish().expect("finish");
+        for (replica, keys, expired) in [(false, 1, 1), (true, 2, 0)] {
+            let keyspace = Keyspace::open(Arc::new(MemoryEngine::default()), 16).expect("open");
+            let read = AtomicU64::new(0);
+            let run = || load(&file[..], &keyspace, 0, &read);
+            let imported = match replica {
+                true => as_redis_replica(run),
+                false => run(),
+            }
+            .expect("load");
+            assert_eq!(
+                (imported.keys, imported.expired),
+                (keys, expired),
+                "replica {replica}"
+            );
+            // Stored, though no client sees it (DBSIZE neither) until the master's DEL.
+            let stored = keyspace.db(0).raw_meta(b"stale").expect("read").is_some();
+            assert_eq!(stored, replica);
+            assert_eq!(keyspace.db(0).size().expect("size"), 1);
+        }
+    }
+}

@@ -251,10 +251,37 @@ pub struct Db<'a> {
     pub(crate) held: Option<&'a HeldStripes>,
 }
 
+thread_local! {
+    /// Set while a Redis master's writes run on this replica ([`as_redis_replica`]).
+    static EXPIRY_STOPPED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The time keys expire by, in Unix milliseconds: zero while a Redis master's writes run here
+/// (see [`as_redis_replica`]).
 pub fn now_ms() -> u64 {
+    if EXPIRY_STOPPED.get() {
+        return 0;
+    }
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Runs `f` as a Redis replica runs its master's commands and snapshot: no key counts as
+/// expired, so a key whose time ran out here but not yet on the master (which removes it
+/// with a DEL of its own) is still there for a PERSIST or an EXPIRE that extends it. Clients
+/// of the replica still see such keys as gone. The master's stream carries absolute times
+/// only (Redis 7.0 rewrites EX, EXPIRE and their kin to PXAT and PEXPIREAT), so nothing
+/// computes an expiry from the stopped clock.
+pub fn as_redis_replica<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            EXPIRY_STOPPED.set(self.0);
+        }
+    }
+    let _restore = Restore(EXPIRY_STOPPED.replace(true));
+    f()
 }
 
 impl<'a> Db<'a> {

@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use super::bulk;
 use super::link::{install, send, LinkResult, LinkState, MasterLink, Unfinished};
 use super::unix_secs;
-use crate::keyspace::Keyspace;
+use crate::keyspace::{as_redis_replica, Keyspace};
 use crate::services::{pubsub, ClientState, Services};
 
 /// Runs one command of a Redis master's stream as the master's client (the command table's
@@ -178,8 +178,10 @@ impl Follower {
                     Framing::Length(length) => *length,
                     Framing::Mark(_) => 0,
                 };
-                let imported =
-                    crate::interchange::load(&mut reader, &keyspace, total, &link.sync_read)?;
+                // Keys past their expiry stay, as on a Redis replica: the master's DELs remove them.
+                let imported = as_redis_replica(|| {
+                    crate::interchange::load(&mut reader, &keyspace, total, &link.sync_read)
+                })?;
                 match framing {
                     Framing::Mark(mark) => {
                         let mut end = [0u8; MARK_LEN];
