@@ -10,4 +10,4 @@ mod request;
 
 pub use inline::split_inline_args as split_args;
 pub use reply::{format_double, Bulks, Reply};
-pub use request::{ProtocolError, RequestLimits, RequestParser};
+pub use request::{encode_request, ProtocolError, RequestLimits, RequestParser};

@@ -210,9 +210,37 @@ fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
     haystack.iter().position(|&b| b == needle)
 }
 
+/// Appends `args` as a request: a RESP array of bulk strings, as a client (a replica, MIGRATE)
+/// sends a command to another server.
+pub fn encode_request<A: AsRef<[u8]>>(out: &mut Vec<u8>, args: &[A]) {
+    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for arg in args {
+        let arg = arg.as_ref();
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_encoded_request_parses_back() {
+        let mut out = Vec::new();
+        encode_request(&mut out, &[&b"SET"[..], b"k", b"a\r\nb"]);
+        assert_eq!(out, b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4\r\na\r\nb\r\n");
+        let mut input = BytesMut::from(&out[..]);
+        let args = RequestParser::default()
+            .parse(&mut input, &RequestLimits::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            args,
+            vec![Bytes::from("SET"), Bytes::from("k"), Bytes::from("a\r\nb")]
+        );
+    }
 
     /// One request, by a parser that has seen nothing before.
     fn parse_request(

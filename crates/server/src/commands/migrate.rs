@@ -10,7 +10,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use bytes::Bytes;
-use shale_protocol::Reply;
+use shale_protocol::{encode_request, Reply};
 
 use super::args::{int, is, text};
 use super::Context;
@@ -99,9 +99,9 @@ pub fn migrate(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         let mut auth: Vec<&[u8]> = vec![b"AUTH"];
         auth.extend(user);
         auth.push(password);
-        command(&mut request, &auth);
+        encode_request(&mut request, &auth);
     }
-    command(&mut request, &[b"SELECT", db.to_string().as_bytes()]);
+    encode_request(&mut request, &[b"SELECT", db.to_string().as_bytes()]);
     let now = now_ms();
     let mut sent = Vec::new();
     for (key, (value, expire_at)) in &found {
@@ -116,7 +116,7 @@ pub fn migrate(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         if options.replace {
             restore.push(b"REPLACE");
         }
-        command(&mut request, &restore);
+        encode_request(&mut request, &restore);
         sent.push(*key);
     }
 
@@ -195,14 +195,4 @@ fn connect(host: &str, port: &str, timeout: Duration) -> Result<TcpStream, Error
     configured.map_err(|_| unreachable())?;
     let _ = connection.set_nodelay(true);
     Ok(connection)
-}
-
-/// Appends `args` as a RESP array of bulk strings.
-fn command(out: &mut Vec<u8>, args: &[&[u8]]) {
-    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-    for arg in args {
-        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-        out.extend_from_slice(arg);
-        out.extend_from_slice(b"\r\n");
-    }
 }

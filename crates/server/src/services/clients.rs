@@ -262,8 +262,20 @@ pub struct ClientRegistry {
 
 impl ClientRegistry {
     pub fn register(&self, addr: SocketAddr, local_addr: SocketAddr, fd: i32) -> Arc<ClientHandle> {
+        let handle = self.handle(addr, local_addr, fd);
+        self.clients.lock().insert(handle.id, handle.clone());
+        handle
+    }
+
+    /// A handle for a client that no connection of this server serves (a Redis master's
+    /// stream, whose commands run here): it has an id, and is not listed.
+    pub fn detached(&self, addr: SocketAddr, local_addr: SocketAddr) -> Arc<ClientHandle> {
+        self.handle(addr, local_addr, -1)
+    }
+
+    fn handle(&self, addr: SocketAddr, local_addr: SocketAddr, fd: i32) -> Arc<ClientHandle> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
-        let handle = Arc::new(ClientHandle {
+        Arc::new(ClientHandle {
             id,
             addr,
             local_addr,
@@ -277,17 +289,7 @@ impl ClientRegistry {
             }),
             killed: AtomicBool::new(false),
             kill_signal: Notify::new(),
-        });
-        self.clients.lock().insert(id, handle.clone());
-        handle
-    }
-
-    /// A handle for a client that no connection of this server serves (a Redis master's
-    /// stream, whose commands run here): it has an id, and is not listed.
-    pub fn detached(&self, addr: SocketAddr, local_addr: SocketAddr) -> Arc<ClientHandle> {
-        let handle = self.register(addr, local_addr, -1);
-        self.unregister(handle.id);
-        handle
+        })
     }
 
     pub fn unregister(&self, id: u64) {

@@ -308,54 +308,49 @@ impl<'a> Db<'a> {
     /// Up to `count` live keys in storage order, after `after` (from the first when `None`):
     /// a walk over every key that, unlike SCAN, keeps no cursor (an RDB export).
     pub fn keys_after(&self, after: Option<&[u8]>, count: usize) -> Result<Vec<Bytes>, Error> {
-        let (first, end) = k::db_range(self.index);
-        let start = match after {
-            Some(key) => {
-                let mut raw = k::meta_key(self.index, key);
-                raw.push(0);
-                raw
-            }
-            None => first,
-        };
-        let now = now_ms();
+        let start = after.map(|key| {
+            let mut raw = k::meta_key(self.index, key);
+            raw.push(0);
+            raw
+        });
         let mut out = Vec::with_capacity(count);
-        self.engine().scan(
-            Cf::Meta,
-            &start,
-            &end,
-            ScanDirection::Forward,
-            &mut |raw, value| {
-                if !is_expired_record(value, now) {
-                    out.push(Bytes::copy_from_slice(k::user_key_of_meta(raw)));
-                }
-                out.len() < count
-            },
-        )?;
+        self.visit_live_keys(start, &mut |key| {
+            out.push(Bytes::copy_from_slice(key));
+            out.len() < count
+        })?;
         Ok(out)
     }
 
     /// Every live key matching `pattern`.
     pub fn keys(&self, pattern: &[u8]) -> Result<Vec<Bytes>, Error> {
-        let (start, end) = k::db_range(self.index);
-        let now = now_ms();
         let match_all = pattern == b"*";
         let mut out = Vec::new();
+        self.visit_live_keys(None, &mut |key| {
+            if match_all || super::pattern::glob_match(pattern, key, false) {
+                out.push(Bytes::copy_from_slice(key));
+            }
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// Visits the live keys in storage order from the metadata key `start` (the first when
+    /// `None`) while `visit` returns true.
+    fn visit_live_keys(
+        &self,
+        start: Option<Vec<u8>>,
+        visit: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<(), Error> {
+        let (first, end) = k::db_range(self.index);
+        let now = now_ms();
         self.engine().scan(
             Cf::Meta,
-            &start,
+            &start.unwrap_or(first),
             &end,
             ScanDirection::Forward,
-            &mut |raw, value| {
-                let key = k::user_key_of_meta(raw);
-                if (match_all || super::pattern::glob_match(pattern, key, false))
-                    && !is_expired_record(value, now)
-                {
-                    out.push(Bytes::copy_from_slice(key));
-                }
-                true
-            },
+            &mut |raw, value| is_expired_record(value, now) || visit(k::user_key_of_meta(raw)),
         )?;
-        Ok(out)
+        Ok(())
     }
 
     /// One page of SCAN: visits about `count` keys from `cursor`.

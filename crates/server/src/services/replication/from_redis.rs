@@ -19,7 +19,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::bulk;
-use super::link::{install, send, LinkResult, LinkState, MasterLink, Unfinished};
+use super::link::{install, send, LinkResult, LinkState, MasterLink, SnapshotTarget};
 use super::unix_secs;
 use crate::keyspace::{as_redis_replica, Keyspace};
 use crate::services::{pubsub, ClientState, Services};
@@ -138,16 +138,11 @@ impl Follower {
     ) -> LinkResult<()> {
         let framing = self.framing(stream, timeout).await?;
         let services = self.services.clone();
-        let replication = &services.replication;
-        let writing = replication.incoming.clone().lock_owned().await;
-        let incoming = replication
-            .data_dir
-            .fresh_incoming()
-            .map_err(|e| format!("can't make a directory for the snapshot: {e}"))?;
-        self.link.sync_read.store(0, Ordering::Relaxed);
-        let socket = bulk::Socket::of(stream, timeout)
-            .map_err(|e| format!("can't hand the connection to the snapshot's reader: {e}"))?;
-        let socket = Unfinished(Some(Arc::new(socket)));
+        let SnapshotTarget {
+            writing,
+            incoming,
+            socket,
+        } = SnapshotTarget::take(&services, &self.link, stream, timeout).await?;
         let (rocks, databases) = {
             let config = services.config.read();
             let bulk = RocksConfig {

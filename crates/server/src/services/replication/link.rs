@@ -414,17 +414,12 @@ impl Session {
     /// sync that fails before its end leaves this replica on its old data.
     async fn receive_snapshot(&mut self, stream: &mut TcpStream) -> LinkResult<()> {
         let services = self.services.clone();
-        let replication = &services.replication;
-        let writing = replication.incoming.clone().lock_owned().await;
-        let incoming = replication
-            .data_dir
-            .fresh_incoming()
-            .map_err(|e| format!("can't make a directory for the snapshot: {e}"))?;
-        self.link.sync_read.store(0, Ordering::Relaxed);
         let timeout = Duration::from_secs(services.config.read().replication.timeout);
-        let socket = bulk::Socket::of(stream, timeout)
-            .map_err(|e| format!("can't hand the connection to the snapshot's reader: {e}"))?;
-        let socket = Unfinished(Some(Arc::new(socket)));
+        let SnapshotTarget {
+            writing,
+            incoming,
+            socket,
+        } = SnapshotTarget::take(&services, &self.link, stream, timeout).await?;
         let receiver = tokio::task::spawn_blocking({
             let (socket, input, link) = (socket.get(), self.input.split(), self.link.clone());
             move || {
@@ -585,14 +580,44 @@ struct Pending {
 
 /// Writes one command in RESP.
 pub(super) async fn send(stream: &mut TcpStream, args: &[&str]) -> LinkResult<()> {
-    let mut out = format!("*{}\r\n", args.len());
-    for arg in args {
-        out.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
-    }
+    let mut out = Vec::new();
+    shale_protocol::encode_request(&mut out, args);
     stream
-        .write_all(out.as_bytes())
+        .write_all(&out)
         .await
         .map_err(|e| format!("write failed: {e}"))
+}
+
+/// What a blocking thread that receives a snapshot works with, taken in this order: the lock
+/// on `incoming/` (held until the thread ends), a fresh `incoming/`, and the connection.
+pub(super) struct SnapshotTarget {
+    pub(super) writing: tokio::sync::OwnedMutexGuard<()>,
+    pub(super) incoming: std::path::PathBuf,
+    pub(super) socket: Unfinished,
+}
+
+impl SnapshotTarget {
+    pub(super) async fn take(
+        services: &Services,
+        link: &MasterLink,
+        stream: &TcpStream,
+        timeout: Duration,
+    ) -> LinkResult<SnapshotTarget> {
+        let replication = &services.replication;
+        let writing = replication.incoming.clone().lock_owned().await;
+        let incoming = replication
+            .data_dir
+            .fresh_incoming()
+            .map_err(|e| format!("can't make a directory for the snapshot: {e}"))?;
+        link.sync_read.store(0, Ordering::Relaxed);
+        let socket = bulk::Socket::of(stream, timeout)
+            .map_err(|e| format!("can't hand the connection to the snapshot's reader: {e}"))?;
+        Ok(SnapshotTarget {
+            writing,
+            incoming,
+            socket: Unfinished(Some(Arc::new(socket))),
+        })
+    }
 }
 
 /// The connection while a blocking thread receives a snapshot on it: if this session ends
