@@ -33,6 +33,8 @@ VALUES = ["1", "2", "-1", "0", "10", "a", "b", "c", "", "3.5", "abc", "x y", "10
           "(1", "[a", "(b", "-", "+"]
 COUNTS = ["-3", "-2", "-1", "0", "1", "2", "3", "5", "100", "9223372036854775807",
           "-9223372036854775808"]
+LONGITUDES = ["10", "10", "10.001", "10.01", "-180", "180", "0", "15.5", "x"]
+LATITUDES = ["10", "10", "10.001", "9.99", "85.05112878", "-85.05112878", "0", "37", "86"]
 # Replies whose order Redis does not define.
 UNORDERED = {"HKEYS", "HVALS", "HGETALL", "SMEMBERS", "SINTER", "SUNION", "SDIFF", "KEYS",
              "SRANDMEMBER", "ZRANDMEMBER", "HRANDFIELD", "SPOP"}
@@ -43,6 +45,19 @@ def templates(rng):
     v = lambda: rng.choice(VALUES)  # noqa: E731
     n = lambda: rng.choice(COUNTS)  # noqa: E731
     one = rng.choice
+    place = lambda: [one(LONGITUDES), one(LATITUDES)]  # noqa: E731
+    radius = lambda: one(["0", "1", "200", "5000", "-1", "20000", "x"])  # noqa: E731
+    unit = lambda: one(["m", "km", "km", "mi", "ft", "yd"])  # noqa: E731
+    origin = lambda: one([["FROMMEMBER", v()], ["FROMLONLAT", *place()], ["FROMLONLAT", *place()]])  # noqa: E731
+    area = lambda: one([["BYRADIUS", radius(), unit()], ["BYBOX", radius(), radius(), unit()]])  # noqa: E731
+
+    def search_options():
+        options = [one([[], ["ASC"], ["DESC"]]), one([[], ["COUNT", one(["1", "3", "50", "0"])],
+                                                     ["COUNT", "2", "ANY"]])]
+        options += [[w] for w in ("WITHDIST", "WITHCOORD", "WITHHASH") if rng.random() < 0.3]
+        rng.shuffle(options)
+        return [a for o in options for a in o]
+
     return [
         # strings and bitmaps
         lambda: ["SET", k(), v()] + one([["NX"], ["XX", "GET"], ["KEEPTTL"], ["EX", "100000"], ["PX", "0"]]),
@@ -93,6 +108,18 @@ def templates(rng):
         lambda: ["ZINTER", "2", k(), k(), "AGGREGATE", one(["SUM", "MIN", "MAX"]), "WITHSCORES"],
         lambda: ["ZDIFFSTORE", k(), "2", k(), k()], lambda: ["ZINTERCARD", "2", k(), k()],
         lambda: ["ZMPOP", "1", k(), one(["MIN", "MAX"])],
+        # geo: few distinct positions, so many points tie in distance
+        lambda: ["GEOADD", k(), *one([[], ["NX"], ["XX", "CH"], ["CH"]]), *place(), v(), *place(), v()],
+        lambda: ["GEOADD", k(), *[a for i in range(rng.randint(30, 60)) for a in (*place(), f"p{i}")]],
+        lambda: ["GEODIST", k(), v(), v(), *one([[], ["km"], ["mi"], ["yd"]])],
+        lambda: [one(["GEOPOS", "GEOHASH"]), k(), v(), v()],
+        lambda: ["GEOSEARCH", k(), *origin(), *area(), *search_options()],
+        lambda: ["GEOSEARCHSTORE", k(), k(), *origin(), *area(), *one([[], ["STOREDIST"]]),
+                 *one([[], ["COUNT", "3"], ["COUNT", "2", "ANY"]])],
+        lambda: [one(["GEORADIUS", "GEORADIUS_RO"]), k(), *place(), radius(), unit(), *search_options(),
+                 *one([[], [], ["STORE", k()], ["STOREDIST", k()]])],
+        lambda: [one(["GEORADIUSBYMEMBER", "GEORADIUSBYMEMBER_RO"]), k(), v(), radius(), unit(),
+                 *search_options(), *one([[], [], ["STORE", k()], ["STOREDIST", k()]])],
         # keys
         lambda: ["DEL", k()], lambda: ["UNLINK", k(), k()], lambda: ["EXISTS", k(), k()],
         lambda: ["TYPE", k()], lambda: ["RENAME", k(), k()], lambda: ["RENAMENX", k(), k()],

@@ -28,6 +28,9 @@ pub enum Reply {
     Set(Vec<Reply>),
     /// A double; a bulk string with 17 significant digits in RESP2, as Redis 7.0 prints it.
     Double(f64),
+    /// A double its command printed itself (GEOPOS's coordinates, in Redis's `%.17Lf`): a
+    /// double line in RESP3, a bulk string in RESP2.
+    PrintedDouble(String),
     /// A boolean; the integer 1 or 0 in RESP2.
     Bool(bool),
     /// Text meant for humans (INFO, CLIENT LIST); a plain bulk string in RESP2.
@@ -60,6 +63,7 @@ impl Reply {
         match self {
             Reply::Status(text) | Reply::Error(text) => text.len(),
             Reply::Bulk(bytes) | Reply::Verbatim(bytes) => bytes.len(),
+            Reply::PrintedDouble(text) => text.len(),
             Reply::Integer(_) | Reply::Double(_) => 8,
             Reply::Null | Reply::NullArray | Reply::Bool(_) => 1,
             Reply::Bulks(bulks) | Reply::BulkMap(bulks) => bulks.bytes.len(),
@@ -117,6 +121,8 @@ impl Reply {
             }
             Reply::Double(d) if resp3 => line(out, b',', format_double(*d).as_bytes()),
             Reply::Double(d) => bulk(out, b'$', format_double(*d).as_bytes()),
+            Reply::PrintedDouble(text) if resp3 => line(out, b',', text.as_bytes()),
+            Reply::PrintedDouble(text) => bulk(out, b'$', text.as_bytes()),
             Reply::Bool(b) if resp3 => out.put_slice(if *b { b"#t\r\n" } else { b"#f\r\n" }),
             Reply::Bool(b) => int_line(out, b':', *b as i64),
             Reply::Verbatim(text) if resp3 => {
@@ -369,6 +375,9 @@ mod tests {
         assert_eq!(encode(&map, true), "%1\r\n$1\r\na\r\n:1\r\n");
         assert_eq!(encode(&Reply::Double(1.5), false), "$3\r\n1.5\r\n");
         assert_eq!(encode(&Reply::Double(1.5), true), ",1.5\r\n");
+        let printed = Reply::PrintedDouble("13.36138933897018433".into());
+        assert_eq!(encode(&printed, false), "$20\r\n13.36138933897018433\r\n");
+        assert_eq!(encode(&printed, true), ",13.36138933897018433\r\n");
         assert_eq!(encode(&Reply::Bool(true), true), "#t\r\n");
         assert_eq!(
             encode(&Reply::Verbatim(Bytes::from("x")), true),

@@ -8,8 +8,8 @@ use rustc_hash::FxHashMap;
 use crate::config::event_classes::{GENERIC, HASH, LIST, SET, STRING, ZSET};
 
 use super::{
-    bitmap, connection, debug, dump, hash, hyperloglog, keys, list, migrate, pubsub, replication,
-    roaring, scripting, server, set, sort, string, transaction, zset, Handler,
+    bitmap, connection, debug, dump, geo, hash, hyperloglog, keys, list, migrate, pubsub,
+    replication, roaring, scripting, server, set, sort, string, transaction, zset, Handler,
 };
 
 /// Command flags, named as COMMAND INFO reports them.
@@ -468,6 +468,16 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("zdiffstore", -4, W.with(Flags::READS_SOURCES), STORE_COUNTED, "sorted-set", "Stores the difference of multiple sorted sets in a key.", zset::zdiffstore, Events::ByKey(&[kept(ZSET, "zdiffstore")])),
     spec!("zintercard", -3, R, COUNTED_FIRST, "sorted-set", "Returns the number of members of the intersect of multiple sorted sets.", zset::zintercard),
     spec!("zscan", -3, R, KEY1, "sorted-set", "Iterates over members and scores of a sorted set.", zset::zscan),
+    spec!("geoadd", -5, W, KEY1, "geo", "Adds one or more members to a geospatial index. The key is created if it doesn't exist.", geo::geoadd, Events::ByKey(&[each(ZSET, "zadd")])),
+    spec!("geodist", -4, R, KEY1, "geo", "Returns the distance between two members of a geospatial index.", geo::geodist),
+    spec!("geohash", -2, R, KEY1, "geo", "Returns members from a geospatial index as geohash strings.", geo::geohash),
+    spec!("geopos", -2, R, KEY1, "geo", "Returns the longitude and latitude of members from a geospatial index.", geo::geopos),
+    spec!("georadius", -6, W.with(Flags::READS_FIRST_KEY), Keys::Found { by: georadius_keys, reported: (1, 1, 1) }, "geo", "Queries a geospatial index for members within a distance from a coordinate, optionally stores the result.", geo::georadius, Events::ByKey(&[kept(ZSET, "georadiusstore")])),
+    spec!("georadius_ro", -6, R, KEY1, "geo", "Returns members from a geospatial index that are within a distance from a coordinate.", geo::georadius_ro),
+    spec!("georadiusbymember", -5, W.with(Flags::READS_FIRST_KEY), Keys::Found { by: georadius_keys, reported: (1, 1, 1) }, "geo", "Queries a geospatial index for members within a distance from a member, optionally stores the result.", geo::georadiusbymember, Events::ByKey(&[kept(ZSET, "georadiusstore")])),
+    spec!("georadiusbymember_ro", -5, R, KEY1, "geo", "Returns members from a geospatial index that are within a distance from a member.", geo::georadiusbymember_ro),
+    spec!("geosearch", -7, R, KEY1, "geo", "Queries a geospatial index for members inside an area of a box or a circle.", geo::geosearch),
+    spec!("geosearchstore", -8, W.with(Flags::READS_SOURCES), KEY12, "geo", "Queries a geospatial index for members inside an area of a box or a circle, optionally stores the result.", geo::geosearchstore, Events::ByKey(&[kept(ZSET, "geosearchstore")])),
     // roaring bitmaps (TairRoaring)
     spec!("tr.setbit", 4, WF, KEY1, "tairroaring", "Sets or clears one bit of a Roaring bitmap.", roaring::setbit, Events::Silent),
     spec!("tr.setbits", -3, W, KEY1, "tairroaring", "Sets bits of a Roaring bitmap.", roaring::setbits, Events::Silent),
@@ -642,6 +652,26 @@ fn sort_keys(args: &[Bytes]) -> Vec<&[u8]> {
         .chain(store)
         .map(|a| a.as_ref())
         .collect()
+}
+
+/// GEORADIUS's and GEORADIUSBYMEMBER's keys: the source and the last STORE or STOREDIST key,
+/// found from the sixth argument on as Redis finds them.
+fn georadius_keys(args: &[Bytes]) -> Vec<&[u8]> {
+    let mut keys: Vec<&[u8]> = args.get(1).map(|a| a.as_ref()).into_iter().collect();
+    let mut stored = None;
+    let mut i = 5;
+    while i < args.len() {
+        let arg = args[i].as_ref();
+        if (arg.eq_ignore_ascii_case(b"store") || arg.eq_ignore_ascii_case(b"storedist"))
+            && i + 1 < args.len()
+        {
+            stored = Some(args[i + 1].as_ref());
+            i += 1;
+        }
+        i += 1;
+    }
+    keys.extend(stored);
+    keys
 }
 
 /// TR.BITOPCARD's keys: everything after the operation.

@@ -62,6 +62,10 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
         ),
         Reply::Double(d) if resp3 => tagged("double", Value::Number(d)),
         Reply::Double(d) => string(format_double(d).as_bytes()),
+        Reply::PrintedDouble(text) if resp3 => {
+            tagged("double", Value::Number(text.parse().unwrap_or(0.0)))
+        }
+        Reply::PrintedDouble(text) => string(text.as_bytes()),
         Reply::Bool(b) if resp3 => Ok(Value::Boolean(b)),
         Reply::Bool(b) => Ok(Value::Number(b as i64 as f64)),
         Reply::Verbatim(text) if resp3 => {

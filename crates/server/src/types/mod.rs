@@ -7,6 +7,8 @@ mod collection;
 pub mod digest;
 pub mod dump;
 mod fragments;
+pub mod geo;
+pub mod geohash;
 pub mod hash;
 mod hyperloglog;
 mod keys;

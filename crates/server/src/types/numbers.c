@@ -144,3 +144,27 @@ int shale_sort_double(const char *text, size_t len, double *out) {
 void shale_format_g17(double value, char *out, size_t cap) {
     snprintf(out, cap, "%.17g", value);
 }
+
+/* `value` as Redis's addReplyHumanLongDouble prints a double it is given (GEOPOS): promoted to
+ * long double, `%.17Lf`, trailing zeros and point trimmed, and -0 as 0. */
+void shale_format_human(double value, char *out, size_t cap) {
+    int len = snprintf(out, cap, "%.17Lf", (long double)value);
+    if (len < 0 || (size_t)len >= cap) {
+        out[0] = '\0';
+        return;
+    }
+    if (strchr(out, '.') != NULL) {
+        while (out[len - 1] == '0') len--;
+        if (out[len - 1] == '.') len--;
+    }
+    if (len == 2 && out[0] == '-' && out[1] == '0') {
+        out[0] = '0';
+        len = 1;
+    }
+    out[len] = '\0';
+}
+
+/* `value` as C's `%f` prints it, as Redis's error messages quote coordinates. */
+void shale_format_f(double value, char *out, size_t cap) {
+    snprintf(out, cap, "%f", value);
+}

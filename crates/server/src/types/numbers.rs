@@ -20,6 +20,8 @@ extern "C" {
     ) -> c_long;
     fn shale_double(text: *const c_char, len: usize, out: *mut f64) -> c_int;
     fn shale_format_g17(value: f64, out: *mut c_char, cap: usize);
+    fn shale_format_human(value: f64, out: *mut c_char, cap: usize);
+    fn shale_format_f(value: f64, out: *mut c_char, cap: usize);
     fn shale_timeout_ms(text: *const c_char, len: usize, ms: *mut c_longlong) -> c_int;
     fn shale_range_double(text: *const c_char, len: usize, out: *mut f64) -> c_int;
     fn shale_sort_double(text: *const c_char, len: usize, out: *mut f64) -> c_int;
@@ -30,9 +32,25 @@ extern "C" {
 /// (too large, or so small it reads as zero).
 /// `value` as C's `printf("%.17g")` prints it, as Redis's DEBUG DIGEST mixes in a score.
 pub fn format_g17(value: f64) -> String {
-    let mut buf = [0 as c_char; 64];
+    formatted(value, shale_format_g17)
+}
+
+/// `value` as Redis replies a coordinate (`addReplyHumanLongDouble`): `%.17Lf` of it as a
+/// `long double`, trailing zeros trimmed.
+pub fn format_human(value: f64) -> String {
+    formatted(value, shale_format_human)
+}
+
+/// `value` as C's `printf("%f")` prints it.
+pub fn format_f(value: f64) -> String {
+    formatted(value, shale_format_f)
+}
+
+fn formatted(value: f64, format: unsafe extern "C" fn(f64, *mut c_char, usize)) -> String {
+    // The longest is `%f` of the largest double: 309 digits, a sign, a point and 6 decimals.
+    let mut buf = [0 as c_char; 400];
     // SAFETY: the buffer outlives the call, which writes at most `cap` bytes with the NUL.
-    unsafe { shale_format_g17(value, buf.as_mut_ptr(), buf.len()) };
+    unsafe { format(value, buf.as_mut_ptr(), buf.len()) };
     let bytes: Vec<u8> = buf
         .iter()
         .take_while(|&&c| c != 0)

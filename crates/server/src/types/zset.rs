@@ -25,7 +25,7 @@ use crate::keyspace::Db;
 /// or one written before floors) lie below every score.
 pub(super) const FLOOR_LEN: usize = shale_storage::metadata::ZSET_FLOOR_LEN;
 
-fn floor_of(extra: &[u8]) -> [u8; FLOOR_LEN] {
+pub(super) fn floor_of(extra: &[u8]) -> [u8; FLOOR_LEN] {
     extra
         .get(..FLOOR_LEN)
         .and_then(|b| b.try_into().ok())
@@ -144,7 +144,7 @@ fn score_upper(max: f64) -> Option<Vec<u8>> {
 }
 
 impl<'a> Db<'a> {
-    fn zset_of(&self, key: &[u8]) -> Result<Option<Collection>, Error> {
+    pub(super) fn zset_of(&self, key: &[u8]) -> Result<Option<Collection>, Error> {
         self.collection(key, KeyKind::ZSet)
     }
 
@@ -733,7 +733,7 @@ impl LimitWindow {
     }
 }
 
-fn scored_from_index(sub: &[u8]) -> ScoredMember {
+pub(super) fn scored_from_index(sub: &[u8]) -> ScoredMember {
     let score = score_from_bytes(sub).unwrap_or(0.0);
     (Bytes::copy_from_slice(&sub[8.min(sub.len())..]), score)
 }
