@@ -62,6 +62,11 @@ pub enum Error {
     NoReplicas,
     #[error("Can't SYNC while not connected with my master")]
     NoMasterLink,
+    /// A consumer group or its key is missing; the text names them as the command does.
+    #[error("{0}")]
+    NoGroup(String),
+    #[error("Consumer Group name already exists")]
+    BusyGroup,
     #[error("Target key name already exists.")]
     BusyKey,
     /// MIGRATE's link to its target failed while doing what it names.
@@ -112,6 +117,8 @@ impl Error {
             Error::NoReplicas => "NOREPLICAS",
             Error::NoMasterLink => "NOMASTERLINK",
             Error::BusyKey => "BUSYKEY",
+            Error::NoGroup(_) => "NOGROUP",
+            Error::BusyGroup => "BUSYGROUP",
             Error::IoErr(_) => "IOERR",
             _ => "ERR",
         }

@@ -69,17 +69,27 @@ fn searches_of_a_large_set_match_redis_and_survive_a_restart() {
         "GEORADIUS g 10.25 45.25 10 km COUNT 40 STORE s2",
     ] {
         let store: Vec<&str> = store.split(' ').collect();
-        assert_eq!(run::<i64>(&mut ours, &store), run::<i64>(&mut theirs, &store));
+        assert_eq!(
+            run::<i64>(&mut ours, &store),
+            run::<i64>(&mut theirs, &store)
+        );
     }
     for key in ["s", "s2"] {
         let range = ["ZRANGE", key, "0", "-1", "WITHSCORES"];
-        assert_eq!(run::<Value>(&mut ours, &range), run::<Value>(&mut theirs, &range));
+        assert_eq!(
+            run::<Value>(&mut ours, &range),
+            run::<Value>(&mut theirs, &range)
+        );
     }
 
     server.restart();
     let mut ours = server.client();
     for (search, reply) in searches().iter().zip(&expected) {
-        assert_eq!(&run::<Value>(&mut ours, search), reply, "after a restart: {search:?}");
+        assert_eq!(
+            &run::<Value>(&mut ours, search),
+            reply,
+            "after a restart: {search:?}"
+        );
     }
 }
 
@@ -103,7 +113,15 @@ fn coordinates_are_doubles_in_resp3_and_strings_in_resp2() {
     raw.command(&["GEOPOS", "Sicily", "Palermo", "nosuch"]);
     raw.expect(b"*2\r\n*2\r\n,13.36138933897018433\r\n,38.11555639549629859\r\n_\r\n");
     raw.command(&[
-        "GEOSEARCH", "Sicily", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km", "WITHDIST",
+        "GEOSEARCH",
+        "Sicily",
+        "FROMLONLAT",
+        "15",
+        "37",
+        "BYRADIUS",
+        "200",
+        "km",
+        "WITHDIST",
         "WITHHASH",
     ]);
     raw.expect(b"*1\r\n*3\r\n$7\r\nPalermo\r\n$8\r\n190.4424\r\n:3479099956230698\r\n");

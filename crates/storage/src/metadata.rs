@@ -25,6 +25,8 @@ pub enum KeyKind {
     Set = 4,
     ZSet = 5,
     Roaring = 6,
+    /// Kind byte 8: 7 is taken by strings in fragments.
+    Stream = 8,
 }
 
 impl KeyKind {
@@ -36,6 +38,7 @@ impl KeyKind {
             4 => KeyKind::Set,
             5 => KeyKind::ZSet,
             6 => KeyKind::Roaring,
+            8 => KeyKind::Stream,
             FRAGMENTED_STRING => KeyKind::String,
             _ => return None,
         })
@@ -50,6 +53,7 @@ impl KeyKind {
             KeyKind::Set => "set",
             KeyKind::ZSet => "zset",
             KeyKind::Roaring => "tairroaring",
+            KeyKind::Stream => "stream",
         }
     }
 }
@@ -82,6 +86,12 @@ impl KeyKind {
             self,
             KeyKind::Hash | KeyKind::Set | KeyKind::ZSet | KeyKind::List
         )
+    }
+
+    /// Whether a collection of this kind still exists with no elements: a stream does, as in
+    /// Redis (XDEL of its last entry, XGROUP CREATE ... MKSTREAM).
+    pub fn exists_empty(self) -> bool {
+        self == KeyKind::Stream
     }
 
     /// How many bytes at the start of a collection's extra field are its type's own (a

@@ -24,6 +24,7 @@ mod scripting;
 mod server;
 mod set;
 mod sort;
+mod stream;
 mod string;
 mod table;
 mod transaction;

@@ -9,7 +9,7 @@ use crate::config::event_classes::{GENERIC, HASH, LIST, SET, STRING, ZSET};
 
 use super::{
     bitmap, connection, debug, dump, geo, hash, hyperloglog, keys, list, migrate, pubsub,
-    replication, roaring, scripting, server, set, sort, string, transaction, zset, Handler,
+    replication, roaring, scripting, server, set, sort, stream, string, transaction, zset, Handler,
 };
 
 /// Command flags, named as COMMAND INFO reports them.
@@ -468,6 +468,22 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("zdiffstore", -4, W.with(Flags::READS_SOURCES), STORE_COUNTED, "sorted-set", "Stores the difference of multiple sorted sets in a key.", zset::zdiffstore, Events::ByKey(&[kept(ZSET, "zdiffstore")])),
     spec!("zintercard", -3, R, COUNTED_FIRST, "sorted-set", "Returns the number of members of the intersect of multiple sorted sets.", zset::zintercard),
     spec!("zscan", -3, R, KEY1, "sorted-set", "Iterates over members and scores of a sorted set.", zset::zscan),
+    // streams
+    spec!("xadd", -5, WF, KEY1, "stream", "Appends a new message to a stream. Creates the key if it doesn't exist.", stream::xadd, Events::Reported),
+    spec!("xrange", -4, R, KEY1, "stream", "Returns the messages from a stream within a range of IDs.", stream::xrange),
+    spec!("xrevrange", -4, R, KEY1, "stream", "Returns the messages from a stream within a range of IDs in reverse order.", stream::xrevrange),
+    spec!("xlen", 2, RF, KEY1, "stream", "Return the number of messages in a stream.", stream::xlen),
+    spec!("xdel", -3, DF, KEY1, "stream", "Returns the number of messages after removing them from a stream.", stream::xdel, Events::Reported),
+    spec!("xtrim", -4, D, KEY1, "stream", "Deletes messages from the beginning of a stream.", stream::xtrim, Events::Reported),
+    spec!("xsetid", -3, WF, KEY1, "stream", "An internal command for replicating stream values.", stream::xsetid, Events::Reported),
+    spec!("xread", -4, R.with(Flags::BLOCKING), Keys::Found { by: stream_keys, reported: (0, 0, 0) }, "stream", "Returns messages from multiple streams with IDs greater than the ones requested. Blocks until a message is available otherwise.", stream::xread),
+    spec!("xreadgroup", -7, D.with(Flags::BLOCKING), Keys::Found { by: stream_keys, reported: (0, 0, 0) }, "stream", "Returns new or historical messages from a stream for a consumer in a group. Blocks until a message is available otherwise.", stream::xreadgroup, Events::Reported),
+    spec!("xack", -4, DF, KEY1, "stream", "Returns the number of messages that were successfully acknowledged by the consumer group member of a stream.", stream::xack, Events::Silent),
+    spec!("xpending", -3, R, KEY1, "stream", "Returns the information and entries from a stream consumer group's pending entries list.", stream::xpending),
+    spec!("xclaim", -6, DF, KEY1, "stream", "Changes, or acquires, ownership of a message in a consumer group, as if the message was delivered a consumer group member.", stream::xclaim, Events::Reported),
+    spec!("xautoclaim", -6, DF, KEY1, "stream", "Changes, or acquires, ownership of messages in a consumer group, as if the messages were delivered to as consumer group member.", stream::xautoclaim, Events::Reported),
+    container!("xgroup", -2, Flags::NONE, "stream", "A container for consumer groups commands.", stream::xgroup_help, XGROUP),
+    container!("xinfo", -2, Flags::NONE, "stream", "A container for stream introspection commands.", stream::xinfo_help, XINFO),
     spec!("geoadd", -5, W, KEY1, "geo", "Adds one or more members to a geospatial index. The key is created if it doesn't exist.", geo::geoadd, Events::ByKey(&[each(ZSET, "zadd")])),
     spec!("geodist", -4, R, KEY1, "geo", "Returns the distance between two members of a geospatial index.", geo::geodist),
     spec!("geohash", -2, R, KEY1, "geo", "Returns members from a geospatial index as geohash strings.", geo::geohash),
@@ -593,12 +609,100 @@ static MEMORY: &[CommandSpec] = &[
 ];
 
 #[rustfmt::skip]
+static XGROUP: &[CommandSpec] = &[
+    spec!("xgroup|create", -5, W, KEY2, "stream", "Creates a consumer group.", stream::xgroup_create, Events::Reported),
+    spec!("xgroup|createconsumer", 5, W, KEY2, "stream", "Creates a consumer in a consumer group.", stream::xgroup_createconsumer, Events::Reported),
+    spec!("xgroup|delconsumer", 5, D, KEY2, "stream", "Deletes a consumer from a consumer group.", stream::xgroup_delconsumer, Events::Reported),
+    spec!("xgroup|destroy", 4, D, KEY2, "stream", "Destroys a consumer group.", stream::xgroup_destroy, Events::Reported),
+    spec!("xgroup|setid", -5, D, KEY2, "stream", "Sets the last-delivered ID of a consumer group.", stream::xgroup_setid, Events::Reported),
+    spec!("xgroup|help", 2, HELP, NO_KEYS, "stream", "Returns helpful text about the different subcommands.", stream::xgroup_help),
+];
+
+static XINFO: &[CommandSpec] = &[
+    spec!(
+        "xinfo|consumers",
+        4,
+        R,
+        KEY2,
+        "stream",
+        "Returns a list of the consumers in a consumer group.",
+        stream::xinfo_consumers
+    ),
+    spec!(
+        "xinfo|groups",
+        3,
+        R,
+        KEY2,
+        "stream",
+        "Returns a list of the consumer groups of a stream.",
+        stream::xinfo_groups
+    ),
+    spec!(
+        "xinfo|stream",
+        -3,
+        R,
+        KEY2,
+        "stream",
+        "Returns information about a stream.",
+        stream::xinfo_stream
+    ),
+    spec!(
+        "xinfo|help",
+        2,
+        HELP,
+        NO_KEYS,
+        "stream",
+        "Returns helpful text about the different subcommands.",
+        stream::xinfo_help
+    ),
+];
+
 static OBJECT: &[CommandSpec] = &[
-    spec!("object|encoding", 3, R.with(Flags::NO_TOUCH).with(Flags::NO_KEYMISS), KEY2, "generic", "Returns the internal encoding of a Redis object.", keys::object_encoding),
-    spec!("object|freq", 3, R.with(Flags::NO_TOUCH).with(Flags::NO_KEYMISS), KEY2, "generic", "Returns the logarithmic access frequency counter of a Redis object.", keys::object_freq),
-    spec!("object|idletime", 3, R.with(Flags::NO_TOUCH).with(Flags::NO_KEYMISS), KEY2, "generic", "Returns the time since the last access to a Redis object.", keys::object_idletime),
-    spec!("object|refcount", 3, R.with(Flags::NO_TOUCH).with(Flags::NO_KEYMISS), KEY2, "generic", "Returns the reference count of a value of a key.", keys::object_refcount),
-    spec!("object|help", 2, HELP, NO_KEYS, "generic", "Returns helpful text about the different subcommands.", keys::object_help),
+    spec!(
+        "object|encoding",
+        3,
+        R.with(Flags::NO_TOUCH).with(Flags::NO_KEYMISS),
+        KEY2,
+        "generic",
+        "Returns the internal encoding of a Redis object.",
+        keys::object_encoding
+    ),
+    spec!(
+        "object|freq",
+        3,
+        R.with(Flags::NO_TOUCH).with(Flags::NO_KEYMISS),
+        KEY2,
+        "generic",
+        "Returns the logarithmic access frequency counter of a Redis object.",
+        keys::object_freq
+    ),
+    spec!(
+        "object|idletime",
+        3,
+        R.with(Flags::NO_TOUCH).with(Flags::NO_KEYMISS),
+        KEY2,
+        "generic",
+        "Returns the time since the last access to a Redis object.",
+        keys::object_idletime
+    ),
+    spec!(
+        "object|refcount",
+        3,
+        R.with(Flags::NO_TOUCH).with(Flags::NO_KEYMISS),
+        KEY2,
+        "generic",
+        "Returns the reference count of a value of a key.",
+        keys::object_refcount
+    ),
+    spec!(
+        "object|help",
+        2,
+        HELP,
+        NO_KEYS,
+        "generic",
+        "Returns helpful text about the different subcommands.",
+        keys::object_help
+    ),
 ];
 
 #[rustfmt::skip]
@@ -672,6 +776,18 @@ fn georadius_keys(args: &[Bytes]) -> Vec<&[u8]> {
     }
     keys.extend(stored);
     keys
+}
+
+/// XREAD's and XREADGROUP's keys: the first half of what follows STREAMS.
+fn stream_keys(args: &[Bytes]) -> Vec<&[u8]> {
+    let Some(at) = args
+        .iter()
+        .position(|a| a.as_ref().eq_ignore_ascii_case(b"streams"))
+    else {
+        return Vec::new();
+    };
+    let rest = &args[at + 1..];
+    rest[..rest.len() / 2].iter().map(|a| a.as_ref()).collect()
 }
 
 /// TR.BITOPCARD's keys: everything after the operation.
@@ -910,7 +1026,10 @@ mod tests {
             "object|refcount",
         ];
         assert_eq!(marked(Flags::NO_KEYMISS), no_keymiss);
-        assert_eq!(marked(Flags::READS_FIRST_KEY), ["sort"]);
+        assert_eq!(
+            marked(Flags::READS_FIRST_KEY),
+            ["georadius", "georadiusbymember", "sort"]
+        );
         for spec in ALL_COMMANDS.iter() {
             let reads = spec.flags.contains(Flags::READS_SOURCES);
             assert!(

@@ -70,8 +70,10 @@ impl ReadyKeys {
                 value,
             } = op
             {
-                let fillable =
-                    matches!(peek_header(value), Some((KeyKind::List | KeyKind::ZSet, _)));
+                let fillable = matches!(
+                    peek_header(value),
+                    Some((KeyKind::List | KeyKind::ZSet | KeyKind::Stream, _))
+                );
                 if let (true, Some((db, user_key))) = (fillable, k::owner_of(Cf::Meta, key)) {
                     if !keys.iter().any(|(d, k)| *d == db && k == user_key) {
                         keys.push((db, user_key.to_vec()));

@@ -633,7 +633,7 @@ impl CollectionWrite<'_> {
                 None => own.into(),
             };
         }
-        let new = (self.size > 0).then(|| Metadata {
+        let new = (self.size > 0 || self.kind.exists_empty()).then(|| Metadata {
             kind: self.kind,
             expire_at: self.expire_at,
             body: Body::Collection {

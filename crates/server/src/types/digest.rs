@@ -44,6 +44,7 @@ fn type_code(kind: KeyKind) -> u32 {
         KeyKind::ZSet => 3,
         KeyKind::Hash => 4,
         KeyKind::Roaring => 5,
+        KeyKind::Stream => 6,
     }
 }
 
@@ -118,6 +119,13 @@ impl Db<'_> {
             KeyKind::Roaring => self.tr_visit_range(key, 0, u32::MAX, &mut |bit| {
                 mix(digest, bit.to_string().as_bytes());
                 true
+            })?,
+            KeyKind::Stream => self.visit_stream(key, &mut |id, fields| {
+                mix(digest, format!("{}.{}", id.ms, id.seq).as_bytes());
+                for (field, value) in fields {
+                    mix(digest, field);
+                    mix(digest, value);
+                }
             })?,
         }
         if self.expire_at(key)?.is_some_and(|at| at != 0) {

@@ -56,6 +56,11 @@ impl<'a> Db<'a> {
                     .map_err(|e| Error::msg(format!("can't serialize a bitmap: {e}")))?;
                 Value::Roaring(Bytes::from(serialized))
             }
+            KeyKind::Stream => {
+                return Err(Error::msg(
+                    "DUMP of a stream is not supported: Shale has no RDB stream encoding yet",
+                ))
+            }
         };
         Ok(Some((value, meta.expire_at)))
     }

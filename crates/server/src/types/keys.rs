@@ -302,6 +302,7 @@ impl<'a> Db<'a> {
             (KeyKind::ZSet, _) if packed.is_some() => "listpack",
             (KeyKind::ZSet, _) => "skiplist",
             (KeyKind::Roaring, _) => "roaring",
+            (KeyKind::Stream, _) => "stream",
         }))
     }
 

@@ -23,6 +23,7 @@ pub mod roaring;
 pub(crate) mod sampling;
 pub mod set;
 pub mod sort;
+pub mod stream;
 pub mod string;
 pub mod zset;
 
