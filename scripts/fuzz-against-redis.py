@@ -46,6 +46,7 @@ def templates(rng):
     n = lambda: rng.choice(COUNTS)  # noqa: E731
     one = rng.choice
     place = lambda: [one(LONGITUDES), one(LATITUDES)]  # noqa: E731
+    stream_id = lambda: f"{rng.randint(0, 9)}-{rng.randint(0, 3)}"  # noqa: E731
     radius = lambda: one(["0", "1", "200", "5000", "-1", "20000", "x"])  # noqa: E731
     unit = lambda: one(["m", "km", "km", "mi", "ft", "yd"])  # noqa: E731
     origin = lambda: one([["FROMMEMBER", v()], ["FROMLONLAT", *place()], ["FROMLONLAT", *place()]])  # noqa: E731
@@ -120,6 +121,28 @@ def templates(rng):
                  *one([[], [], ["STORE", k()], ["STOREDIST", k()]])],
         lambda: [one(["GEORADIUSBYMEMBER", "GEORADIUSBYMEMBER_RO"]), k(), v(), radius(), unit(),
                  *search_options(), *one([[], [], ["STORE", k()], ["STOREDIST", k()]])],
+        # streams: explicit IDs from a few, so both servers add the same; `~` trims and
+        # anything that prints an idle time or Redis's radix tree are not sent
+        lambda: ["XADD", k(), *one([[], ["NOMKSTREAM"], ["MAXLEN", one(["0", "2", "5"])],
+                                     ["MINID", stream_id()]]), stream_id(), v(), v()],
+        lambda: ["XADD", k(), *[a for i in range(rng.randint(2, 8)) for a in (f"{i + 1}-{rng.randint(0, 3)}", "f", v())]],
+        lambda: [one(["XRANGE", "XREVRANGE"]), k(), *one([["-", "+"], ["+", "-"], [stream_id(), stream_id()],
+                                                         ["(" + stream_id(), "+"]]), *one([[], ["COUNT", n()]])],
+        lambda: ["XLEN", k()], lambda: ["XDEL", k(), stream_id(), stream_id()],
+        lambda: ["XTRIM", k(), one(["MAXLEN", "MINID"]), one(["0", "1", "3", stream_id()])],
+        lambda: ["XREAD", "COUNT", one(["1", "2", "10"]), "STREAMS", k(), k(), stream_id(), one(["0", "$", stream_id()])],
+        lambda: ["XSETID", k(), stream_id(), *one([[], ["ENTRIESADDED", one(["0", "5", "100"])]])],
+        lambda: ["XGROUP", "CREATE", k(), one(["g1", "g2"]), one(["0", "$", stream_id()]), *one([[], ["MKSTREAM"]])],
+        lambda: ["XGROUP", one(["SETID", "DESTROY"]), k(), one(["g1", "g2"]), *one([["0"], ["$"], []])],
+        lambda: ["XGROUP", one(["CREATECONSUMER", "DELCONSUMER"]), k(), one(["g1", "g2"]), one(["c1", "c2"])],
+        lambda: ["XREADGROUP", "GROUP", one(["g1", "g2"]), one(["c1", "c2"]), *one([[], ["NOACK"]]),
+                 "COUNT", one(["1", "3"]), "STREAMS", k(), one([">", ">", "0", stream_id()])],
+        lambda: ["XACK", k(), one(["g1", "g2"]), stream_id(), stream_id()],
+        lambda: ["XCLAIM", k(), one(["g1", "g2"]), one(["c1", "c2"]), "0", stream_id(), stream_id(), "JUSTID",
+                 *one([[], ["FORCE"], ["RETRYCOUNT", "3"]])],
+        lambda: ["XAUTOCLAIM", k(), one(["g1", "g2"]), one(["c1", "c2"]), "0", one(["0", stream_id()]),
+                 "COUNT", one(["1", "2", "10"]), "JUSTID"],
+        lambda: ["XPENDING", k(), one(["g1", "g2"])], lambda: ["XINFO", "GROUPS", k()],
         # keys
         lambda: ["DEL", k()], lambda: ["UNLINK", k(), k()], lambda: ["EXISTS", k(), k()],
         lambda: ["TYPE", k()], lambda: ["RENAME", k(), k()], lambda: ["RENAMENX", k(), k()],
@@ -216,6 +239,7 @@ def state(server):
             "+set": [b"SMEMBERS", name],
             "+hash": [b"HGETALL", name],
             "+zset": [b"ZRANGE", name, b"0", b"-1", b"WITHSCORES"],
+            "+stream": [b"XRANGE", name, b"-", b"+"],
         }.get(kind)
         value = server.call(content) if content else None
         if kind in ("+set", "+hash"):

@@ -12,7 +12,7 @@ pub const ZSET: u32 = 1 << 7;
 pub const EXPIRED: u32 = 1 << 8;
 /// Never fires: Shale never evicts.
 pub const EVICTED: u32 = 1 << 9;
-/// Streams; no stream commands exist yet.
+/// Streams: `xadd`, `xtrim`, `xgroup-create`, ...
 pub const STREAM: u32 = 1 << 10;
 /// Module events; Shale has no modules.
 pub const MODULE: u32 = 1 << 11;
