@@ -12,8 +12,8 @@ use crate::keyspace::now_ms;
 use crate::services::blocking::Attempt;
 use crate::types::stream::id::{parse_id, IdSyntax, StreamId};
 use crate::types::stream::{
-    no_such_key_or_group, AddId, ClaimOptions, Claimed, Entry, Fields, GroupStart, PendingFilter,
-    ReadGroupStart, Trim, TrimTo,
+    key_required, no_such_group, no_such_key_or_group, AddId, ClaimOptions, Claimed, Entry, Fields,
+    GroupStart, PendingFilter, ReadGroupStart, StreamInfo, Trim, TrimTo,
 };
 
 /// Entries an approximate trim removes at most without LIMIT: Redis's 100 nodes of
@@ -587,7 +587,9 @@ pub fn xgroup_create(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Err
         return Err(subcommand_syntax(&args[1], "XGROUP"));
     }
     let (mkstream, entries_read) = xgroup_options(args, true)?;
-    ctx.db().check_stream_type(&args[2])?;
+    if !ctx.db().exists_stream(&args[2])? && !mkstream {
+        return Err(key_required());
+    }
     let start = group_start(&args[4], strict_id)?;
     ctx.db()
         .xgroup_create(&args[2], &args[3], start, mkstream, entries_read)?;
@@ -602,6 +604,12 @@ pub fn xgroup_setid(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Erro
         return Err(subcommand_syntax(&args[1], "XGROUP"));
     }
     let (_, entries_read) = xgroup_options(args, false)?;
+    if !ctx.db().exists_stream(&args[2])? {
+        return Err(key_required());
+    }
+    if !ctx.db().stream_has_group(&args[2], &args[3])? {
+        return Err(no_such_group(&args[2], &args[3]));
+    }
     let start = if args[4].as_ref() == b"$" {
         GroupStart::Last
     } else {
@@ -893,20 +901,8 @@ pub fn xinfo_stream(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Erro
     let db = ctx.db();
     let Some(count) = full else {
         let info = db.xinfo_stream(&args[2])?;
-        return Ok(Reply::Map(vec![
-            (bulk("length"), Reply::Integer(info.length as i64)),
-            (bulk("radix-tree-keys"), Reply::Integer(info.length as i64)),
-            (bulk("radix-tree-nodes"), Reply::Integer(info.length as i64)),
-            (bulk("last-generated-id"), id_reply(info.last_generated)),
-            (bulk("max-deleted-entry-id"), id_reply(info.max_deleted)),
-            (
-                bulk("entries-added"),
-                Reply::Integer(info.entries_added as i64),
-            ),
-            (
-                bulk("recorded-first-entry-id"),
-                id_reply(info.recorded_first),
-            ),
+        let mut fields = stream_info_fields(&info);
+        fields.extend([
             (bulk("groups"), Reply::Integer(info.groups as i64)),
             (
                 bulk("first-entry"),
@@ -916,7 +912,8 @@ pub fn xinfo_stream(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Erro
                 bulk("last-entry"),
                 info.last.map_or(Reply::Null, entry_reply),
             ),
-        ]));
+        ]);
+        return Ok(Reply::Map(fields));
     };
     let full = db.xinfo_stream_full(&args[2], count)?;
     let info = full.info;
@@ -979,7 +976,18 @@ pub fn xinfo_stream(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Erro
             ])
         })
         .collect();
-    Ok(Reply::Map(vec![
+    let mut fields = stream_info_fields(&info);
+    fields.extend([
+        (bulk("entries"), entries_reply(full.entries)),
+        (bulk("groups"), Reply::Array(groups)),
+    ]);
+    Ok(Reply::Map(fields))
+}
+
+/// The fields XINFO STREAM starts with, FULL or not. Shale has no radix tree: its key and
+/// node counts are the entries.
+fn stream_info_fields(info: &StreamInfo) -> Vec<(Reply, Reply)> {
+    vec![
         (bulk("length"), Reply::Integer(info.length as i64)),
         (bulk("radix-tree-keys"), Reply::Integer(info.length as i64)),
         (bulk("radix-tree-nodes"), Reply::Integer(info.length as i64)),
@@ -993,9 +1001,7 @@ pub fn xinfo_stream(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Erro
             bulk("recorded-first-entry-id"),
             id_reply(info.recorded_first),
         ),
-        (bulk("entries"), entries_reply(full.entries)),
-        (bulk("groups"), Reply::Array(groups)),
-    ]))
+    ]
 }
 
 /// XINFO GROUPS key

@@ -125,7 +125,7 @@ pub struct ReadGroup {
     pub created_consumer: bool,
 }
 
-fn no_such_group(key: &[u8], group: &[u8]) -> Error {
+pub fn no_such_group(key: &[u8], group: &[u8]) -> Error {
     Error::NoGroup(format!(
         "No such consumer group '{}' for key name '{}'",
         String::from_utf8_lossy(group),
@@ -134,7 +134,7 @@ fn no_such_group(key: &[u8], group: &[u8]) -> Error {
 }
 
 /// XGROUP's error for a missing key.
-fn key_required() -> Error {
+pub fn key_required() -> Error {
     Error::msg("The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.")
 }
 

@@ -14,8 +14,9 @@ use super::collection::{Collection, CollectionWrite};
 use crate::error::Error;
 use crate::keyspace::{now_ms, Db};
 pub use groups::{
-    no_such_key_or_group, ClaimOptions, Claimed, ConsumerInfo, GroupInfo, GroupStart, PendingEntry,
-    PendingFilter, PendingSummary, ReadGroupStart, StreamInfo, StreamInfoFull,
+    key_required, no_such_group, no_such_key_or_group, ClaimOptions, Claimed, ConsumerInfo,
+    GroupInfo, GroupStart, PendingEntry, PendingFilter, PendingSummary, ReadGroupStart, StreamInfo,
+    StreamInfoFull,
 };
 use id::StreamId;
 pub use stored::Fields;

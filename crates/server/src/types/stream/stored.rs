@@ -13,6 +13,7 @@
 //! ([`StreamMeta`]) hold what XADD, XINFO and the groups' lag need without a scan.
 
 use bytes::Bytes;
+pub use shale_storage::keys::prefix_end;
 
 use super::id::StreamId;
 
@@ -115,18 +116,6 @@ pub fn consumer_pending_sub(group: &[u8], consumer: &[u8], id: StreamId) -> Vec<
         &id.to_bytes(),
     ]
     .concat()
-}
-
-/// The first key after every key that starts with `prefix`.
-pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xFF {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0xFF; prefix.len() + 1]
 }
 
 pub type Fields = Vec<(Bytes, Bytes)>;
@@ -270,7 +259,6 @@ mod tests {
         assert!(!pending_sub(b"ab", StreamId::MIN).starts_with(&pending_prefix(b"a")));
         assert!(!consumer_pending_sub(b"g", b"ab", StreamId::MIN)
             .starts_with(&consumer_pending_prefix(b"g", b"a")));
-        assert_eq!(prefix_end(b"a\xff"), b"b".to_vec());
         assert!(entry_sub(StreamId::new(1, 2)) < entry_sub(StreamId::new(1, 3)));
     }
 }
