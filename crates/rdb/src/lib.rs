@@ -6,7 +6,8 @@
 //!   values, every object type Redis 7.0 reads and the ones it writes.
 //! - [`dump`]: a DUMP payload, the value with its RDB version and CRC-64 footer.
 //! - [`file`]: RDB files, read as a stream of records and written.
-//! - [`listpack`], [`ziplist`], [`intset`], [`zipmap`]: the packed encodings inside values.
+//! - [`listpack`], [`ziplist`], [`intset`], [`zipmap`]: the packed encodings inside values;
+//!   [`stream`]: streams, whose nodes are listpacks.
 //! - [`lzf`], [`crc64`]: compression and checksums as Redis has them.
 
 pub mod crc64;
@@ -16,6 +17,7 @@ pub mod intset;
 pub mod listpack;
 pub mod lzf;
 pub mod read;
+pub mod stream;
 pub mod write;
 pub mod ziplist;
 pub mod zipmap;
@@ -61,6 +63,7 @@ pub enum Value {
     SortedSet(Vec<(Bytes, f64)>),
     /// A Roaring bitmap, in the portable serialization (Shale's own type).
     Roaring(Bytes),
+    Stream(Box<stream::Stream>),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -71,7 +74,7 @@ pub enum RdbError {
     Corrupt(&'static str),
     #[error("unknown object type {0}")]
     UnknownType(u8),
-    /// A type this server cannot hold (streams, modules).
+    /// A type this server cannot hold (modules).
     #[error("{0} values are not supported")]
     Unsupported(&'static str),
     /// A collection without elements: Redis refuses to load one.

@@ -99,6 +99,10 @@ fn typed(out: &mut Vec<u8>, key: Option<&[u8]>, value: &Value) {
             start(out, kind::STRING);
             string(out, data);
         }
+        Value::Stream(stream) => {
+            start(out, kind::STREAM_LISTPACKS_2);
+            crate::stream::write(out, stream);
+        }
         Value::List(items) => {
             start(out, kind::LIST_QUICKLIST_2);
             let nodes = list_nodes(items);

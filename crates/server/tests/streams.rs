@@ -102,6 +102,37 @@ fn a_blocked_xreadgroup_gets_the_new_entry_and_owns_it() {
 }
 
 #[test]
+fn a_blocked_xreadgroup_ends_when_its_group_is_destroyed() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    run::<String>(&mut admin, &["XGROUP", "CREATE", "q", "g", "$", "MKSTREAM"]);
+    let url = server.url();
+    let reader = std::thread::spawn(move || {
+        let mut con = redis::Client::open(url)
+            .and_then(|c| c.get_connection())
+            .expect("connect");
+        let read = [
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c",
+            "BLOCK",
+            "10000",
+            "STREAMS",
+            "q",
+            ">",
+        ];
+        common::fails(&mut con, &read)
+    });
+    wait_for_blocked(&mut admin, 1);
+    assert_eq!(run::<i64>(&mut admin, &["XGROUP", "DESTROY", "q", "g"]), 1);
+    assert_eq!(
+        reader.join().expect("reader"),
+        "NOGROUP the consumer group this client was blocked on no longer exists"
+    );
+}
+
+#[test]
 fn a_dead_consumers_entries_are_claimed_by_another_after_their_idle_time() {
     let server = TestServer::start();
     let mut con = server.client();

@@ -451,7 +451,15 @@ fn read(ctx: &mut Context<'_>, args: &[Bytes], group_read: bool) -> Result<Reply
         let attempt: Attempt = Box::new(move |db, keys| {
             let mut streams = Vec::new();
             for (key, start) in keys.iter().zip(&starts) {
-                let read = db.xreadgroup(key, &group, &consumer, *start, served_count, no_ack)?;
+                // A group destroyed meanwhile ends the wait, with Redis's words.
+                let read = db
+                    .xreadgroup(key, &group, &consumer, *start, served_count, no_ack)
+                    .map_err(|err| match err {
+                        Error::NoGroup(_) => Error::NoGroup(
+                            "the consumer group this client was blocked on no longer exists".into(),
+                        ),
+                        other => other,
+                    })?;
                 if let Some(entries) = read.entries {
                     streams.push((key.clone(), group_entries_reply(entries)));
                 }

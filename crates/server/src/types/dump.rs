@@ -56,11 +56,10 @@ impl<'a> Db<'a> {
                     .map_err(|e| Error::msg(format!("can't serialize a bitmap: {e}")))?;
                 Value::Roaring(Bytes::from(serialized))
             }
-            KeyKind::Stream => {
-                return Err(Error::msg(
-                    "DUMP of a stream is not supported: Shale has no RDB stream encoding yet",
-                ))
-            }
+            KeyKind::Stream => match self.stream_value(key)? {
+                Some(stream) => Value::Stream(Box::new(stream)),
+                None => return Ok(None),
+            },
         };
         Ok(Some((value, meta.expire_at)))
     }
@@ -111,6 +110,9 @@ impl<'a> Db<'a> {
                     return Err(DumpError::BadFormat(RdbError::EmptyKey).into());
                 }
                 self.store_bitmap(key, &bitmap, expire_at)?;
+            }
+            Value::Stream(stream) => {
+                self.store_stream(key, &stream, expire_at)?;
             }
         }
         Ok(Restored::Created)

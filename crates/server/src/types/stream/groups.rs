@@ -314,7 +314,7 @@ impl<'a> Db<'a> {
     }
 
     /// The pending records of `group` from `start` to `end`, until `visit` returns false.
-    fn scan_pending(
+    pub(super) fn scan_pending(
         &self,
         key: &[u8],
         stream: &Collection,
@@ -723,7 +723,7 @@ impl<'a> Db<'a> {
     }
 
     /// The consumers of `group`, in name order.
-    fn consumers(
+    pub(super) fn consumers(
         &self,
         key: &[u8],
         stream: &Collection,
@@ -1068,7 +1068,11 @@ impl<'a> Db<'a> {
     }
 
     /// The groups of a stream, in name order.
-    fn groups(&self, key: &[u8], stream: &Collection) -> Result<Vec<(Bytes, GroupRecord)>, Error> {
+    pub(super) fn groups(
+        &self,
+        key: &[u8],
+        stream: &Collection,
+    ) -> Result<Vec<(Bytes, GroupRecord)>, Error> {
         let mut out = Vec::new();
         let mut damaged = false;
         self.scan_elements(

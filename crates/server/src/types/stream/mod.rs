@@ -4,6 +4,7 @@
 
 mod groups;
 pub mod id;
+mod serialized;
 mod stored;
 
 use bytes::Bytes;

@@ -1,0 +1,154 @@
+//! A stream as Redis's serialization carries it (`shale_rdb::stream::Stream`), for DUMP,
+//! RESTORE, MIGRATE and RDB files: read whole from its records, and written as records.
+
+use bytes::Bytes;
+use shale_rdb::stream::{Consumer, Group, Id, Stream};
+use shale_storage::metadata::KeyKind;
+use shale_storage::Cf;
+
+use super::id::StreamId;
+use super::stored::{
+    consumer_pending_sub, consumer_sub, encode_entry, entry_sub, group_sub, pending_sub,
+    ConsumerRecord, GroupRecord, PendingRecord, StreamMeta,
+};
+use super::{corrupt, Entry};
+use crate::error::Error;
+use crate::keyspace::Db;
+
+fn id((ms, seq): Id) -> StreamId {
+    StreamId::new(ms, seq)
+}
+
+fn pair(id: StreamId) -> Id {
+    (id.ms, id.seq)
+}
+
+impl<'a> Db<'a> {
+    /// The whole stream at `key`, groups included; `None` if there is none.
+    pub(crate) fn stream_value(&self, key: &[u8]) -> Result<Option<Stream>, Error> {
+        let Some((stream, meta)) = self.stream_of(key)? else {
+            return Ok(None);
+        };
+        let entries: Vec<Entry> =
+            self.entries(key, &stream, (StreamId::MIN, StreamId::MAX), 0, false)?;
+        let mut groups = Vec::new();
+        for (name, record) in self.groups(key, &stream)? {
+            let mut pending = Vec::new();
+            let mut owners: Vec<(StreamId, Bytes)> = Vec::new();
+            self.scan_pending(
+                key,
+                &stream,
+                &name,
+                (StreamId::MIN, StreamId::MAX),
+                &mut |id, p| {
+                    pending.push((pair(id), p.delivered_ms, p.deliveries));
+                    owners.push((id, p.consumer));
+                    true
+                },
+            )?;
+            let consumers = self
+                .consumers(key, &stream, &name)?
+                .into_iter()
+                .map(|(consumer, c)| Consumer {
+                    pending: owners
+                        .iter()
+                        .filter(|(_, owner)| *owner == consumer)
+                        .map(|(id, _)| pair(*id))
+                        .collect(),
+                    name: consumer,
+                    seen_ms: c.seen_ms,
+                })
+                .collect();
+            groups.push(Group {
+                name,
+                last_id: pair(record.last_id),
+                entries_read: record.entries_read,
+                pending,
+                consumers,
+            });
+        }
+        Ok(Some(Stream {
+            entries: entries
+                .into_iter()
+                .map(|(id, fields)| (pair(id), fields))
+                .collect(),
+            last_id: pair(meta.last_id),
+            first_id: pair(meta.first_id),
+            max_deleted: pair(meta.max_deleted),
+            entries_added: meta.entries_added,
+            groups,
+        }))
+    }
+
+    /// Replaces whatever `key` holds with `stream`, expiring at `expire_at` (Unix ms, 0 for
+    /// never). The caller holds the key's lock.
+    pub(crate) fn store_stream(
+        &self,
+        key: &'a [u8],
+        stream: &Stream,
+        expire_at: u64,
+    ) -> Result<(), Error> {
+        let owner_of = |group: &Group, entry: Id| {
+            group
+                .consumers
+                .iter()
+                .find(|c| c.pending.contains(&entry))
+                .map(|c| c.name.clone())
+        };
+        // Checked before anything is staged: every pending entry has its owner.
+        for group in &stream.groups {
+            if group.pending.iter().any(|p| owner_of(group, p.0).is_none()) {
+                return Err(corrupt());
+            }
+        }
+        self.replace_with_collection(key, KeyKind::Stream, expire_at, |write| {
+            for (entry, fields) in &stream.entries {
+                write.put(Cf::Data, &entry_sub(id(*entry)), encode_entry(fields));
+            }
+            for group in &stream.groups {
+                let record = GroupRecord {
+                    last_id: id(group.last_id),
+                    entries_read: group.entries_read,
+                    pending: group.pending.len() as u64,
+                };
+                write.put(Cf::Data, &group_sub(&group.name), record.encode());
+                for consumer in &group.consumers {
+                    let record = ConsumerRecord {
+                        seen_ms: consumer.seen_ms,
+                        pending: consumer.pending.len() as u64,
+                    };
+                    write.put(
+                        Cf::Data,
+                        &consumer_sub(&group.name, &consumer.name),
+                        record.encode(),
+                    );
+                    for entry in &consumer.pending {
+                        let sub = consumer_pending_sub(&group.name, &consumer.name, id(*entry));
+                        write.put(Cf::Data, &sub, Vec::new());
+                    }
+                }
+                for (entry, delivered_ms, deliveries) in &group.pending {
+                    let record = PendingRecord {
+                        delivered_ms: *delivered_ms,
+                        deliveries: *deliveries,
+                        consumer: owner_of(group, *entry).unwrap_or_default(),
+                    };
+                    write.put(
+                        Cf::Data,
+                        &pending_sub(&group.name, id(*entry)),
+                        record.encode(),
+                    );
+                }
+            }
+            write.size = stream.entries.len() as u64;
+            write.extra = StreamMeta {
+                last_id: id(stream.last_id),
+                first_id: id(stream.first_id),
+                max_deleted: id(stream.max_deleted),
+                entries_added: stream.entries_added,
+                groups: stream.groups.len() as u64,
+            }
+            .encode();
+        })
+    }
+}
