@@ -170,9 +170,9 @@ fn estimate_reads(meta: &StreamMeta, length: u64, id: StreamId) -> i64 {
     }
     if meta.max_deleted.is_zero() || meta.max_deleted < meta.first_id {
         if id < meta.first_id {
-            return (meta.entries_added - length) as i64;
+            return meta.entries_added.wrapping_sub(length) as i64;
         } else if id == meta.first_id {
-            return (meta.entries_added - length + 1) as i64;
+            return meta.entries_added.wrapping_sub(length).wrapping_add(1) as i64;
         }
     }
     UNKNOWN_READS
@@ -184,10 +184,10 @@ fn lag(meta: &StreamMeta, length: u64, group: &GroupRecord) -> Option<i64> {
         return Some(0);
     }
     if group.entries_read != UNKNOWN_READS && !has_tombstones_after(meta, length, group.last_id) {
-        return Some(meta.entries_added as i64 - group.entries_read);
+        return Some((meta.entries_added as i64).wrapping_sub(group.entries_read));
     }
     let reads = estimate_reads(meta, length, group.last_id);
-    (reads != UNKNOWN_READS).then(|| meta.entries_added as i64 - reads)
+    (reads != UNKNOWN_READS).then(|| (meta.entries_added as i64).wrapping_sub(reads))
 }
 
 /// A group's changes staged by one command: its record, and its consumers' records as they
@@ -369,7 +369,7 @@ impl<'a> Db<'a> {
             }
             Some(_) => {}
             None => {
-                edit.record.pending += 1;
+                edit.record.pending = edit.record.pending.saturating_add(1);
                 self.adjust_pending(stream, edit, &record.consumer, 1)?;
             }
         }
@@ -599,7 +599,7 @@ impl<'a> Db<'a> {
                     edit.record.entries_read = if edit.record.entries_read != UNKNOWN_READS
                         && !has_tombstones_after(&meta, length, *id)
                     {
-                        edit.record.entries_read + 1
+                        edit.record.entries_read.wrapping_add(1)
                     } else if meta.entries_added > 0 {
                         estimate_reads(&meta, length, *id)
                     } else {
@@ -654,7 +654,7 @@ impl<'a> Db<'a> {
                             {
                                 let mut record = PendingRecord::decode(&raw).ok_or_else(corrupt)?;
                                 record.delivered_ms = now;
-                                record.deliveries += 1;
+                                record.deliveries = record.deliveries.wrapping_add(1);
                                 stream.write.put(
                                     Cf::Data,
                                     &pending_sub(group, id),
@@ -936,7 +936,7 @@ impl<'a> Db<'a> {
             }
             let deliveries = match (options.retry_count, &previous) {
                 (Some(n), _) => n.max(0) as u64,
-                (None, Some(record)) if !options.just_id => record.deliveries + 1,
+                (None, Some(record)) if !options.just_id => record.deliveries.wrapping_add(1),
                 (None, Some(record)) => record.deliveries,
                 // Redis creates the forced entry with one delivery, then counts this one.
                 (None, None) if !options.just_id => 2,
@@ -1034,7 +1034,7 @@ impl<'a> Db<'a> {
             }
             let new = PendingRecord {
                 delivered_ms: now as u64,
-                deliveries: record.deliveries + u64::from(!just_id),
+                deliveries: record.deliveries.wrapping_add(u64::from(!just_id)),
                 consumer: Bytes::copy_from_slice(consumer),
             };
             self.deliver(&mut stream, &mut edit, id, Some(&record), new)?;

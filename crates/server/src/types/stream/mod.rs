@@ -216,7 +216,7 @@ impl<'a> Db<'a> {
             .put(Cf::Data, &entry_sub(new_id), encode_entry(fields));
         stream.write.size += 1;
         stream.meta.last_id = new_id;
-        stream.meta.entries_added += 1;
+        stream.meta.entries_added = stream.meta.entries_added.wrapping_add(1);
         if stream.meta.first_id.is_zero() || stream.write.size == 1 {
             stream.meta.first_id = new_id;
         }
@@ -260,7 +260,7 @@ impl<'a> Db<'a> {
                     return false;
                 }
                 doomed.push(id);
-                length -= 1;
+                length = length.saturating_sub(1);
                 true
             },
         )?;
@@ -301,7 +301,7 @@ impl<'a> Db<'a> {
             }
         }
         let removed = doomed.len() as u64 + removed_added as u64;
-        stream.write.size -= removed;
+        stream.write.size = stream.write.size.saturating_sub(removed);
         stream.meta.first_id = match stop_at {
             Some(id) if stream.write.size > 0 => id,
             _ => StreamId::MIN,
@@ -419,7 +419,7 @@ impl<'a> Db<'a> {
                 continue;
             }
             stream.write.delete(Cf::Data, &entry_sub(id));
-            stream.write.size -= 1;
+            stream.write.size = stream.write.size.saturating_sub(1);
             first_deleted |= id == stream.meta.first_id;
             stream.meta.max_deleted = stream.meta.max_deleted.max(id);
             deleted += 1;
