@@ -7,6 +7,8 @@
 //! · lp-count`, its fields left out when they are the master's (flag 2) and its flag 1 set
 //! once deleted. IDs are deltas from the master ID, in wrapping 64-bit arithmetic.
 
+use std::collections::HashSet;
+
 use bytes::Bytes;
 
 use crate::read::Decoder;
@@ -103,13 +105,18 @@ pub fn read<R: std::io::Read>(input: &mut Decoder<R>, v2: bool) -> Result<Stream
         return Err(corrupt("stream entry after the stream's last ID"));
     }
     let groups = input.length()?;
+    let mut group_names = HashSet::new();
     for _ in 0..groups {
         let name = input.string()?;
-        if stream.groups.iter().any(|g| g.name == name) {
+        if !group_names.insert(name.clone()) {
             return Err(corrupt("duplicated consumer group"));
         }
         let last_id = (input.length()?, input.length()?);
-        let entries_read = if v2 { input.length()? as i64 } else { -1 };
+        let entries_read = if v2 {
+            input.length()? as i64
+        } else {
+            estimate_reads(&stream, last_id)
+        };
         let count = input.length()?;
         let mut pending = Vec::with_capacity(count.min(RESERVE) as usize);
         for _ in 0..count {
@@ -126,9 +133,10 @@ pub fn read<R: std::io::Read>(input: &mut Decoder<R>, v2: bool) -> Result<Stream
         let mut consumers: Vec<Consumer> =
             Vec::with_capacity(consumers_count.min(RESERVE) as usize);
         let mut owned = 0usize;
+        let mut consumer_names = HashSet::new();
         for _ in 0..consumers_count {
             let name = input.string()?;
-            if consumers.iter().any(|c| c.name == name) {
+            if !consumer_names.insert(name.clone()) {
                 return Err(corrupt("duplicated consumer"));
             }
             let seen_ms = input.u64_le()?;
@@ -169,6 +177,28 @@ pub fn read<R: std::io::Read>(input: &mut Decoder<R>, v2: bool) -> Result<Stream
         });
     }
     Ok(stream)
+}
+
+/// A group's read count in an old stream, which has none: Redis's
+/// `streamEstimateDistanceFromFirstEverEntry` for a stream without deletions, -1 if unknown.
+fn estimate_reads(stream: &Stream, id: Id) -> i64 {
+    let length = stream.entries.len() as u64;
+    if stream.entries_added == 0 {
+        return 0;
+    }
+    if (length == 0 && id <= stream.last_id) || id == stream.last_id {
+        return stream.entries_added as i64;
+    }
+    if id > stream.last_id {
+        return -1;
+    }
+    match id.cmp(&stream.first_id) {
+        std::cmp::Ordering::Less => stream.entries_added.wrapping_sub(length) as i64,
+        std::cmp::Ordering::Equal => {
+            stream.entries_added.wrapping_sub(length).wrapping_add(1) as i64
+        }
+        std::cmp::Ordering::Greater => -1,
+    }
 }
 
 fn integer(entry: &[u8]) -> Result<i64, RdbError> {

@@ -59,6 +59,33 @@ fn a_blocked_xread_is_woken_by_another_clients_xadd() {
 }
 
 #[test]
+fn a_blocked_xread_of_several_streams_reads_each_after_its_own_id() {
+    let server = TestServer::start();
+    let mut writer = server.client();
+    run::<String>(&mut writer, &["XADD", "k1", "100-0", "f", "v"]);
+    let url = server.url();
+    let reader = std::thread::spawn(move || {
+        let mut con = redis::Client::open(url)
+            .and_then(|c| c.get_connection())
+            .expect("connect");
+        let block = ["XREAD", "BLOCK", "10000", "STREAMS", "k1", "k2", "$", "$"];
+        run::<Value>(&mut con, &block)
+    });
+    wait_for_blocked(&mut writer, 1);
+    // k2's entry is older than k1's last ID, but k2 was read from its own `$` (0-0).
+    run::<String>(&mut writer, &["XADD", "k2", "5-0", "g", "w"]);
+    let Value::Array(streams) = reader.join().expect("reader") else {
+        panic!("no streams");
+    };
+    assert_eq!(streams.len(), 1);
+    let Value::Array(stream) = &streams[0] else {
+        panic!("no stream");
+    };
+    assert_eq!(stream[0], Value::BulkString(b"k2".to_vec()));
+    assert_eq!(ids(&stream[1]), ["5-0"]);
+}
+
+#[test]
 fn a_blocked_xreadgroup_gets_the_new_entry_and_owns_it() {
     let server = TestServer::start();
     let mut writer = server.client();

@@ -436,7 +436,11 @@ fn read(ctx: &mut Context<'_>, args: &[Bytes], group_read: bool) -> Result<Reply
             starts.push(match arg.as_ref() {
                 b"$" => return Err(Error::msg("The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.")),
                 b">" => ReadGroupStart::New,
-                other => ReadGroupStart::History(strict_id(other)?),
+                // The greatest ID is how Redis stores `>`, and it reads it as one.
+                other => match strict_id(other)? {
+                    StreamId::MAX => ReadGroupStart::New,
+                    id => ReadGroupStart::History(id),
+                },
             });
         }
         let served_count = if blocks && count == 0 {
@@ -448,9 +452,14 @@ fn read(ctx: &mut Context<'_>, args: &[Bytes], group_read: bool) -> Result<Reply
         if first.is_some() || !blocks {
             return Ok(first.unwrap_or(Reply::NullArray));
         }
+        let starts_of: Vec<(Bytes, ReadGroupStart)> = keys.iter().cloned().zip(starts).collect();
         let attempt: Attempt = Box::new(move |db, keys| {
             let mut streams = Vec::new();
-            for (key, start) in keys.iter().zip(&starts) {
+            // Called with the keys that became ready: each is read from its own start.
+            for key in keys {
+                let Some(start) = starts_of.iter().find(|(k, _)| k == key).map(|(_, s)| s) else {
+                    continue;
+                };
                 // A group destroyed meanwhile ends the wait, with Redis's words.
                 let read = db
                     .xreadgroup(key, &group, &consumer, *start, served_count, no_ack)
@@ -471,11 +480,11 @@ fn read(ctx: &mut Context<'_>, args: &[Bytes], group_read: bool) -> Result<Reply
     let mut afters = Vec::with_capacity(n);
     for (key, arg) in keys.iter().zip(id_args) {
         ctx.db().check_stream_type(key)?;
-        afters.push(match arg.as_ref() {
+        afters.push((key.clone(), match arg.as_ref() {
             b"$" => ctx.db().stream_last_id(key)?,
             b">" => return Err(Error::msg("The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.")),
             other => strict_id(other)?,
-        });
+        }));
     }
     let served_count = if count == 0 {
         BLOCKED_READ_COUNT
@@ -484,8 +493,12 @@ fn read(ctx: &mut Context<'_>, args: &[Bytes], group_read: bool) -> Result<Reply
     };
     let read_all = move |db: crate::keyspace::Db<'_>, keys: &[Bytes], count: usize| {
         let mut streams = Vec::new();
-        for (key, after) in keys.iter().zip(&afters) {
-            if let Some(entries) = db.xread(key, *after, count)? {
+        // Called with every key first, then with the keys that became ready.
+        for key in keys {
+            let Some(after) = afters.iter().find(|(k, _)| k == key).map(|(_, a)| *a) else {
+                continue;
+            };
+            if let Some(entries) = db.xread(key, after, count)? {
                 streams.push((key.clone(), entries_reply(entries)));
             }
         }
@@ -591,12 +604,12 @@ fn group_start(
 
 /// XGROUP CREATE key group id | $ [MKSTREAM] [ENTRIESREAD entries-read]
 pub fn xgroup_create(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    if args.len() > 8 {
-        return Err(subcommand_syntax(&args[1], "XGROUP"));
-    }
     let (mkstream, entries_read) = xgroup_options(args, true)?;
     if !ctx.db().exists_stream(&args[2])? && !mkstream {
         return Err(key_required());
+    }
+    if args.len() > 8 {
+        return Err(subcommand_syntax(&args[1], "XGROUP"));
     }
     let start = group_start(&args[4], strict_id)?;
     ctx.db()
@@ -607,16 +620,15 @@ pub fn xgroup_create(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Err
 
 /// XGROUP SETID key group id | $ [ENTRIESREAD entries-read]
 pub fn xgroup_setid(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    if args.len() != 5 && args.len() != 7 {
-        xgroup_options(args, false)?;
-        return Err(subcommand_syntax(&args[1], "XGROUP"));
-    }
     let (_, entries_read) = xgroup_options(args, false)?;
     if !ctx.db().exists_stream(&args[2])? {
         return Err(key_required());
     }
     if !ctx.db().stream_has_group(&args[2], &args[3])? {
         return Err(no_such_group(&args[2], &args[3]));
+    }
+    if args.len() != 5 && args.len() != 7 {
+        return Err(subcommand_syntax(&args[1], "XGROUP"));
     }
     let start = if args[4].as_ref() == b"$" {
         GroupStart::Last
@@ -890,6 +902,10 @@ fn optional_integer(value: Option<i64>) -> Reply {
 
 /// XINFO STREAM key [FULL [COUNT count]]
 pub fn xinfo_stream(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    // The key comes before the options, as in Redis.
+    if !ctx.db().exists_stream(&args[2])? {
+        return Err(Error::NoSuchKey);
+    }
     let options = &args[3..];
     let full = match options.len() {
         0 => None,

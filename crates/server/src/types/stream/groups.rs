@@ -815,7 +815,7 @@ impl<'a> Db<'a> {
             return Ok(out);
         }
         let mut take = |id: StreamId, record: PendingRecord| {
-            let idle = now - record.delivered_ms as i64;
+            let idle = now.wrapping_sub(record.delivered_ms as i64);
             if filter.min_idle != 0 && idle < filter.min_idle {
                 return true;
             }
@@ -852,7 +852,8 @@ impl<'a> Db<'a> {
                         if let Some(id) = sub.get(prefix.len()..).and_then(StreamId::from_bytes) {
                             ids.push(id);
                         }
-                        true
+                        // Without IDLE, the first COUNT are the reply.
+                        filter.min_idle != 0 || (ids.len() as u64) < filter.count
                     },
                 )?;
                 for id in ids {
@@ -924,7 +925,7 @@ impl<'a> Db<'a> {
             };
             if owned && options.min_idle != 0 {
                 if let Some(record) = &previous {
-                    if now - (record.delivered_ms as i64) < options.min_idle {
+                    if now.wrapping_sub(record.delivered_ms as i64) < options.min_idle {
                         continue;
                     }
                 }
@@ -1009,7 +1010,8 @@ impl<'a> Db<'a> {
                     self.get_element(Cf::Data, key, &collection, &entry_sub(id)),
                     Ok(Some(_))
                 );
-                let idle_enough = min_idle == 0 || now - record.delivered_ms as i64 >= min_idle;
+                let idle_enough =
+                    min_idle == 0 || now.wrapping_sub(record.delivered_ms as i64) >= min_idle;
                 if gone || idle_enough {
                     left -= 1;
                 }
@@ -1024,7 +1026,7 @@ impl<'a> Db<'a> {
                 claimed.deleted.push(id);
                 continue;
             };
-            if min_idle != 0 && now - (record.delivered_ms as i64) < min_idle {
+            if min_idle != 0 && now.wrapping_sub(record.delivered_ms as i64) < min_idle {
                 continue;
             }
             if !touched {
@@ -1117,7 +1119,7 @@ impl<'a> Db<'a> {
             .map(|(name, c)| ConsumerInfo {
                 name,
                 pending: c.pending,
-                idle: (now - c.seen_ms as i64).max(0),
+                idle: now.wrapping_sub(c.seen_ms as i64).max(0),
                 seen_ms: c.seen_ms,
             })
             .collect())

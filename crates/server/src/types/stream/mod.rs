@@ -242,7 +242,8 @@ impl<'a> Db<'a> {
     ) -> Result<u64, Error> {
         let collection = stream.write.collection();
         let mut length = stream.write.size;
-        let mut doomed: Vec<StreamId> = Vec::new();
+        // How many of the oldest entries go, and the last of them.
+        let (mut doomed, mut last_doomed) = (0u64, None);
         let mut stop_at = None;
         let limit = trim.limit;
         self.scan_entries(
@@ -255,11 +256,12 @@ impl<'a> Db<'a> {
                     TrimTo::MaxLen(max) => length <= max,
                     TrimTo::MinId(min) => id >= min,
                 };
-                if keep || (limit != 0 && doomed.len() as u64 >= limit) {
+                if keep || (limit != 0 && doomed >= limit) {
                     stop_at = Some(id);
                     return false;
                 }
-                doomed.push(id);
+                doomed += 1;
+                last_doomed = Some(id);
                 length = length.saturating_sub(1);
                 true
             },
@@ -271,13 +273,13 @@ impl<'a> Db<'a> {
                 TrimTo::MaxLen(max) => length > max,
                 TrimTo::MinId(min) => added < min,
             };
-            if goes && (limit == 0 || (doomed.len() as u64) < limit) {
+            if goes && (limit == 0 || doomed < limit) {
                 removed_added = true;
             } else {
                 stop_at = Some(added);
             }
         }
-        let Some(&last_doomed) = doomed.last() else {
+        let Some(last_doomed) = last_doomed else {
             if removed_added {
                 if let Some(added) = added {
                     stream.write.delete(Cf::Data, &entry_sub(added));
@@ -300,7 +302,7 @@ impl<'a> Db<'a> {
                 stream.write.delete(Cf::Data, &entry_sub(added));
             }
         }
-        let removed = doomed.len() as u64 + removed_added as u64;
+        let removed = doomed + removed_added as u64;
         stream.write.size = stream.write.size.saturating_sub(removed);
         stream.meta.first_id = match stop_at {
             Some(id) if stream.write.size > 0 => id,

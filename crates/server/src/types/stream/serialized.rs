@@ -1,6 +1,8 @@
 //! A stream as Redis's serialization carries it (`shale_rdb::stream::Stream`), for DUMP,
 //! RESTORE, MIGRATE and RDB files: read whole from its records, and written as records.
 
+use std::collections::HashMap;
+
 use bytes::Bytes;
 use shale_rdb::stream::{Consumer, Group, Id, Stream};
 use shale_storage::metadata::KeyKind;
@@ -34,7 +36,7 @@ impl<'a> Db<'a> {
         let mut groups = Vec::new();
         for (name, record) in self.groups(key, &stream)? {
             let mut pending = Vec::new();
-            let mut owners: Vec<(StreamId, Bytes)> = Vec::new();
+            let mut owned: HashMap<Bytes, Vec<Id>> = HashMap::new();
             self.scan_pending(
                 key,
                 &stream,
@@ -42,7 +44,7 @@ impl<'a> Db<'a> {
                 (StreamId::MIN, StreamId::MAX),
                 &mut |id, p| {
                     pending.push((pair(id), p.delivered_ms, p.deliveries));
-                    owners.push((id, p.consumer));
+                    owned.entry(p.consumer).or_default().push(pair(id));
                     true
                 },
             )?;
@@ -50,11 +52,7 @@ impl<'a> Db<'a> {
                 .consumers(key, &stream, &name)?
                 .into_iter()
                 .map(|(consumer, c)| Consumer {
-                    pending: owners
-                        .iter()
-                        .filter(|(_, owner)| *owner == consumer)
-                        .map(|(id, _)| pair(*id))
-                        .collect(),
+                    pending: owned.remove(&consumer).unwrap_or_default(),
                     name: consumer,
                     seen_ms: c.seen_ms,
                 })
@@ -88,24 +86,25 @@ impl<'a> Db<'a> {
         stream: &Stream,
         expire_at: u64,
     ) -> Result<(), Error> {
-        let owner_of = |group: &Group, entry: Id| {
-            group
+        // Each group's pending entries by owner, checked before anything is staged: every
+        // pending entry has its owner.
+        let mut owners: Vec<HashMap<Id, &Bytes>> = Vec::with_capacity(stream.groups.len());
+        for group in &stream.groups {
+            let owner: HashMap<Id, &Bytes> = group
                 .consumers
                 .iter()
-                .find(|c| c.pending.contains(&entry))
-                .map(|c| c.name.clone())
-        };
-        // Checked before anything is staged: every pending entry has its owner.
-        for group in &stream.groups {
-            if group.pending.iter().any(|p| owner_of(group, p.0).is_none()) {
+                .flat_map(|c| c.pending.iter().map(move |id| (*id, &c.name)))
+                .collect();
+            if group.pending.iter().any(|p| !owner.contains_key(&p.0)) {
                 return Err(corrupt());
             }
+            owners.push(owner);
         }
         self.replace_with_collection(key, KeyKind::Stream, expire_at, |write| {
             for (entry, fields) in &stream.entries {
                 write.put(Cf::Data, &entry_sub(id(*entry)), encode_entry(fields));
             }
-            for group in &stream.groups {
+            for (group, owner) in stream.groups.iter().zip(&owners) {
                 let record = GroupRecord {
                     last_id: id(group.last_id),
                     entries_read: group.entries_read,
@@ -131,7 +130,10 @@ impl<'a> Db<'a> {
                     let record = PendingRecord {
                         delivered_ms: *delivered_ms,
                         deliveries: *deliveries,
-                        consumer: owner_of(group, *entry).unwrap_or_default(),
+                        consumer: owner
+                            .get(entry)
+                            .map(|name| (*name).clone())
+                            .unwrap_or_default(),
                     };
                     write.put(
                         Cf::Data,
