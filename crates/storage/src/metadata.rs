@@ -30,6 +30,16 @@ pub enum KeyKind {
 }
 
 impl KeyKind {
+    pub const ALL: [KeyKind; 7] = [
+        KeyKind::String,
+        KeyKind::Hash,
+        KeyKind::List,
+        KeyKind::Set,
+        KeyKind::ZSet,
+        KeyKind::Roaring,
+        KeyKind::Stream,
+    ];
+
     fn from_byte(b: u8) -> Option<KeyKind> {
         Some(match b {
             1 => KeyKind::String,

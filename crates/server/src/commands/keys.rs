@@ -181,16 +181,9 @@ pub fn keys(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 }
 
 fn kind_by_name(name: &[u8]) -> Option<KeyKind> {
-    [
-        KeyKind::String,
-        KeyKind::Hash,
-        KeyKind::List,
-        KeyKind::Set,
-        KeyKind::ZSet,
-        KeyKind::Roaring,
-    ]
-    .into_iter()
-    .find(|kind| is(name, kind.type_name()))
+    KeyKind::ALL
+        .into_iter()
+        .find(|kind| is(name, kind.type_name()))
 }
 
 /// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]

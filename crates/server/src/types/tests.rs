@@ -298,14 +298,16 @@ fn the_reaper_removes_due_keys_and_names_them() {
             db.set(format!("k{i}").as_bytes(), b("v"), SetOptions::default())
                 .unwrap();
         }
-        let soon = now_ms() as i64 + 1;
+        // Far enough ahead that no key is already past it when its expiry is set (which
+        // deletes it at once), then reaped as of a later time.
+        let soon = now_ms() as i64 + 60_000;
         for i in 0..4 {
             db.set_expiry(format!("k{i}").as_bytes(), soon, ExpireCondition::default())
                 .unwrap();
         }
         let mut reaped = Vec::new();
         let removed = db
-            .reap_expired(now_ms() + 10, 100, &mut |key| reaped.push(key.to_vec()))
+            .reap_expired(soon as u64 + 10, 100, &mut |key| reaped.push(key.to_vec()))
             .unwrap();
         assert_eq!(removed, 4);
         reaped.sort();
