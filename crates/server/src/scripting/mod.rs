@@ -11,6 +11,7 @@
 
 mod cjson;
 mod convert;
+mod libraries;
 mod vm;
 
 use std::collections::{HashMap, HashSet};

@@ -11,7 +11,7 @@ use shale_protocol::Reply;
 use super::convert::{
     command_args, counted_error, error_line, error_table, lua_to_reply, mark_counted, reply_to_lua,
 };
-use super::{cjson, sha1_hex, RunningScript};
+use super::{cjson, libraries, sha1_hex, RunningScript};
 use crate::REDIS_VERSION;
 
 /// A runaway script fails instead of taking the server's memory.
@@ -147,6 +147,7 @@ impl Vm {
         }
         globals.raw_set("redis", redis_api(&lua)?)?;
         globals.raw_set("cjson", cjson::library(&lua)?)?;
+        libraries::open(&lua)?;
         let bridge = lua.create_table()?;
         lua.load(PRELUDE)
             .set_name("=shale")
