@@ -26,22 +26,31 @@ fn ids(reply: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Runs `args` on a connection of its own, in a thread, as a client that blocks would.
+fn in_background(
+    server: &TestServer,
+    args: &'static [&'static str],
+) -> std::thread::JoinHandle<redis::RedisResult<Value>> {
+    let url = server.url();
+    std::thread::spawn(move || {
+        let mut con = redis::Client::open(url).and_then(|c| c.get_connection())?;
+        let mut cmd = redis::cmd(args[0]);
+        for arg in &args[1..] {
+            cmd.arg(*arg);
+        }
+        cmd.query(&mut con)
+    })
+}
+
 #[test]
 fn a_blocked_xread_is_woken_by_another_clients_xadd() {
     let server = TestServer::start();
     let mut writer = server.client();
     run::<String>(&mut writer, &["XADD", "s", "1-1", "f", "v"]);
-    let url = server.url();
-    let reader = std::thread::spawn(move || {
-        let mut con = redis::Client::open(url)
-            .and_then(|c| c.get_connection())
-            .expect("connect");
-        let block = ["XREAD", "BLOCK", "10000", "STREAMS", "s", "$"];
-        run::<Value>(&mut con, &block)
-    });
+    let reader = in_background(&server, &["XREAD", "BLOCK", "10000", "STREAMS", "s", "$"]);
     wait_for_blocked(&mut writer, 1);
     run::<String>(&mut writer, &["XADD", "s", "2-1", "g", "w"]);
-    let reply = reader.join().expect("reader");
+    let reply = reader.join().expect("reader").expect("a reply");
     let expected = Value::Array(vec![Value::Array(vec![
         Value::BulkString(b"s".to_vec()),
         Value::Array(vec![Value::Array(vec![
@@ -63,18 +72,14 @@ fn a_blocked_xread_of_several_streams_reads_each_after_its_own_id() {
     let server = TestServer::start();
     let mut writer = server.client();
     run::<String>(&mut writer, &["XADD", "k1", "100-0", "f", "v"]);
-    let url = server.url();
-    let reader = std::thread::spawn(move || {
-        let mut con = redis::Client::open(url)
-            .and_then(|c| c.get_connection())
-            .expect("connect");
-        let block = ["XREAD", "BLOCK", "10000", "STREAMS", "k1", "k2", "$", "$"];
-        run::<Value>(&mut con, &block)
-    });
+    let reader = in_background(
+        &server,
+        &["XREAD", "BLOCK", "10000", "STREAMS", "k1", "k2", "$", "$"],
+    );
     wait_for_blocked(&mut writer, 1);
     // k2's entry is older than k1's last ID, but k2 was read from its own `$` (0-0).
     run::<String>(&mut writer, &["XADD", "k2", "5-0", "g", "w"]);
-    let Value::Array(streams) = reader.join().expect("reader") else {
+    let Value::Array(streams) = reader.join().expect("reader").expect("a reply") else {
         panic!("no streams");
     };
     assert_eq!(streams.len(), 1);
@@ -93,12 +98,9 @@ fn a_blocked_xreadgroup_gets_the_new_entry_and_owns_it() {
         &mut writer,
         &["XGROUP", "CREATE", "q", "workers", "$", "MKSTREAM"],
     );
-    let url = server.url();
-    let reader = std::thread::spawn(move || {
-        let mut con = redis::Client::open(url)
-            .and_then(|c| c.get_connection())
-            .expect("connect");
-        let read = [
+    let reader = in_background(
+        &server,
+        &[
             "XREADGROUP",
             "GROUP",
             "workers",
@@ -108,12 +110,11 @@ fn a_blocked_xreadgroup_gets_the_new_entry_and_owns_it() {
             "STREAMS",
             "q",
             ">",
-        ];
-        run::<Value>(&mut con, &read)
-    });
+        ],
+    );
     wait_for_blocked(&mut writer, 1);
     run::<String>(&mut writer, &["XADD", "q", "5-1", "job", "1"]);
-    let reply = reader.join().expect("reader");
+    let reply = reader.join().expect("reader").expect("a reply");
     let Value::Array(streams) = reply else {
         panic!("no streams");
     };
@@ -133,12 +134,9 @@ fn a_blocked_xreadgroup_ends_when_its_group_is_destroyed() {
     let server = TestServer::start();
     let mut admin = server.client();
     run::<String>(&mut admin, &["XGROUP", "CREATE", "q", "g", "$", "MKSTREAM"]);
-    let url = server.url();
-    let reader = std::thread::spawn(move || {
-        let mut con = redis::Client::open(url)
-            .and_then(|c| c.get_connection())
-            .expect("connect");
-        let read = [
+    let reader = in_background(
+        &server,
+        &[
             "XREADGROUP",
             "GROUP",
             "g",
@@ -148,13 +146,13 @@ fn a_blocked_xreadgroup_ends_when_its_group_is_destroyed() {
             "STREAMS",
             "q",
             ">",
-        ];
-        common::fails(&mut con, &read)
-    });
+        ],
+    );
     wait_for_blocked(&mut admin, 1);
     assert_eq!(run::<i64>(&mut admin, &["XGROUP", "DESTROY", "q", "g"]), 1);
+    let error = reader.join().expect("reader").expect_err("an error");
     assert_eq!(
-        reader.join().expect("reader"),
+        common::error_line(error),
         "NOGROUP the consumer group this client was blocked on no longer exists"
     );
 }
