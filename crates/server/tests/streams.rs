@@ -91,6 +91,30 @@ fn a_blocked_xread_of_several_streams_reads_each_after_its_own_id() {
 }
 
 #[test]
+fn a_waiter_for_a_later_id_does_not_hold_up_the_waiters_behind_it() {
+    let server = TestServer::start();
+    let mut writer = server.client();
+    run::<String>(&mut writer, &["XADD", "s", "1-0", "f", "v"]);
+    let later = in_background(
+        &server,
+        &["XREAD", "BLOCK", "1500", "STREAMS", "s", "99999-0"],
+    );
+    wait_for_blocked(&mut writer, 1);
+    let now = in_background(&server, &["XREAD", "BLOCK", "10000", "STREAMS", "s", "$"]);
+    wait_for_blocked(&mut writer, 2);
+    run::<String>(&mut writer, &["XADD", "s", "2-0", "f", "w"]);
+    let Value::Array(streams) = now.join().expect("reader").expect("a reply") else {
+        panic!("no streams");
+    };
+    let Value::Array(stream) = &streams[0] else {
+        panic!("no stream");
+    };
+    assert_eq!(ids(&stream[1]), ["2-0"]);
+    // The first waiter found nothing after its ID and timed out.
+    assert_eq!(later.join().expect("reader").expect("a reply"), Value::Nil);
+}
+
+#[test]
 fn a_blocked_xreadgroup_gets_the_new_entry_and_owns_it() {
     let server = TestServer::start();
     let mut writer = server.client();

@@ -37,7 +37,7 @@ use shale_protocol::{Bulks, Reply};
 
 use crate::error::Error;
 use crate::keyspace::{Db, HeldStripes, Keyspace, Transaction, WrittenKeys};
-use crate::services::blocking::{Attempt, BlockRequest};
+use crate::services::blocking::{Attempt, BlockRequest, Wants};
 use crate::services::monitor::Origin;
 use crate::services::notifications::Event;
 use crate::services::{ClientState, Services};
@@ -320,6 +320,7 @@ fn block_on(
     timeout: Option<std::time::Duration>,
     timeout_reply: Reply,
     attempt: Attempt,
+    wants: Wants,
 ) -> Result<Reply, Error> {
     if let Some(reply) = attempt(ctx.db(), &keys)? {
         return Ok(reply);
@@ -333,6 +334,7 @@ fn block_on(
         timeout,
         timeout_reply,
         attempt,
+        wants,
     });
     // Never sent: the connection replies with what the wait produces.
     Ok(Reply::Null)

@@ -9,7 +9,7 @@ use super::{block_on, help_reply, Context};
 use crate::config::event_classes::STREAM;
 use crate::error::Error;
 use crate::keyspace::now_ms;
-use crate::services::blocking::Attempt;
+use crate::services::blocking::{Attempt, Wants};
 use crate::types::stream::id::{parse_id, IdSyntax, StreamId};
 use crate::types::stream::{
     key_required, no_such_group, no_such_key_or_group, AddId, ClaimOptions, Claimed, Entry, Fields,
@@ -475,7 +475,14 @@ fn read(ctx: &mut Context<'_>, args: &[Bytes], group_read: bool) -> Result<Reply
             }
             Ok((!streams.is_empty()).then(|| streams_reply(streams, resp3)))
         });
-        return block_on(ctx, keys, timeout, Reply::NullArray, attempt);
+        return block_on(
+            ctx,
+            keys,
+            timeout,
+            Reply::NullArray,
+            attempt,
+            Wants::EntriesAfterOwnId,
+        );
     }
     let mut afters = Vec::with_capacity(n);
     for (key, arg) in keys.iter().zip(id_args) {
@@ -511,7 +518,14 @@ fn read(ctx: &mut Context<'_>, args: &[Bytes], group_read: bool) -> Result<Reply
         return Ok(Reply::NullArray);
     }
     let attempt: Attempt = Box::new(move |db, keys| read_all(db, keys, served_count));
-    block_on(ctx, keys, timeout, Reply::NullArray, attempt)
+    block_on(
+        ctx,
+        keys,
+        timeout,
+        Reply::NullArray,
+        attempt,
+        Wants::EntriesAfterOwnId,
+    )
 }
 
 fn group_entries_reply(entries: Vec<(StreamId, Option<Fields>)>) -> Reply {

@@ -31,6 +31,18 @@ pub struct BlockRequest {
     pub timeout: Option<Duration>,
     pub timeout_reply: Reply,
     pub attempt: Attempt,
+    pub wants: Wants,
+}
+
+/// What a waiter waits for, which decides whether a waiter that cannot be served stops the
+/// serving of a key's queue.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Wants {
+    /// Any element (a pop): when the first waiter finds nothing, nor will the next.
+    AnyElement,
+    /// Entries after its own ID (a stream read): the next waiter may be served when this
+    /// one is not.
+    EntriesAfterOwnId,
 }
 
 enum WaitState {
@@ -199,12 +211,14 @@ impl Blocking {
     fn serve_key(&self, keyspace: &Keyspace, db: u8, key: Bytes) {
         let id = (db, key.to_vec());
         let only = [key];
+        // Waiters passed over, which stay at the front of the queue in order.
+        let mut passed = 0;
         loop {
             let next = self
                 .queues
                 .lock()
                 .get(&id)
-                .and_then(|queue| queue.front().cloned());
+                .and_then(|queue| queue.get(passed).cloned());
             let Some(waiter) = next else {
                 return;
             };
@@ -212,6 +226,7 @@ impl Blocking {
                 Served::Yes => {}
                 // Timed out or unblocked, and not yet out of the queues: take it out here.
                 Served::AlreadyDone => self.dequeue(&waiter),
+                Served::NotThisOne => passed += 1,
                 Served::NothingThere => return,
             }
         }
@@ -225,10 +240,13 @@ impl Blocking {
         let db = keyspace.db(waiter.request.db);
         let reply = match (waiter.request.attempt)(db, keys) {
             Ok(Some(reply)) => reply,
+            Ok(None) if waiter.request.wants == Wants::EntriesAfterOwnId => {
+                return Served::NotThisOne
+            }
             Ok(None) => return Served::NothingThere,
             // A key that now holds another type does not serve the waiter, which keeps
-            // waiting, as in Redis 7.0.
-            Err(Error::WrongType) => return Served::NothingThere,
+            // waiting, as in Redis 7.0; waiters of another kind may be served.
+            Err(Error::WrongType) => return Served::NotThisOne,
             Err(err) => err.to_reply(),
         };
         *state = WaitState::Done(reply);
@@ -257,4 +275,6 @@ enum Served {
     Yes,
     AlreadyDone,
     NothingThere,
+    /// Nothing for this waiter, perhaps something for the next one.
+    NotThisOne,
 }
