@@ -8,7 +8,7 @@ use super::args::{self, int, is, mpop_count, mpop_numkeys, non_negative, pop_cou
 use super::{block_on, bulks, Context};
 use crate::config::event_classes::LIST;
 use crate::error::Error;
-use crate::services::blocking::{Attempt, Wants};
+use crate::services::blocking::Attempt;
 use crate::types::list::{End, PosOptions};
 
 fn push(
@@ -256,14 +256,7 @@ fn blocking_pop(ctx: &mut Context<'_>, args: &[Bytes], which: End) -> Result<Rep
             ])
         }))
     });
-    block_on(
-        ctx,
-        keys.to_vec(),
-        timeout,
-        Reply::NullArray,
-        attempt,
-        Wants::AnyElement,
-    )
+    block_on(ctx, keys.to_vec(), timeout, Reply::NullArray, attempt)
 }
 
 pub fn blpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
@@ -291,14 +284,7 @@ fn blocking_move(
     if !ctx.may_block() {
         return Ok(attempt(ctx.db(), &keys)?.unwrap_or(Reply::Null));
     }
-    block_on(
-        ctx,
-        keys,
-        timeout,
-        Reply::NullArray,
-        attempt,
-        Wants::AnyElement,
-    )
+    block_on(ctx, keys, timeout, Reply::NullArray, attempt)
 }
 
 /// BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout
@@ -325,12 +311,5 @@ pub fn blmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         ctx.notify(LIST, pop_event(which), key);
     }
     let attempt: Attempt = Box::new(move |db, keys| Ok(mpop_reply(db.lmpop(keys, which, count)?)));
-    block_on(
-        ctx,
-        keys.to_vec(),
-        timeout,
-        Reply::NullArray,
-        attempt,
-        Wants::AnyElement,
-    )
+    block_on(ctx, keys.to_vec(), timeout, Reply::NullArray, attempt)
 }

@@ -312,9 +312,27 @@ fn runs_in_multi(spec: &CommandSpec) -> bool {
     spec.flags.contains(Flags::RUNS_IN_MULTI)
 }
 
+/// Runs a blocking pop: [`wait_for`] an element of `keys`.
+fn block_on(
+    ctx: &mut Context<'_>,
+    keys: Vec<Bytes>,
+    timeout: Option<std::time::Duration>,
+    timeout_reply: Reply,
+    attempt: Attempt,
+) -> Result<Reply, Error> {
+    wait_for(
+        ctx,
+        keys,
+        timeout,
+        timeout_reply,
+        attempt,
+        Wants::AnyElement,
+    )
+}
+
 /// Runs a blocking command: replies at once if `attempt` finds something on `keys` (or if the
 /// command may not block here), else asks the connection to wait for the keys.
-fn block_on(
+fn wait_for(
     ctx: &mut Context<'_>,
     keys: Vec<Bytes>,
     timeout: Option<std::time::Duration>,

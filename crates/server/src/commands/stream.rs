@@ -5,7 +5,7 @@ use bytes::Bytes;
 use shale_protocol::Reply;
 
 use super::args::{int, is};
-use super::{block_on, help_reply, Context};
+use super::{help_reply, wait_for, Context};
 use crate::config::event_classes::STREAM;
 use crate::error::Error;
 use crate::keyspace::now_ms;
@@ -475,7 +475,7 @@ fn read(ctx: &mut Context<'_>, args: &[Bytes], group_read: bool) -> Result<Reply
             }
             Ok((!streams.is_empty()).then(|| streams_reply(streams, resp3)))
         });
-        return block_on(
+        return wait_for(
             ctx,
             keys,
             timeout,
@@ -518,7 +518,7 @@ fn read(ctx: &mut Context<'_>, args: &[Bytes], group_read: bool) -> Result<Reply
         return Ok(Reply::NullArray);
     }
     let attempt: Attempt = Box::new(move |db, keys| read_all(db, keys, served_count));
-    block_on(
+    wait_for(
         ctx,
         keys,
         timeout,

@@ -12,7 +12,7 @@ use super::hash::scan_reply;
 use super::{block_on, Context};
 use crate::config::event_classes::ZSET;
 use crate::error::Error;
-use crate::services::blocking::{Attempt, Wants};
+use crate::services::blocking::Attempt;
 use crate::types::numbers::{parse_double, parse_range_double};
 use crate::types::set::SetOp;
 use crate::types::zset::{
@@ -434,14 +434,7 @@ fn blocking_pop(ctx: &mut Context<'_>, args: &[Bytes], max: bool) -> Result<Repl
             ]))
         }))
     });
-    block_on(
-        ctx,
-        keys.to_vec(),
-        timeout,
-        Reply::NullArray,
-        attempt,
-        Wants::AnyElement,
-    )
+    block_on(ctx, keys.to_vec(), timeout, Reply::NullArray, attempt)
 }
 
 pub fn bzpopmin(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
@@ -461,14 +454,7 @@ pub fn bzmpop(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     // Published for the key it pops at once; one served later announces nothing.
     notify_pops(ctx, keys, max);
     let attempt: Attempt = Box::new(move |db, keys| Ok(mpop_reply(db.zmpop(keys, max, n)?)));
-    block_on(
-        ctx,
-        keys.to_vec(),
-        timeout,
-        Reply::NullArray,
-        attempt,
-        Wants::AnyElement,
-    )
+    block_on(ctx, keys.to_vec(), timeout, Reply::NullArray, attempt)
 }
 
 /// ZRANDMEMBER key [count [WITHSCORES]]

@@ -349,6 +349,37 @@ impl<'a> Db<'a> {
         Ok(())
     }
 
+    /// The IDs `consumer` of `group` has pending from `start` to `end`, at most `limit` of
+    /// them (0: all), in ID order.
+    fn consumer_pending_ids(
+        &self,
+        key: &[u8],
+        stream: &Collection,
+        group: &[u8],
+        consumer: &[u8],
+        (start, end): (StreamId, StreamId),
+        limit: usize,
+    ) -> Result<Vec<StreamId>, Error> {
+        let prefix = consumer_pending_prefix(group, consumer);
+        let lower = [prefix.as_slice(), &start.to_bytes()].concat();
+        let upper = [prefix.as_slice(), &end.to_bytes(), &[0]].concat();
+        let mut ids = Vec::new();
+        self.scan_elements(
+            Cf::Data,
+            key,
+            stream,
+            (&lower, Some(&upper)),
+            ScanDirection::Forward,
+            &mut |sub, _| {
+                if let Some(id) = sub.get(prefix.len()..).and_then(StreamId::from_bytes) {
+                    ids.push(id);
+                }
+                limit == 0 || ids.len() < limit
+            },
+        )?;
+        Ok(ids)
+    }
+
     /// Records `id` as delivered to `consumer` now, moving it from its previous owner.
     fn deliver(
         &self,
@@ -526,25 +557,13 @@ impl<'a> Db<'a> {
         let Some(record) = self.consumer_in(&stream, &mut edit, consumer)? else {
             return Ok(None);
         };
-        let prefix = consumer_pending_prefix(group, consumer);
         let collection = stream.write.collection();
-        let mut owned = Vec::new();
-        self.scan_elements(
-            Cf::Data,
-            key,
-            &collection,
-            (&prefix, Some(&prefix_end(&prefix))),
-            ScanDirection::Forward,
-            &mut |sub, _| {
-                if let Some(id) = sub.get(prefix.len()..).and_then(StreamId::from_bytes) {
-                    owned.push(id);
-                }
-                true
-            },
-        )?;
+        let all = (StreamId::MIN, StreamId::MAX);
+        let owned = self.consumer_pending_ids(key, &collection, group, consumer, all, 0)?;
         for id in &owned {
             stream.write.delete(Cf::Data, &pending_sub(group, *id));
         }
+        let prefix = consumer_pending_prefix(group, consumer);
         stream
             .write
             .delete_range(Cf::Data, &prefix, &prefix_end(&prefix));
@@ -629,23 +648,9 @@ impl<'a> Db<'a> {
                 let created = self.touch_consumer(&stream, &mut edit, consumer, now)?;
                 let mut out = Vec::new();
                 if let Some(from) = after.next() {
-                    let prefix = consumer_pending_prefix(group, consumer);
-                    let lower = [prefix.as_slice(), &from.to_bytes()].concat();
-                    let mut ids = Vec::new();
-                    self.scan_elements(
-                        Cf::Data,
-                        key,
-                        &collection,
-                        (&lower, Some(&prefix_end(&prefix))),
-                        ScanDirection::Forward,
-                        &mut |sub, _| {
-                            if let Some(id) = sub.get(prefix.len()..).and_then(StreamId::from_bytes)
-                            {
-                                ids.push(id);
-                            }
-                            count == 0 || ids.len() < count
-                        },
-                    )?;
+                    let range = (from, StreamId::MAX);
+                    let ids =
+                        self.consumer_pending_ids(key, &collection, group, consumer, range, count)?;
                     for id in ids {
                         let fields = self.entry_fields(key, &collection, id)?;
                         if fields.is_some() {
@@ -838,24 +843,13 @@ impl<'a> Db<'a> {
                 {
                     return Ok(out);
                 }
-                let prefix = consumer_pending_prefix(group, consumer);
-                let lower = [prefix.as_slice(), &filter.start.to_bytes()].concat();
-                let upper = [prefix.as_slice(), &filter.end.to_bytes(), &[0]].concat();
-                let mut ids = Vec::new();
-                self.scan_elements(
-                    Cf::Data,
-                    key,
-                    &stream,
-                    (&lower, Some(&upper)),
-                    ScanDirection::Forward,
-                    &mut |sub, _| {
-                        if let Some(id) = sub.get(prefix.len()..).and_then(StreamId::from_bytes) {
-                            ids.push(id);
-                        }
-                        // Without IDLE, the first COUNT are the reply.
-                        filter.min_idle != 0 || (ids.len() as u64) < filter.count
-                    },
-                )?;
+                // Without IDLE, the first COUNT are the reply.
+                let limit = match filter.min_idle {
+                    0 => usize::try_from(filter.count).unwrap_or(usize::MAX),
+                    _ => 0,
+                };
+                let range = (filter.start, filter.end);
+                let ids = self.consumer_pending_ids(key, &stream, group, consumer, range, limit)?;
                 for id in ids {
                     if let Some(raw) =
                         self.get_element(Cf::Data, key, &stream, &pending_sub(group, id))?
@@ -1183,21 +1177,8 @@ impl<'a> Db<'a> {
             )?;
             let mut consumers = Vec::new();
             for (consumer, c) in self.consumers(key, &stream, &name)? {
-                let prefix = consumer_pending_prefix(&name, &consumer);
-                let mut ids = Vec::new();
-                self.scan_elements(
-                    Cf::Data,
-                    key,
-                    &stream,
-                    (&prefix, Some(&prefix_end(&prefix))),
-                    ScanDirection::Forward,
-                    &mut |sub, _| {
-                        if let Some(id) = sub.get(prefix.len()..).and_then(StreamId::from_bytes) {
-                            ids.push(id);
-                        }
-                        count == 0 || ids.len() < count
-                    },
-                )?;
+                let all = (StreamId::MIN, StreamId::MAX);
+                let ids = self.consumer_pending_ids(key, &stream, &name, &consumer, all, count)?;
                 let mut owned = Vec::new();
                 for id in ids {
                     if let Some(raw) =
