@@ -4,8 +4,8 @@
 Usage: scripts/compare-with-redis.py REDIS_PORT SHALE_PORT COMMAND_FILE...
 
 Each line of a command file is one command, split on spaces; "..." or '...' groups words
-that contain spaces (or nothing: "" is an empty argument), and backslashes are literal. A
-line may start with @NAME to send the command on another connection of that name (opened
+that contain spaces (or nothing: "" is an empty argument), and backslashes are literal. A quoted
+argument may run over several lines (the code of a function library). A line may start with @NAME to send the command on another connection of that name (opened
 on first use). A connection that has run SUBSCRIBE or PSUBSCRIBE (one channel or pattern per
 line) listens from then on: after every command, the messages it received are compared too.
 Both servers are flushed first. Exits 1 if any reply or message differs.
@@ -37,8 +37,15 @@ def main():
     listening = []
     checked = differ = 0
     for path in files:
+        pending = ""
         for line in open(path):
-            parts = [p.encode() for p in split(line)]
+            line = pending + line
+            try:
+                parts = [p.encode() for p in split(line)]
+            except ValueError:  # a quote still open: the argument goes on
+                pending = line
+                continue
+            pending = ""
             if not parts:
                 continue
             name = "main"

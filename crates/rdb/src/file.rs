@@ -13,7 +13,7 @@ use crate::read::Decoder;
 use crate::{write, RdbError, Value, RDB_VERSION};
 
 /// Record opcodes (`rdb.h`).
-mod opcode {
+pub(crate) mod opcode {
     pub const FUNCTION2: u8 = 245;
     pub const FUNCTION: u8 = 246;
     pub const MODULE_AUX: u8 = 247;
@@ -162,7 +162,7 @@ impl<R: Read> FileReader<R> {
                     return Ok(Record::ModuleAux(module_name(id)));
                 }
                 opcode::FUNCTION2 => return Ok(Record::Function(self.decoder.string()?)),
-                opcode::FUNCTION => return Ok(Record::Function(self.old_function()?)),
+                opcode::FUNCTION => return Ok(Record::Function(old_function(&mut self.decoder)?)),
                 opcode::EOF => return self.end(),
                 kind => {
                     let key = self.decoder.string()?;
@@ -232,23 +232,24 @@ impl<R: Read> FileReader<R> {
         }
     }
 
-    /// A library in Redis 7.0 rc1/rc2's format, turned into the later one.
-    fn old_function(&mut self) -> Result<Bytes, RdbError> {
-        let name = self.decoder.string()?;
-        let engine = self.decoder.string()?;
-        if self.decoder.length()? != 0 {
-            self.decoder.string()?;
-        }
-        let code = self.decoder.string()?;
-        let mut out = format!(
-            "#!{} name={}\n",
-            String::from_utf8_lossy(&engine),
-            String::from_utf8_lossy(&name)
-        )
-        .into_bytes();
-        out.extend_from_slice(&code);
-        Ok(Bytes::from(out))
+}
+
+/// A library in Redis 7.0 rc1/rc2's format (FUNCTION), turned into the later one's code.
+pub(crate) fn old_function<R: std::io::Read>(decoder: &mut Decoder<R>) -> Result<Bytes, RdbError> {
+    let name = decoder.string()?;
+    let engine = decoder.string()?;
+    if decoder.length()? != 0 {
+        decoder.string()?;
     }
+    let code = decoder.string()?;
+    let mut out = format!(
+        "#!{} name={}\n",
+        String::from_utf8_lossy(&engine),
+        String::from_utf8_lossy(&name)
+    )
+    .into_bytes();
+    out.extend_from_slice(&code);
+    Ok(Bytes::from(out))
 }
 
 /// A module type's 9-character name, from the top 54 bits of its ID (`moduleTypeNameByID`).
@@ -309,6 +310,13 @@ impl<W: Write> FileWriter<W> {
             self.buffer.extend_from_slice(&expire_at.to_le_bytes());
         }
         write::keyed_object(&mut self.buffer, key, value);
+        self.spill()
+    }
+
+    /// A function library's code; Redis writes them after the aux fields, before the keys.
+    pub fn function(&mut self, code: &[u8]) -> std::io::Result<()> {
+        self.buffer.push(opcode::FUNCTION2);
+        write::string(&mut self.buffer, code);
         self.spill()
     }
 

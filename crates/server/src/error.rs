@@ -60,6 +60,10 @@ pub enum Error {
     ReadOnly,
     #[error("Not enough good replicas to write.")]
     NoReplicas,
+    /// SCRIPT KILL or FUNCTION KILL while only the other kind runs past the time limit; names
+    /// the kill command that would stop it.
+    #[error("Redis is busy running a script. You can only call {0} or SHUTDOWN NOSAVE.")]
+    Busy(&'static str),
     #[error("Can't SYNC while not connected with my master")]
     NoMasterLink,
     /// A consumer group or its key is missing; the text names them as the command does.
@@ -114,6 +118,7 @@ impl Error {
             Error::Unblocked => "UNBLOCKED",
             Error::CorruptHyperLogLog => "INVALIDOBJ",
             Error::ReadOnly => "READONLY",
+            Error::Busy(_) => "BUSY",
             Error::NoReplicas => "NOREPLICAS",
             Error::NoMasterLink => "NOMASTERLINK",
             Error::BusyKey => "BUSYKEY",

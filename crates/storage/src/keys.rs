@@ -8,6 +8,7 @@
 //! | meta (counters) | `0xFF "keys" db:u8`, `0xFF "expires" db:u8` |
 //! | meta (versions) | `0xFF "version"` |
 //! | meta (database map) | `0xFF "dbmap"` |
+//! | meta (function libraries) | `0xFF "library" name` |
 //! | data, score | `db:u8 slot:u16 key_len:u32 user_key version:u64 element...` |
 //! | expire | `db:u8 expire_at_ms:u64 slot:u16 user_key` |
 //!
@@ -193,6 +194,28 @@ pub fn db_map_key() -> Vec<u8> {
     let mut out = vec![INTERNAL_PREFIX];
     out.extend_from_slice(b"dbmap");
     out
+}
+
+const LIBRARY: &[u8] = b"library";
+
+/// The record holding a function library's code (FUNCTION LOAD), by library name.
+pub fn library_key(name: &[u8]) -> Vec<u8> {
+    let mut out = vec![INTERNAL_PREFIX];
+    out.extend_from_slice(LIBRARY);
+    out.extend_from_slice(name);
+    out
+}
+
+/// `[start, end)` covering every library record.
+pub fn library_range() -> (Vec<u8>, Vec<u8>) {
+    let start = library_key(b"");
+    let end = prefix_end(&start);
+    (start, end)
+}
+
+pub fn is_library_key(raw: &[u8]) -> bool {
+    raw.strip_prefix(&[INTERNAL_PREFIX])
+        .is_some_and(|rest| rest.starts_with(LIBRARY))
 }
 
 /// Which per-database counter `raw` is, if it is one: its database, and whether it counts the

@@ -9,6 +9,7 @@ mod bitmap;
 mod connection;
 mod debug;
 mod dump;
+mod function;
 mod geo;
 mod hash;
 mod hyperloglog;

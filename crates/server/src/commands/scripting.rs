@@ -12,7 +12,8 @@ use super::args::{int, is};
 use super::{execute_nested, help_reply, resolve, CommandSpec, Context, Flags};
 use crate::error::Error;
 use crate::keyspace::{off_worker, Transaction};
-use crate::scripting::Invocation;
+use crate::scripting::flags::{eval_shebang, ScriptFlags};
+use crate::scripting::{FunctionCall, Invocation, Target};
 use crate::services::monitor::Origin;
 use crate::services::notifications::Event;
 
@@ -54,26 +55,70 @@ fn run(
     let (sha, source) = if by_sha {
         scripts.lookup(&args[1]).ok_or(Error::NoScript)?
     } else {
+        eval_shebang(&args[1]).map_err(Error::msg)?;
         (scripts.load(args[1].clone()), args[1].clone())
     };
+    // Checked when the script was cached.
+    let shebang = eval_shebang(&source).ok().flatten();
+    let body = match shebang {
+        Some(shebang) => {
+            check_declared(ctx, shebang.flags, read_only)?;
+            &source[shebang.len..]
+        }
+        None => &source[..],
+    };
+    let read_only =
+        read_only || shebang.is_some_and(|s| s.flags.contains(ScriptFlags::NO_WRITES));
     let invocation = Invocation {
-        sha: &sha,
-        source: &source,
+        target: Target::Script { sha: &sha, body },
         keys,
         args: argv,
     };
+    run_timed(ctx, &invocation, read_only, &sha, None)
+}
+
+/// What Redis's `scriptPrepareForRun` checks of the flags a script or function declares,
+/// before it runs.
+pub(super) fn check_declared(
+    ctx: &Context<'_>,
+    flags: ScriptFlags,
+    read_only: bool,
+) -> Result<(), Error> {
+    if flags.contains(ScriptFlags::NO_WRITES) || ctx.from_master {
+        return Ok(());
+    }
+    if ctx.keyspace.is_replica() {
+        return Err(Error::ReadOnly);
+    }
+    if read_only {
+        return Err(Error::msg(
+            "Can not execute a script with write flag using *_ro command.",
+        ));
+    }
+    ctx.services.replication.check_min_replicas()
+}
+
+/// Runs a script or function, timed: `speed_key` names it among those known to be fast.
+pub(super) fn run_timed(
+    ctx: &mut Context<'_>,
+    invocation: &Invocation<'_>,
+    read_only: bool,
+    speed_key: &str,
+    function: Option<FunctionCall>,
+) -> Result<Reply, Error> {
+    let scripts = &ctx.services.scripts;
     // A script that may run long (it did last time, or it never ran) first hands the other
     // connections of its worker thread to another thread, or they would wait for it. That
     // costs about 100 µs, so scripts known to be short run in place.
     let started = Instant::now();
-    let reply = if !scripts.is_fast(&sha) {
-        off_worker(|| run_in_transaction(ctx, &invocation, read_only))
+    let reply = if !scripts.is_fast(speed_key) {
+        off_worker(|| run_in_transaction(ctx, invocation, read_only, function))
     } else {
-        run_in_transaction(ctx, &invocation, read_only)
+        run_in_transaction(ctx, invocation, read_only, function)
     };
     ctx.services
         .scripts
-        .record_duration(&sha, started.elapsed());
+        .record_duration(speed_key, started.elapsed());
     reply
 }
 
@@ -81,17 +126,19 @@ fn run_in_transaction(
     ctx: &mut Context<'_>,
     invocation: &Invocation<'_>,
     read_only: bool,
+    function: Option<FunctionCall>,
 ) -> Result<Reply, Error> {
     if let Some(txn) = ctx.txn {
         // Inside EXEC: the script's writes belong to the EXEC, so it cannot be killed alone.
-        let (reply, events, _) = run_script(ctx, txn, invocation, read_only, false)?;
+        let (reply, events, _) = run_script(ctx, txn, invocation, read_only, None, function)?;
         ctx.events.extend(events);
         return Ok(reply);
     }
     let db = ctx.client.db as u8;
     let keys: Vec<(u8, &[u8])> = invocation.keys.iter().map(|k| (db, k.as_ref())).collect();
     let txn = ctx.keyspace.begin(&keys)?;
-    let (reply, events, killed) = run_script(ctx, &txn, invocation, read_only, true)?;
+    let client_fd = Some(ctx.client.handle.fd);
+    let (reply, events, killed) = run_script(ctx, &txn, invocation, read_only, client_fd, function)?;
     if !killed {
         ctx.keyspace.commit(&txn)?;
         ctx.services.notifications().publish_all(events);
@@ -101,22 +148,21 @@ fn run_in_transaction(
 
 /// Runs the script's commands in `txn`. Returns the reply, the keyspace events to publish
 /// once `txn` commits, and whether SCRIPT KILL stopped it (then its writes must not be
-/// committed).
+/// committed). A script that can be killed alone names its client's socket.
 fn run_script(
     ctx: &mut Context<'_>,
     txn: &Transaction,
     invocation: &Invocation<'_>,
     read_only: bool,
-    killable: bool,
+    client_fd: Option<i32>,
+    function: Option<FunctionCall>,
 ) -> Result<(Reply, Vec<Event>, bool), Error> {
     let services = ctx.services;
     let mut vm = services
         .scripts
         .checkout()
         .map_err(|e| Error::msg(format!("can't start a Lua state: {e}")))?;
-    let running = services
-        .scripts
-        .started(killable.then_some(ctx.client.handle.fd));
+    let running = services.scripts.started(client_fd, function);
     let (caller_db, caller_resp3) = (ctx.client.db, ctx.client.resp3);
     // The script's commands run as a client of its own, which subscribes to nothing.
     let subscriptions = std::mem::take(&mut ctx.client.subscriptions);
@@ -173,6 +219,7 @@ fn script_refusal(
 
 /// SCRIPT LOAD script
 pub fn script_load(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    eval_shebang(&args[2]).map_err(Error::msg)?;
     Ok(Reply::bulk(ctx.services.scripts.load(args[2].clone())))
 }
 
@@ -204,9 +251,7 @@ pub fn script_flush(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Erro
 /// SCRIPT KILL
 pub fn script_kill(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     let limit = Duration::from_millis(ctx.services.config.read().lua_time_limit);
-    if ctx.services.scripts.kill(limit) == 0 {
-        return Err(Error::NotBusy);
-    }
+    ctx.services.scripts.kill(limit, false)?;
     Ok(Reply::OK)
 }
 

@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap;
 use crate::config::event_classes::{GENERIC, HASH, LIST, SET, STRING, ZSET};
 
 use super::{
-    bitmap, connection, debug, dump, geo, hash, hyperloglog, keys, list, migrate, pubsub,
+    bitmap, connection, debug, dump, function, geo, hash, hyperloglog, keys, list, migrate, pubsub,
     replication, roaring, scripting, server, set, sort, stream, string, transaction, zset, Handler,
 };
 
@@ -303,6 +303,9 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("eval_ro", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::SKIP_MONITOR).with(Flags::READONLY).with(Flags::RUNS_COMMANDS), COUNTED_SECOND, "scripting", "Executes a read-only server-side Lua script.", scripting::eval_ro),
     spec!("evalsha_ro", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::SKIP_MONITOR).with(Flags::READONLY).with(Flags::RUNS_COMMANDS), COUNTED_SECOND, "scripting", "Executes a read-only server-side Lua script by SHA1 digest.", scripting::evalsha_ro),
     container!("script", -2, Flags::NONE, "scripting", "A container for Lua scripts management commands.", scripting::script_help, SCRIPT),
+    spec!("fcall", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::SKIP_MONITOR).with(Flags::RUNS_COMMANDS), COUNTED_SECOND, "scripting", "Invokes a function.", function::fcall),
+    spec!("fcall_ro", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::SKIP_MONITOR).with(Flags::READONLY).with(Flags::RUNS_COMMANDS), COUNTED_SECOND, "scripting", "Invokes a read-only function.", function::fcall_ro),
+    container!("function", -2, Flags::NONE, "scripting", "A container for function commands.", function::function_help, FUNCTION),
     // server
     container!("command", -1, Flags::LOADING.with(Flags::STALE), "server", "Returns detailed information about commands.", server::command, COMMAND),
     spec!("info", -1, Flags::LOADING.with(Flags::STALE), NO_KEYS, "server", "Returns information and statistics about the server.", server::info),
@@ -573,6 +576,19 @@ static SCRIPT: &[CommandSpec] = &[
     spec!("script|flush", -2, Flags::NOSCRIPT, NO_KEYS, "scripting", "Removes all server-side Lua scripts from the script cache.", scripting::script_flush),
     spec!("script|kill", 2, Flags::NOSCRIPT, NO_KEYS, "scripting", "Terminates a server-side Lua script during execution.", scripting::script_kill),
     spec!("script|help", 2, HELP, NO_KEYS, "scripting", "Returns helpful text about the different subcommands.", scripting::script_help),
+];
+
+#[rustfmt::skip]
+static FUNCTION: &[CommandSpec] = &[
+    spec!("function|load", -3, Flags::NOSCRIPT.with(Flags::WRITE).with(Flags::DENYOOM), NO_KEYS, "scripting", "Creates a library.", function::function_load),
+    spec!("function|delete", 3, Flags::NOSCRIPT.with(Flags::WRITE), NO_KEYS, "scripting", "Deletes a library and its functions.", function::function_delete),
+    spec!("function|flush", -2, Flags::NOSCRIPT.with(Flags::WRITE), NO_KEYS, "scripting", "Deletes all libraries and functions.", function::function_flush),
+    spec!("function|dump", 2, Flags::NOSCRIPT, NO_KEYS, "scripting", "Dumps all libraries into a serialized binary payload.", function::function_dump),
+    spec!("function|restore", -3, Flags::NOSCRIPT.with(Flags::WRITE).with(Flags::DENYOOM), NO_KEYS, "scripting", "Restores all libraries from a payload.", function::function_restore),
+    spec!("function|list", -2, Flags::NOSCRIPT, NO_KEYS, "scripting", "Returns information about all libraries.", function::function_list),
+    spec!("function|stats", 2, Flags::NOSCRIPT, NO_KEYS, "scripting", "Returns information about a function during execution.", function::function_stats),
+    spec!("function|kill", 2, Flags::NOSCRIPT, NO_KEYS, "scripting", "Terminates a function during execution.", function::function_kill),
+    spec!("function|help", 2, HELP, NO_KEYS, "scripting", "Returns helpful text about the different subcommands.", function::function_help),
 ];
 
 #[rustfmt::skip]

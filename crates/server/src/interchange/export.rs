@@ -24,6 +24,8 @@ pub struct Exported {
     pub keys: u64,
     /// Roaring bitmaps, which Redis has no type for.
     pub skipped: u64,
+    /// Function libraries.
+    pub libraries: u64,
     pub bytes: u64,
     pub seconds: f64,
 }
@@ -57,8 +59,9 @@ pub fn export_rdb(config: &Config, path: &Path) -> Result<Exported, String> {
         .map_err(|e| format!("can't rename {}: {e}", partial.display()))?;
     exported.seconds = started.elapsed().as_secs_f64();
     tracing::info!(
-        "exported {} keys to {} ({} MB, {} Roaring bitmaps left out) in {:.1} s",
+        "exported {} keys and {} function libraries to {} ({} MB, {} Roaring bitmaps left out) in {:.1} s",
         exported.keys,
+        exported.libraries,
         path.display(),
         exported.bytes / 1_000_000,
         exported.skipped,
@@ -85,6 +88,10 @@ fn write_file(keyspace: &Keyspace, path: &Path) -> Result<Exported, String> {
         FileWriter::new(BufWriter::with_capacity(WRITE_BUFFER, file), &aux).map_err(io)?;
     let mut exported = Exported::default();
     let failed = |e: crate::error::Error| format!("can't read the database: {e}");
+    for (_, code) in keyspace.libraries().map_err(failed)? {
+        writer.function(&code).map_err(io)?;
+        exported.libraries += 1;
+    }
     for index in 0..keyspace.databases() {
         let db = keyspace.db(index);
         let size = db.size().map_err(failed)?;

@@ -53,11 +53,12 @@ pub fn import_rdb(path: &Path, config: &Config) -> Result<Imported, String> {
     data_dir.remove_leftovers();
     imported.seconds = started.elapsed().as_secs_f64();
     tracing::info!(
-        "imported {}: {} keys ({} expired and {} skipped left out), {} MB in {:.1} s, {:.0} keys/s",
+        "imported {}: {} keys ({} expired and {} skipped left out) and {} function libraries, {} MB in {:.1} s, {:.0} keys/s",
         path.display(),
         imported.keys,
         imported.expired,
         imported.skipped,
+        imported.libraries,
         imported.bytes / 1_000_000,
         imported.seconds,
         imported.keys as f64 / imported.seconds.max(1e-9)

@@ -17,6 +17,8 @@ use shale_rdb::file::{FileReader, Record};
 
 use crate::error::Error;
 use crate::keyspace::Keyspace;
+use crate::scripting::functions::RestorePolicy;
+use crate::scripting::Scripts;
 use crate::types::dump::Restored;
 
 /// How often a load logs its progress.
@@ -30,6 +32,8 @@ pub struct Imported {
     pub expired: u64,
     /// Keys with a value this server cannot hold (module types, empty collections).
     pub skipped: u64,
+    /// Function libraries.
+    pub libraries: u64,
     pub bytes: u64,
     pub seconds: f64,
 }
@@ -60,6 +64,7 @@ pub fn load(
     tracing::info!("loading an RDB file of version {}", reader.version());
     let mut imported = Imported::default();
     let mut reported = Instant::now();
+    let mut libraries = Vec::new();
     loop {
         let record = reader.next_record().map_err(|e| e.to_string())?;
         match record {
@@ -107,13 +112,7 @@ pub fn load(
                     String::from_utf8_lossy(&key)
                 );
             }
-            Record::Function(code) => {
-                let first_line = code.split(|&b| b == b'\n').next().unwrap_or_default();
-                tracing::warn!(
-                    "skipped a function library ({}): Shale has no functions",
-                    String::from_utf8_lossy(first_line)
-                );
-            }
+            Record::Function(code) => libraries.push(code),
             Record::ModuleAux(name) => {
                 tracing::warn!("skipped auxiliary data of module type {name}")
             }
@@ -134,6 +133,11 @@ pub fn load(
             );
         }
     }
+    // As Redis loads them: each library must load, or the file does not.
+    imported.libraries = libraries.len() as u64;
+    Scripts::default()
+        .restore_libraries(keyspace, libraries, RestorePolicy::Flush)
+        .map_err(|e| format!("a function library does not load: {e}"))?;
     imported.bytes = read.load(Ordering::Relaxed);
     Ok(imported)
 }

@@ -14,6 +14,7 @@ mod change;
 pub mod combine;
 mod cursor;
 mod databases;
+mod libraries;
 pub mod expiry;
 mod locks;
 mod ready;
@@ -37,6 +38,7 @@ use shale_storage::{Cf, Engine, ScanDirection, WriteBatch};
 pub use access::AccessClock;
 pub(crate) use change::Change;
 pub use cursor::CursorTable;
+pub use libraries::LibraryEdit;
 pub use locks::{lock_off_worker, off_worker, HeldStripes, KeyGuard, LockTable, STRIPES};
 pub use ready::ReadyKeys;
 pub use replica::ReplicaMode;
@@ -98,6 +100,8 @@ pub struct Keyspace {
     replica: AtomicU8,
     /// Which stored database each database number names (SWAPDB).
     db_map: databases::DbMap,
+    /// Changes to the stored function libraries (see `libraries`).
+    library_changes: AtomicU64,
 }
 
 impl Keyspace {
@@ -133,6 +137,7 @@ impl Keyspace {
             closed: AtomicBool::new(false),
             replica: AtomicU8::new(ReplicaMode::None as u8),
             db_map,
+            library_changes: AtomicU64::new(0),
         })
     }
 

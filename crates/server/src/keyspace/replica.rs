@@ -55,6 +55,7 @@ impl Keyspace {
         let mut counted = Vec::new();
         let mut recount = false;
         let mut remaps = false;
+        let mut libraries = false;
         for op in &batch.ops {
             match op {
                 Op::AddCounter {
@@ -72,8 +73,16 @@ impl Keyspace {
                 | Op::Delete { cf: Cf::Meta, key } => {
                     recount |= k::counter_of(key).is_some();
                     remaps |= *key == k::db_map_key();
+                    libraries |= k::is_library_key(key);
                 }
-                Op::DeleteRange { cf: Cf::Meta, .. } => recount = true,
+                Op::DeleteRange {
+                    cf: Cf::Meta,
+                    start,
+                    ..
+                } => {
+                    recount = true;
+                    libraries |= k::is_library_key(start);
+                }
                 _ => {}
             }
         }
@@ -97,6 +106,9 @@ impl Keyspace {
             let map = DbMap::load(self.engine.as_ref(), self.databases)?;
             self.db_map.apply(&map.current());
         }
+        if libraries {
+            self.libraries_changed();
+        }
         Ok(())
     }
 
@@ -115,6 +127,7 @@ impl Keyspace {
         for watermark in &self.expiry_watermarks {
             watermark.store(0, Ordering::Relaxed);
         }
+        self.libraries_changed();
         self.versions.resume()
     }
 

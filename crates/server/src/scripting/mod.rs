@@ -11,6 +11,8 @@
 
 mod cjson;
 mod convert;
+pub mod flags;
+pub mod functions;
 mod libraries;
 mod vm;
 
@@ -22,7 +24,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 
-pub use vm::{Invocation, Vm};
+use crate::error::Error;
+
+pub use vm::{Invocation, Registered, Target, Vm};
 
 /// The script cache and the Lua states that run scripts.
 #[derive(Default)]
@@ -34,6 +38,10 @@ pub struct Scripts {
     running: Mutex<Vec<Arc<RunningScript>>>,
     /// Scripts whose last run took less than [`FAST_SCRIPT`].
     fast: RwLock<HashSet<String>>,
+    /// The stored function libraries as last read (see `functions`).
+    libraries: RwLock<Option<Arc<functions::Libraries>>>,
+    /// Held by a change to the libraries, which checks them against the current ones.
+    changing: Mutex<()>,
 }
 
 /// A script whose last run was shorter than this runs on its connection's worker thread.
@@ -47,6 +55,21 @@ pub struct RunningScript {
     killable: bool,
     /// The socket of the client waiting for its reply; `None` inside EXEC.
     client_fd: Option<i32>,
+    /// The FCALL that runs, if this is a function: SCRIPT KILL stops only scripts, FUNCTION
+    /// KILL only functions, and FUNCTION STATS shows it.
+    function: Option<FunctionCall>,
+}
+
+pub struct FunctionCall {
+    pub name: String,
+    pub command: Vec<Bytes>,
+}
+
+/// A running function, as FUNCTION STATS shows it.
+pub struct RunningFunction {
+    pub name: String,
+    pub command: Vec<Bytes>,
+    pub duration: Duration,
 }
 
 impl RunningScript {
@@ -122,14 +145,19 @@ impl Scripts {
         }
     }
 
-    /// A script that starts running now for the client on socket `client_fd`; SCRIPT KILL
-    /// may stop it if it has one (it does not run inside EXEC).
-    pub fn started(&self, client_fd: Option<i32>) -> Arc<RunningScript> {
+    /// A script or function that starts running now for the client on socket `client_fd`;
+    /// SCRIPT KILL or FUNCTION KILL may stop it if it has one (it does not run inside EXEC).
+    pub fn started(
+        &self,
+        client_fd: Option<i32>,
+        function: Option<FunctionCall>,
+    ) -> Arc<RunningScript> {
         let script = Arc::new(RunningScript {
             started: Instant::now(),
             killed: AtomicBool::new(false),
             killable: client_fd.is_some(),
             client_fd,
+            function,
         });
         self.running.lock().push(script.clone());
         script
@@ -139,17 +167,44 @@ impl Scripts {
         self.running.lock().retain(|s| !Arc::ptr_eq(s, script));
     }
 
-    /// SCRIPT KILL: stops every script that has run longer than `limit`; how many it stopped.
-    pub fn kill(&self, limit: Duration) -> usize {
+    /// SCRIPT KILL (`functions` false) or FUNCTION KILL: stops every script or function that
+    /// has run longer than `limit`. With none of its kind but some of the other, the error
+    /// names the other kill, as Redis's `-BUSY` does.
+    pub fn kill(&self, limit: Duration, functions: bool) -> Result<(), Error> {
         let running = self.running.lock();
-        let mut killed = 0;
+        let (mut killed, mut others) = (0, 0);
         for script in running.iter().filter(|script| script.killable) {
-            if script.started.elapsed() >= limit && !script.is_killed() {
+            if script.started.elapsed() < limit || script.is_killed() {
+                continue;
+            }
+            if script.function.is_some() == functions {
                 script.killed.store(true, Ordering::Relaxed);
                 killed += 1;
+            } else {
+                others += 1;
             }
         }
-        killed
+        match (killed, others, functions) {
+            (0, 0, _) => Err(Error::NotBusy),
+            (0, _, true) => Err(Error::Busy("SCRIPT KILL")),
+            (0, _, false) => Err(Error::Busy("FUNCTION KILL")),
+            _ => Ok(()),
+        }
+    }
+
+    /// The function that has run longest of those running now.
+    pub fn running_function(&self) -> Option<RunningFunction> {
+        let running = self.running.lock();
+        let script = running
+            .iter()
+            .filter(|script| script.function.is_some())
+            .min_by_key(|script| script.started)?;
+        let call = script.function.as_ref()?;
+        Some(RunningFunction {
+            name: call.name.clone(),
+            command: call.command.clone(),
+            duration: script.started.elapsed(),
+        })
     }
 
     /// Stops every running script, inside EXEC too (SHUTDOWN): none of their writes commit.

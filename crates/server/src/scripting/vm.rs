@@ -2,7 +2,9 @@
 
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
@@ -11,6 +13,8 @@ use shale_protocol::Reply;
 use super::convert::{
     command_args, counted_error, error_line, error_table, lua_to_reply, mark_counted, reply_to_lua,
 };
+use super::flags::ScriptFlags;
+use super::functions::{FunctionInfo, Libraries};
 use super::{cjson, libraries, sha1_hex, RunningScript};
 use crate::REDIS_VERSION;
 
@@ -21,6 +25,8 @@ const MEMORY_LIMIT: usize = 1 << 30;
 const REPLY_LIMIT: usize = 512 << 20;
 /// How often (in Lua instructions) a script checks whether SCRIPT KILL stopped it.
 const KILL_CHECK_INSTRUCTIONS: u32 = 10_000;
+/// How often (in Lua instructions) a loading library checks its time limit, as in Redis.
+const LOAD_CHECK_INSTRUCTIONS: u32 = 100_000;
 const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
 
 /// Written in Lua: `redis.call` raises the same error table that `redis.pcall` returns, the
@@ -30,15 +36,14 @@ const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
 /// The prelude keeps its own references to the functions it uses for the same reason.
 const PRELUDE: &str = r#"
 local bridge = ...
-local match, pairs, type, tostring, error, xpcall, setfenv, setmetatable, getmetatable, rawset =
-  string.match, pairs, type, tostring, error, xpcall, setfenv, setmetatable, getmetatable, rawset
-local command = function(...) return bridge.command(...) end
-redis.call = function(...)
-  local reply = command(...)
-  if type(reply) == 'table' and reply.err ~= nil then error(reply) end
-  return reply
-end
-redis.pcall = command
+local match, pairs, type, tostring, error, xpcall, pcall, setfenv, setmetatable, getmetatable, rawset, rawget =
+  string.match, pairs, type, tostring, error, xpcall, pcall, setfenv, setmetatable, getmetatable, rawset, rawget
+-- `redis.call` and `redis.pcall` are C functions (see `redis_call`) that run `dispatch`, so a
+-- script's `return redis.call(...)` keeps its frame, and errors can name its line.
+bridge.dispatch = function(...) return bridge.command(...) end
+redis.call = bridge.call
+redis.pcall = bridge.pcall
+local where = bridge.where
 redis.setresp = function(...) return bridge.setresp(...) end
 local function copy(t)
   local c = {}
@@ -82,26 +87,35 @@ local function handler(err)
   if type(err) ~= 'table' then
     local text = tostring(err)
     err = {err = 'ERR ' .. text}
-    local line = match(text, '^user_script:(%d+):')
-    if line then err.source = '@user_script'; err.line = line end
+    local source, line = match(text, '^(user_[a-z]+):(%d+):')
+    if source then err.source = '@' .. source; err.line = line end
+  elseif err.source == nil then
+    err.source, err.line = where()
   end
   return err
 end
+local function missing(name, level)
+  error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", level + 1)
+end
+local function readonly()
+  error("Attempt to modify a readonly table", 2)
+end
 -- A run's globals start empty: the first read of a name copies it in (a library table as a
--- fresh copy), so a run pays only for the names it uses.
+-- fresh copy), so a run pays only for the names it uses. `level` is the stack level of the
+-- metamethod that asks, whose caller an error blames.
+local function resolve(env, name, level)
+  local value = pristine[name]
+  if value == nil then missing(name, level + 1) end
+  if libraries[name] then value = copy(value) end
+  rawset(env, name, value)
+  return value
+end
 local globals = {
   __index = function(env, name)
-    local value = pristine[name]
-    if value == nil then
-      error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
-    end
-    if libraries[name] then value = copy(value) end
-    rawset(env, name, value)
+    local value = resolve(env, name, 2)
     return value
   end,
-  __newindex = function(_, name)
-    error("Attempt to modify a readonly table: Script attempted to create global variable '" .. tostring(name) .. "'", 2)
-  end,
+  __newindex = readonly,
   __metatable = false,
 }
 bridge.run = function(f, keys, argv)
@@ -112,21 +126,174 @@ bridge.run = function(f, keys, argv)
   setfenv(f, env)
   return xpcall(f, handler)
 end
+
+-- Functions. A library's code runs once per Lua state, in `library_env`: while it loads, it
+-- sees only Redis's load-time API (`redis.register_function`, `redis.log`, the version);
+-- afterwards its functions see the globals of the FCALL that runs them, fresh for each, and
+-- no KEYS or ARGV (they get keys and arguments as parameters).
+local lower, select = string.lower, select
+local registering
+local function refuse(message) error({err = 'ERR ' .. message}) end
+local function is_text(value) local t = type(value) return t == 'string' or t == 'number' end
+local flag_names = {['no-writes'] = true, ['allow-oom'] = true, ['allow-stale'] = true,
+  ['no-cluster'] = true, ['allow-cross-slot-keys'] = true}
+local function read_flags(flags)
+  local read, j = {}, 1
+  while true do
+    local flag = flags[j]
+    if flag == nil then return read end
+    if not is_text(flag) or not flag_names[lower(flag)] then return nil end
+    read[#read + 1] = lower(flag)
+    j = j + 1
+  end
+end
+local function named_arguments(named)
+  if type(named) ~= 'table' then
+    refuse('calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).')
+  end
+  local f = {flags = {}}
+  for key, value in pairs(named) do
+    if not is_text(key) then refuse('named argument key given to redis.register_function is not a string') end
+    key = lower(key)
+    if key == 'function_name' then
+      if not is_text(value) then refuse('function_name argument given to redis.register_function must be a string') end
+      f.name = tostring(value)
+    elseif key == 'description' then
+      if not is_text(value) then refuse('description argument given to redis.register_function must be a string') end
+      f.description = tostring(value)
+    elseif key == 'callback' then
+      if type(value) ~= 'function' then refuse('callback argument given to redis.register_function must be a function') end
+      f.callback = value
+    elseif key == 'flags' then
+      if type(value) ~= 'table' then refuse('flags argument to redis.register_function must be a table representing function flags') end
+      f.flags = read_flags(value)
+      if not f.flags then refuse('unknown flag given') end
+    else
+      refuse('unknown argument given to redis.register_function')
+    end
+  end
+  if f.name == nil then refuse('redis.register_function must get a function name argument') end
+  if f.callback == nil then refuse('redis.register_function must get a callback argument') end
+  return f
+end
+local function register_function(...)
+  if not registering then refuse('redis.register_function can only be called on FUNCTION LOAD command') end
+  local count = select('#', ...)
+  if count < 1 or count > 2 then refuse('wrong number of arguments to redis.register_function') end
+  local f
+  if count == 1 then
+    f = named_arguments(...)
+  else
+    local name, callback = ...
+    if not is_text(name) then refuse('first argument to redis.register_function must be a string') end
+    if type(callback) ~= 'function' then refuse('second argument to redis.register_function must be a function') end
+    f = {name = tostring(name), callback = callback, flags = {}}
+  end
+  -- Redis checks function names with its library name check, and says so.
+  if not match(f.name, '^[%w_]+$') then
+    refuse('Library names can only contain letters, numbers, or underscores(_) and must be at least one character long')
+  end
+  if registering[f.name] then refuse('Function already exists in the library') end
+  registering[f.name] = f
+end
+local load_api = {register_function = register_function, log = redis.log,
+  LOG_DEBUG = redis.LOG_DEBUG, LOG_VERBOSE = redis.LOG_VERBOSE, LOG_NOTICE = redis.LOG_NOTICE,
+  LOG_WARNING = redis.LOG_WARNING, REDIS_VERSION = redis.REDIS_VERSION,
+  REDIS_VERSION_NUM = redis.REDIS_VERSION_NUM}
+local load_redis = setmetatable({}, {
+  __index = function(_, name)
+    local value = load_api[name]
+    if value == nil then missing(name, 2) end
+    return value
+  end,
+  __newindex = readonly,
+  __metatable = false,
+})
+local library_env = setmetatable({}, {
+  __index = function(_, name)
+    if registering then
+      if name == 'redis' then return load_redis end
+      missing(name, 2)
+    end
+    local value = rawget(current, name)
+    if value == nil then value = resolve(current, name, 2) end
+    return value
+  end,
+  __newindex = readonly,
+  __metatable = false,
+})
+bridge.load = function(chunk)
+  setfenv(chunk, library_env)
+  registering = {}
+  local ok, err = pcall(chunk)
+  local registered = registering
+  registering = nil
+  if not ok then return false, err end
+  return true, registered
+end
+bridge.call_function = function(f, keys, args)
+  local env = {}
+  env._G = env
+  setmetatable(env, globals)
+  current = env
+  return xpcall(function() return f(keys, args) end, handler)
+end
 "#;
 
-/// What EVAL asks to run.
+/// What EVAL or FCALL asks to run.
 pub struct Invocation<'a> {
-    pub sha: &'a str,
-    pub source: &'a [u8],
+    pub target: Target<'a>,
     pub keys: &'a [Bytes],
     pub args: &'a [Bytes],
+}
+
+pub enum Target<'a> {
+    /// An EVAL script: its SHA1, and its code after any shebang line.
+    Script { sha: &'a str, body: &'a [u8] },
+    /// A function of one of `libraries`.
+    Function {
+        name: &'a str,
+        libraries: &'a Libraries,
+    },
+}
+
+impl Target<'_> {
+    /// How errors name what ran: the script's SHA1, or the function's name.
+    fn name(&self) -> &str {
+        match self {
+            Target::Script { sha, .. } => sha,
+            Target::Function { name, .. } => name,
+        }
+    }
+}
+
+/// A function a library registered as it loaded.
+pub struct Registered {
+    pub name: String,
+    pub description: Option<Bytes>,
+    pub flags: ScriptFlags,
+    function: Function,
+}
+
+impl Registered {
+    pub fn into_info(self) -> FunctionInfo {
+        FunctionInfo {
+            name: self.name,
+            description: self.description,
+            flags: self.flags,
+        }
+    }
 }
 
 pub struct Vm {
     lua: Lua,
     /// Where the prelude's `redis.call` finds the command runner of the current script.
     bridge: Table,
+    /// Compiled scripts, by SHA1.
+    scripts: HashMap<String, Function>,
+    /// The functions of every library, and the generation of the libraries they came from.
     functions: HashMap<String, Function>,
+    libraries_generation: Option<u64>,
     pub(super) generation: u64,
 }
 
@@ -149,18 +316,30 @@ impl Vm {
         globals.raw_set("cjson", cjson::library(&lua)?)?;
         libraries::open(&lua)?;
         let bridge = lua.create_table()?;
+        // SAFETY: both follow the Lua C API's stack discipline (see `redis_call`).
+        unsafe {
+            bridge.raw_set("call", lua.create_c_function(redis_call)?)?;
+            bridge.raw_set("pcall", lua.create_c_function(redis_pcall)?)?;
+        }
+        bridge.raw_set(
+            "where",
+            lua.create_function(|lua, ()| Ok(script_line(lua).unzip()))?,
+        )?;
         lua.load(PRELUDE)
             .set_name("=shale")
             .call::<()>(bridge.clone())?;
+        lua.set_named_registry_value(DISPATCH, bridge.raw_get::<Function>("dispatch")?)?;
         Ok(Vm {
             lua,
             bridge,
+            scripts: HashMap::new(),
             functions: HashMap::new(),
+            libraries_generation: None,
             generation,
         })
     }
 
-    /// Runs a script; `call` runs the commands it issues. Returns the reply to EVAL, and
+    /// Runs a script or function; `call` runs the commands it issues. Returns the reply, and
     /// whether it is an error a command gave the script, which INFO has counted already.
     pub fn run(
         &mut self,
@@ -168,11 +347,17 @@ impl Vm {
         running: &Arc<RunningScript>,
         call: &mut dyn FnMut(&[Bytes], bool) -> Reply,
     ) -> (Reply, bool) {
-        let function = match self.function(invocation) {
+        let (function, runner) = match &invocation.target {
+            Target::Script { sha, body } => (self.script(sha, body), "run"),
+            Target::Function { name, libraries } => {
+                (self.library_function(name, libraries), "call_function")
+            }
+        };
+        let function = match function {
             Ok(function) => function,
             Err(reply) => return (reply, false),
         };
-        let outcome = self.call(function, invocation, running, call);
+        let outcome = self.call(function, runner, invocation, running, call);
         self.lua.remove_hook();
         if running.is_killed() {
             return (Reply::Error(KILLED.into()), false);
@@ -180,30 +365,99 @@ impl Vm {
         outcome.unwrap_or_else(|err| (Reply::Error(format!("ERR {err}").into()), false))
     }
 
-    fn function(&mut self, invocation: &Invocation<'_>) -> Result<Function, Reply> {
-        if let Some(function) = self.functions.get(invocation.sha) {
+    fn script(&mut self, sha: &str, body: &[u8]) -> Result<Function, Reply> {
+        if let Some(function) = self.scripts.get(sha) {
             return Ok(function.clone());
         }
         let function = self
             .lua
-            .load(invocation.source)
+            .load(body)
             .set_name("@user_script")
             .into_function()
             .map_err(|err| {
-                let message = match err {
-                    mlua::Error::SyntaxError { message, .. } => message,
-                    other => other.to_string(),
-                };
-                Reply::Error(format!("ERR Error compiling script (new function): {message}").into())
+                Reply::Error(
+                    format!(
+                        "ERR Error compiling script (new function): {}",
+                        compile_error(err)
+                    )
+                    .into(),
+                )
             })?;
-        self.functions
-            .insert(invocation.sha.to_string(), function.clone());
+        self.scripts.insert(sha.to_string(), function.clone());
         Ok(function)
+    }
+
+    /// A function of `libraries`, loading them all into this state first if it holds
+    /// another generation of them.
+    fn library_function(&mut self, name: &str, libraries: &Libraries) -> Result<Function, Reply> {
+        if self.libraries_generation != Some(libraries.generation) {
+            self.functions.clear();
+            self.libraries_generation = None;
+            for library in libraries.iter() {
+                let registered = self.load_library(&library.body, None).map_err(|err| {
+                    Reply::Error(format!("ERR library '{}': {err}", library.name).into())
+                })?;
+                for f in registered {
+                    self.functions.insert(f.name, f.function);
+                }
+            }
+            self.libraries_generation = Some(libraries.generation);
+        }
+        self.functions
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Reply::Error("ERR Function not found".into()))
+    }
+
+    /// Runs a library's code (what follows its first line), which registers its functions;
+    /// gives up after `timeout`. The error is Redis's FUNCTION LOAD error, without `ERR `.
+    pub fn load_library(
+        &mut self,
+        body: &[u8],
+        timeout: Option<Duration>,
+    ) -> Result<Vec<Registered>, String> {
+        let chunk = self
+            .lua
+            .load(body)
+            .set_name("@user_function")
+            .into_function()
+            .map_err(|err| format!("Error compiling function: {}", compile_error(err)))?;
+        let timed_out = Arc::new(AtomicBool::new(false));
+        if let Some(timeout) = timeout {
+            let started = Instant::now();
+            let flag = timed_out.clone();
+            self.lua.set_hook(
+                HookTriggers::new().every_nth_instruction(LOAD_CHECK_INSTRUCTIONS),
+                move |_, _| {
+                    if started.elapsed() > timeout {
+                        flag.store(true, Ordering::Relaxed);
+                        return Err(mlua::Error::RuntimeError("FUNCTION LOAD timeout".into()));
+                    }
+                    Ok(VmState::Continue)
+                },
+            );
+        }
+        let loaded = self
+            .bridge
+            .raw_get::<Function>("load")
+            .and_then(|load| load.call::<(bool, Value)>(chunk));
+        self.lua.remove_hook();
+        let registering = |message: String| format!("Error registering functions: {message}");
+        if timed_out.load(Ordering::Relaxed) {
+            return Err(registering("ERR FUNCTION LOAD timeout".into()));
+        }
+        match loaded {
+            Ok((true, Value::Table(registered))) => read_registered(&registered)
+                .map_err(|err| registering(format!("ERR {err}"))),
+            Ok((_, value)) => Err(registering(error_message(&value))),
+            Err(err) => Err(registering(format!("ERR {err}"))),
+        }
     }
 
     fn call(
         &self,
         function: Function,
+        runner: &str,
         invocation: &Invocation<'_>,
         running: &Arc<RunningScript>,
         call: &mut dyn FnMut(&[Bytes], bool) -> Reply,
@@ -248,8 +502,8 @@ impl Vm {
                         if counted {
                             mark_counted(error)?;
                         }
-                        if let Some(line) = script_line(lua) {
-                            error.raw_set("source", "@user_script")?;
+                        if let Some((source, line)) = script_line(lua) {
+                            error.raw_set("source", source)?;
                             error.raw_set("line", line)?;
                         }
                     }
@@ -267,14 +521,14 @@ impl Vm {
             })?;
             self.bridge.raw_set("command", command)?;
             self.bridge.raw_set("setresp", setresp)?;
-            let run: Function = self.bridge.raw_get("run")?;
+            let run: Function = self.bridge.raw_get(runner)?;
             let keys = strings(lua, invocation.keys)?;
             let args = strings(lua, invocation.args)?;
             let (ok, value): (bool, Value) = run.call((function, keys, args))?;
             let reply = if ok {
                 lua_to_reply(&value, resp3.get(), REPLY_LIMIT)
             } else {
-                script_error(&value, invocation.sha)
+                script_error(&value, invocation.target.name())
             };
             Ok((reply, counted_error(&value)))
         });
@@ -284,17 +538,105 @@ impl Vm {
     }
 }
 
-/// The script line that called into Rust: the innermost stack level in the user's script.
-/// A `return redis.call(...)` is a Lua tail call, which leaves no frame to find.
-fn script_line(lua: &Lua) -> Option<i32> {
+/// Where `redis_call` finds the prelude's `dispatch`, in the registry (which scripts cannot
+/// reach).
+const DISPATCH: &str = "shale.dispatch";
+
+/// `redis.call`: runs the command through `dispatch` and raises the error table it gets, as
+/// `redis.pcall` returns it. A C function, because a Lua one would be replaced by the script's
+/// `return redis.call(...)` tail call, and the script's line would be lost.
+unsafe extern "C-unwind" fn redis_call(state: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    dispatch(state, true)
+}
+
+/// `redis.pcall`: as `redis.call`, returning the error table.
+unsafe extern "C-unwind" fn redis_pcall(
+    state: *mut mlua::ffi::lua_State,
+) -> std::os::raw::c_int {
+    dispatch(state, false)
+}
+
+/// Calls `dispatch` with this call's arguments and leaves its one result. Only Lua values are
+/// on this frame when `lua_call` or `lua_error` unwinds through it.
+unsafe fn dispatch(state: *mut mlua::ffi::lua_State, raise: bool) -> std::os::raw::c_int {
+    use mlua::ffi;
+    let args = ffi::lua_gettop(state);
+    ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, c"shale.dispatch".as_ptr());
+    ffi::lua_insert(state, 1);
+    ffi::lua_call(state, args, 1);
+    if raise && ffi::lua_type(state, -1) == ffi::LUA_TTABLE {
+        ffi::lua_getfield(state, -1, c"err".as_ptr());
+        let failed = ffi::lua_type(state, -1) != ffi::LUA_TNIL;
+        ffi::lua_pop(state, 1);
+        if failed {
+            ffi::lua_error(state);
+        }
+    }
+    1
+}
+
+fn compile_error(err: mlua::Error) -> String {
+    match err {
+        mlua::Error::SyntaxError { message, .. } => message,
+        other => other.to_string(),
+    }
+}
+
+/// What `bridge.load` collected: one table per function, by name.
+fn read_registered(registered: &Table) -> mlua::Result<Vec<Registered>> {
+    let mut out = Vec::new();
+    for pair in registered.pairs::<String, Table>() {
+        let (name, f) = pair?;
+        let mut flags = ScriptFlags::default();
+        for flag in f.raw_get::<Table>("flags")?.sequence_values::<mlua::String>() {
+            if let Some(flag) = ScriptFlags::named(&flag?.as_bytes()) {
+                flags = flags.with(flag);
+            }
+        }
+        let description = f
+            .raw_get::<Option<mlua::String>>("description")?
+            .map(|d| Bytes::copy_from_slice(&d.as_bytes()));
+        out.push(Registered {
+            name,
+            description,
+            flags,
+            function: f.raw_get("callback")?,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// The message of an error a library raised as it loaded, as Redis's
+/// `luaExtractErrorInformation` reads it: an error table's `err`, or `ERR` and the text.
+fn error_message(value: &Value) -> String {
+    match value {
+        Value::Table(table) => match table.raw_get::<Value>("err") {
+            Ok(Value::String(err)) => err.to_string_lossy(),
+            _ => "ERR execution failure".into(),
+        },
+        Value::String(text) => format!("ERR {}", text.to_string_lossy()),
+        other => format!("ERR {other:?}"),
+    }
+}
+
+/// The script line that called into Rust: the innermost stack level in the user's script or
+/// function, with its source. A `return redis.call(...)` is a Lua tail call, which leaves no
+/// frame to find.
+fn script_line(lua: &Lua) -> Option<(&'static str, i32)> {
     (1..32).find_map(|level| {
         let frame = lua.inspect_stack(level)?;
-        (frame.source().source.as_deref() == Some("@user_script")).then(|| frame.curr_line())
+        let source = match frame.source().source.as_deref() {
+            Some("@user_script") => "@user_script",
+            Some("@user_function") => "@user_function",
+            _ => return None,
+        };
+        Some((source, frame.curr_line()))
     })
 }
 
 /// The reply for a script that raised an error: its message, and where it happened.
-fn script_error(value: &Value, sha: &str) -> Reply {
+fn script_error(value: &Value, name: &str) -> Reply {
     let Value::Table(table) = value else {
         return Reply::Error("ERR execution failure".into());
     };
@@ -308,7 +650,7 @@ fn script_error(value: &Value, sha: &str) -> Reply {
     let message = message.trim_start_matches('-').replace(['\r', '\n'], " ");
     match (field("source"), field("line")) {
         (Some(source), Some(line)) => {
-            Reply::Error(format!("{message} script: {sha}, on {source}:{line}.").into())
+            Reply::Error(format!("{message} script: {name}, on {source}:{line}.").into())
         }
         _ => Reply::Error(message.into()),
     }

@@ -213,12 +213,13 @@ impl Follower {
         history.offset.store(self.snapshot_at.1, Ordering::Release);
         history.db.store(0, Ordering::Release);
         tracing::info!(
-            "full sync from Redis {}:{}: {} keys ({} expired, {} skipped) from {} bytes in {} ms",
+            "full sync from Redis {}:{}: {} keys ({} expired, {} skipped) and {} function libraries from {} bytes in {} ms",
             self.link.host,
             self.link.port,
             imported.keys,
             imported.expired,
             imported.skipped,
+            imported.libraries,
             imported.bytes,
             started.elapsed().as_millis()
         );
