@@ -102,7 +102,10 @@ mod tests {
         let code = b"#!lua name=mylib\nredis.register_function('f', function() return 1 end)";
         let payload = encode_functions([&code[..]]);
         assert_eq!(payload[0], 245);
-        assert_eq!(decode_functions(&payload).unwrap(), vec![Bytes::from(&code[..])]);
+        assert_eq!(
+            decode_functions(&payload).unwrap(),
+            vec![Bytes::from(&code[..])]
+        );
         let mut damaged = payload.clone();
         damaged[5] ^= 1;
         assert!(matches!(

@@ -231,7 +231,6 @@ impl<R: Read> FileReader<R> {
             }
         }
     }
-
 }
 
 /// A library in Redis 7.0 rc1/rc2's format (FUNCTION), turned into the later one's code.

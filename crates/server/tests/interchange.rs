@@ -577,6 +577,7 @@ fn a_redis_rdb_file_loads_with_every_type_database_and_ttl() {
     run::<()>(&mut r, &["SELECT", "5"]);
     load(&mut r, &corpus()[..4]);
     run::<()>(&mut r, &["SET", "gone", "soon", "PX", "300"]);
+    run::<String>(&mut r, &["FUNCTION", "LOAD", &library("saved")]);
     run::<()>(&mut r, &["SAVE"]);
     let file = redis.dir.path().join("dump.rdb");
     std::thread::sleep(std::time::Duration::from_millis(400));
@@ -592,6 +593,10 @@ fn a_redis_rdb_file_loads_with_every_type_database_and_ttl() {
         run::<i64>(&mut s, &["EXISTS", "gone"]),
         0,
         "expired keys are left out"
+    );
+    assert_eq!(
+        run::<String>(&mut s, &["FCALL_RO", "saved_echo", "0", "x"]),
+        "x"
     );
 }
 
@@ -642,6 +647,7 @@ fn an_exported_rdb_file_loads_into_redis() {
     load(&mut s, &corpus()[4..8]);
     run::<()>(&mut s, &["SELECT", "0"]);
     run::<i64>(&mut s, &["TR.SETBITS", "bits", "3"]);
+    run::<String>(&mut s, &["FUNCTION", "LOAD", &library("exported")]);
     shale.stop();
     let out = tempfile::tempdir().expect("temp dir");
     let file = out.path().join("out.rdb");
@@ -654,6 +660,7 @@ fn an_exported_rdb_file_loads_into_redis() {
     ]);
     assert!(ok, "{output}");
     assert!(output.contains("1 Roaring bitmaps left out"), "{output}");
+    assert!(output.contains("1 function libraries"), "{output}");
 
     let redis = RedisServer::start(&[
         "--dir",
@@ -664,11 +671,23 @@ fn an_exported_rdb_file_loads_into_redis() {
     shale.start_again();
     let (mut r, mut s) = (redis.client(), shale.client());
     run::<i64>(&mut s, &["DEL", "bits"]);
+    assert_eq!(
+        run::<String>(&mut r, &["FCALL_RO", "exported_echo", "0", "x"]),
+        "x"
+    );
     for db in ["0", "2"] {
         run::<()>(&mut r, &["SELECT", db]);
         run::<()>(&mut s, &["SELECT", db]);
         assert_same(&mut r, &mut s);
     }
+}
+
+/// A library `name` with one read-only function, `<name>_echo`, that returns its argument.
+fn library(name: &str) -> String {
+    format!(
+        "#!lua name={name}\nredis.register_function{{function_name='{name}_echo', \
+         callback=function(keys, args) return args[1] end, flags={{'no-writes'}}}}"
+    )
 }
 
 fn info_field(con: &mut Connection, section: &str, field: &str) -> Option<String> {
@@ -775,6 +794,7 @@ fn live_migration(diskless: &str) {
     let (mut r, mut s) = (redis.client(), shale.client());
     load(&mut r, &corpus());
     run::<()>(&mut s, &["SET", "replaced", "by the sync"]);
+    run::<String>(&mut r, &["FUNCTION", "LOAD", &library("snapshot")]);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = {
         let (port, stop) = (redis.port, stop.clone());
@@ -794,6 +814,7 @@ fn live_migration(diskless: &str) {
         refused.expect_err("a replica refuses writes").code(),
         Some("READONLY")
     );
+    run::<String>(&mut r, &["FUNCTION", "LOAD", &library("stream")]);
     // A dropped link continues where it was.
     run::<i64>(&mut s, &["CLIENT", "KILL", "TYPE", "master"]);
     std::thread::sleep(std::time::Duration::from_millis(1500));
@@ -822,6 +843,14 @@ fn live_migration(diskless: &str) {
         run::<()>(&mut r, &["SELECT", db]);
         run::<()>(&mut s, &["SELECT", db]);
         assert_same(&mut r, &mut s);
+    }
+    // Libraries come with the snapshot and the stream.
+    for name in ["snapshot", "stream"] {
+        let called = format!("{name}_echo");
+        assert_eq!(
+            run::<String>(&mut s, &["FCALL_RO", &called, "0", "hi"]),
+            "hi"
+        );
     }
     // Redis's WAIT counts Shale's acknowledgements.
     run::<()>(&mut r, &["SELECT", "0"]);

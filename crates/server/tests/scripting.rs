@@ -145,26 +145,49 @@ fn errors_name_the_script_line() {
     );
     assert!(fails(&mut con, &["EVAL", "return undefined_name", "0"])
         .starts_with("ERR user_script:1: Script attempted to access nonexistent global variable 'undefined_name'"));
-    assert!(fails(&mut con, &["EVAL", "x = 5", "0"])
-        .contains("Script attempted to create global variable 'x'"));
+    assert_eq!(
+        fails(&mut con, &["EVAL", "x = 5", "0"]),
+        format!(
+            "ERR user_script:1: Attempt to modify a readonly table script: {}, on @user_script:1.",
+            sha1("x = 5")
+        )
+    );
+    // A failed call the script returns at once names its line too.
+    let script = "\nreturn redis.call('LPUSH', 's', 'y')";
+    assert_eq!(
+        fails(&mut con, &["EVAL", script, "0"]),
+        format!(
+            "WRONGTYPE Operation against a key holding the wrong kind of value script: {}, on @user_script:2.",
+            sha1(script)
+        )
+    );
     assert_eq!(
         fails(&mut con, &["EVAL", "this is not lua", "0"]),
         "ERR Error compiling script (new function): user_script:1: '=' expected near 'is'"
     );
-    assert_eq!(
-        fails(&mut con, &["EVAL", "return redis.call('NOSUCH')", "0"]),
-        "ERR Unknown Redis command called from script"
-    );
-    assert_eq!(
-        fails(&mut con, &["EVAL", "return redis.call('MULTI')", "0"]),
-        "ERR This Redis command is not allowed from script"
-    );
-    assert_eq!(
-        fails(
-            &mut con,
-            &["EVAL_RO", "return redis.call('SET', 'a', 1)", "0"]
+    // As Redis 7.0.15 answers each.
+    for (script, error) in [
+        (
+            "return redis.call('NOSUCH')",
+            "ERR Unknown Redis command called from script",
         ),
-        "ERR Write commands are not allowed from read-only scripts."
+        (
+            "return redis.call('MULTI')",
+            "ERR This Redis command is not allowed from script",
+        ),
+    ] {
+        assert_eq!(
+            fails(&mut con, &["EVAL", script, "0"]),
+            format!("{error} script: {}, on @user_script:1.", sha1(script))
+        );
+    }
+    let script = "return redis.call('SET', 'a', 1)";
+    assert_eq!(
+        fails(&mut con, &["EVAL_RO", script, "0"]),
+        format!(
+            "ERR Write commands are not allowed from read-only scripts. script: {}, on @user_script:1.",
+            sha1(script)
+        )
     );
     assert_eq!(
         fails(&mut con, &["EVAL", "return 1", "-1"]),
@@ -425,7 +448,7 @@ fn loaded_chunks_are_source_text_and_run_in_the_scripts_globals() {
             &mut con,
             &["EVAL", "loadstring('leaked = 1')() return 1", "0"]
         )
-        .contains("Script attempted to create global variable 'leaked'"));
+        .contains("Attempt to modify a readonly table"));
     }
     assert!(fails(
         &mut con,

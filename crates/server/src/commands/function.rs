@@ -101,11 +101,7 @@ pub fn function_flush(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Er
     match args.get(2) {
         None => {}
         Some(mode) if is(mode, "sync") || is(mode, "async") => {}
-        Some(_) => {
-            return Err(Error::msg(
-                "FUNCTION FLUSH only supports SYNC|ASYNC option",
-            ))
-        }
+        Some(_) => return Err(Error::msg("FUNCTION FLUSH only supports SYNC|ASYNC option")),
     }
     ctx.services.scripts.flush_libraries(ctx.keyspace)?;
     Ok(Reply::OK)
@@ -186,12 +182,18 @@ pub fn function_list(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Err
                 })
                 .collect();
             let mut fields = vec![
-                (Reply::bulk("library_name"), Reply::bulk(library.name.clone())),
+                (
+                    Reply::bulk("library_name"),
+                    Reply::bulk(library.name.clone()),
+                ),
                 (Reply::bulk("engine"), Reply::bulk("LUA")),
                 (Reply::bulk("functions"), Reply::Array(functions)),
             ];
             if with_code {
-                fields.push((Reply::bulk("library_code"), Reply::Bulk(library.code.clone())));
+                fields.push((
+                    Reply::bulk("library_code"),
+                    Reply::Bulk(library.code.clone()),
+                ));
             }
             Reply::Map(fields)
         })
@@ -219,7 +221,7 @@ pub fn function_stats(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, E
     let lua = Reply::Map(vec![
         (
             Reply::bulk("libraries_count"),
-            Reply::Integer(libraries.len() as i64),
+            Reply::Integer(libraries.library_count() as i64),
         ),
         (
             Reply::bulk("functions_count"),
@@ -228,7 +230,10 @@ pub fn function_stats(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, E
     ]);
     Ok(Reply::Map(vec![
         (Reply::bulk("running_script"), running),
-        (Reply::bulk("engines"), Reply::Map(vec![(Reply::bulk("LUA"), lua)])),
+        (
+            Reply::bulk("engines"),
+            Reply::Map(vec![(Reply::bulk("LUA"), lua)]),
+        ),
     ]))
 }
 

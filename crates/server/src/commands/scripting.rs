@@ -67,8 +67,7 @@ fn run(
         }
         None => &source[..],
     };
-    let read_only =
-        read_only || shebang.is_some_and(|s| s.flags.contains(ScriptFlags::NO_WRITES));
+    let read_only = read_only || shebang.is_some_and(|s| s.flags.contains(ScriptFlags::NO_WRITES));
     let invocation = Invocation {
         target: Target::Script { sha: &sha, body },
         keys,
@@ -138,7 +137,8 @@ fn run_in_transaction(
     let keys: Vec<(u8, &[u8])> = invocation.keys.iter().map(|k| (db, k.as_ref())).collect();
     let txn = ctx.keyspace.begin(&keys)?;
     let client_fd = Some(ctx.client.handle.fd);
-    let (reply, events, killed) = run_script(ctx, &txn, invocation, read_only, client_fd, function)?;
+    let (reply, events, killed) =
+        run_script(ctx, &txn, invocation, read_only, client_fd, function)?;
     if !killed {
         ctx.keyspace.commit(&txn)?;
         ctx.services.notifications().publish_all(events);

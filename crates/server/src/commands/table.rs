@@ -580,11 +580,11 @@ static SCRIPT: &[CommandSpec] = &[
 
 #[rustfmt::skip]
 static FUNCTION: &[CommandSpec] = &[
-    spec!("function|load", -3, Flags::NOSCRIPT.with(Flags::WRITE).with(Flags::DENYOOM), NO_KEYS, "scripting", "Creates a library.", function::function_load),
-    spec!("function|delete", 3, Flags::NOSCRIPT.with(Flags::WRITE), NO_KEYS, "scripting", "Deletes a library and its functions.", function::function_delete),
-    spec!("function|flush", -2, Flags::NOSCRIPT.with(Flags::WRITE), NO_KEYS, "scripting", "Deletes all libraries and functions.", function::function_flush),
+    spec!("function|load", -3, Flags::NOSCRIPT.with(Flags::WRITE).with(Flags::DENYOOM), NO_KEYS, "scripting", "Creates a library.", function::function_load, Events::Silent),
+    spec!("function|delete", 3, Flags::NOSCRIPT.with(Flags::WRITE), NO_KEYS, "scripting", "Deletes a library and its functions.", function::function_delete, Events::Silent),
+    spec!("function|flush", -2, Flags::NOSCRIPT.with(Flags::WRITE), NO_KEYS, "scripting", "Deletes all libraries and functions.", function::function_flush, Events::Silent),
     spec!("function|dump", 2, Flags::NOSCRIPT, NO_KEYS, "scripting", "Dumps all libraries into a serialized binary payload.", function::function_dump),
-    spec!("function|restore", -3, Flags::NOSCRIPT.with(Flags::WRITE).with(Flags::DENYOOM), NO_KEYS, "scripting", "Restores all libraries from a payload.", function::function_restore),
+    spec!("function|restore", -3, Flags::NOSCRIPT.with(Flags::WRITE).with(Flags::DENYOOM), NO_KEYS, "scripting", "Restores all libraries from a payload.", function::function_restore, Events::Silent),
     spec!("function|list", -2, Flags::NOSCRIPT, NO_KEYS, "scripting", "Returns information about all libraries.", function::function_list),
     spec!("function|stats", 2, Flags::NOSCRIPT, NO_KEYS, "scripting", "Returns information about a function during execution.", function::function_stats),
     spec!("function|kill", 2, Flags::NOSCRIPT, NO_KEYS, "scripting", "Terminates a function during execution.", function::function_kill),

@@ -88,8 +88,8 @@ fn write_file(keyspace: &Keyspace, path: &Path) -> Result<Exported, String> {
         FileWriter::new(BufWriter::with_capacity(WRITE_BUFFER, file), &aux).map_err(io)?;
     let mut exported = Exported::default();
     let failed = |e: crate::error::Error| format!("can't read the database: {e}");
-    for (_, code) in keyspace.libraries().map_err(failed)? {
-        writer.function(&code).map_err(io)?;
+    for library in keyspace.libraries().map_err(failed)? {
+        writer.function(&library.code).map_err(io)?;
         exported.libraries += 1;
     }
     for index in 0..keyspace.databases() {

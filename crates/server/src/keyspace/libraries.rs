@@ -12,6 +12,12 @@ use shale_storage::{Cf, ScanDirection, WriteBatch};
 use super::Keyspace;
 use crate::error::Error;
 
+/// One stored library.
+pub struct StoredLibrary {
+    pub name: Vec<u8>,
+    pub code: Vec<u8>,
+}
+
 /// A change to the stored libraries, written as one batch.
 #[derive(Default)]
 pub struct LibraryEdit {
@@ -23,15 +29,23 @@ pub struct LibraryEdit {
 }
 
 impl Keyspace {
-    /// Every stored library: its name and code, in name order.
-    pub fn libraries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
+    /// Every stored library, in name order.
+    pub fn libraries(&self) -> Result<Vec<StoredLibrary>, Error> {
         let (start, end) = k::library_range();
         let mut out = Vec::new();
-        self.engine
-            .scan(Cf::Meta, &start, &end, ScanDirection::Forward, &mut |raw, code| {
-                out.push((raw[start.len()..].to_vec(), code.to_vec()));
+        self.engine.scan(
+            Cf::Meta,
+            &start,
+            &end,
+            ScanDirection::Forward,
+            &mut |raw, code| {
+                out.push(StoredLibrary {
+                    name: raw[start.len()..].to_vec(),
+                    code: code.to_vec(),
+                });
                 true
-            })?;
+            },
+        )?;
         Ok(out)
     }
 

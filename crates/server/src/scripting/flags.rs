@@ -117,7 +117,10 @@ mod tests {
             eval_shebang(b"#!lua\nreturn 1").unwrap().map(|s| s.flags),
             Some(ScriptFlags::default())
         );
-        assert_eq!(eval_shebang(b"#!lua").unwrap_err(), "Invalid script shebang");
+        assert_eq!(
+            eval_shebang(b"#!lua").unwrap_err(),
+            "Invalid script shebang"
+        );
         assert_eq!(
             eval_shebang(b"#!python\n").unwrap_err(),
             "Unexpected engine in script shebang: #!python"

@@ -65,7 +65,7 @@ impl Libraries {
         self.functions.len()
     }
 
-    pub fn len(&self) -> usize {
+    pub fn library_count(&self) -> usize {
         self.libraries.len()
     }
 
@@ -132,10 +132,7 @@ pub fn library_metadata(code: &[u8]) -> Result<(String, usize), Error> {
 }
 
 fn valid_name(name: &[u8]) -> bool {
-    !name.is_empty()
-        && name
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b == b'_')
+    !name.is_empty() && name.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 /// What FUNCTION RESTORE does with the libraries already there.
@@ -163,13 +160,13 @@ impl Scripts {
             ..Libraries::default()
         };
         let mut vm = self.checkout().map_err(vm_error)?;
-        for (name, code) in keyspace.libraries()? {
-            match self.compile(&mut vm, Bytes::from(code), None) {
+        for stored in keyspace.libraries()? {
+            match self.compile(&mut vm, Bytes::from(stored.code), None) {
                 Ok(library) => built.insert(library),
                 // Stored by FUNCTION LOAD, which loaded it: only a damaged record fails.
                 Err(err) => tracing::warn!(
                     "function library {:?} does not load and is left out: {err}",
-                    String::from_utf8_lossy(&name)
+                    String::from_utf8_lossy(&stored.name)
                 ),
             }
         }

@@ -447,8 +447,9 @@ impl Vm {
             return Err(registering("ERR FUNCTION LOAD timeout".into()));
         }
         match loaded {
-            Ok((true, Value::Table(registered))) => read_registered(&registered)
-                .map_err(|err| registering(format!("ERR {err}"))),
+            Ok((true, Value::Table(registered))) => {
+                read_registered(&registered).map_err(|err| registering(format!("ERR {err}")))
+            }
             Ok((_, value)) => Err(registering(error_message(&value))),
             Err(err) => Err(registering(format!("ERR {err}"))),
         }
@@ -550,9 +551,7 @@ unsafe extern "C-unwind" fn redis_call(state: *mut mlua::ffi::lua_State) -> std:
 }
 
 /// `redis.pcall`: as `redis.call`, returning the error table.
-unsafe extern "C-unwind" fn redis_pcall(
-    state: *mut mlua::ffi::lua_State,
-) -> std::os::raw::c_int {
+unsafe extern "C-unwind" fn redis_pcall(state: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
     dispatch(state, false)
 }
 
@@ -588,7 +587,10 @@ fn read_registered(registered: &Table) -> mlua::Result<Vec<Registered>> {
     for pair in registered.pairs::<String, Table>() {
         let (name, f) = pair?;
         let mut flags = ScriptFlags::default();
-        for flag in f.raw_get::<Table>("flags")?.sequence_values::<mlua::String>() {
+        for flag in f
+            .raw_get::<Table>("flags")?
+            .sequence_values::<mlua::String>()
+        {
             if let Some(flag) = ScriptFlags::named(&flag?.as_bytes()) {
                 flags = flags.with(flag);
             }
