@@ -46,6 +46,9 @@ pub enum Error {
     HelloNoAuth,
     #[error("Transaction discarded because of previous errors.")]
     ExecAbort,
+    /// EXEC refused before it ran: the refusal's own line.
+    #[error("Transaction discarded because of: {0}")]
+    ExecAbortedBy(String),
     #[error("No matching script. Please use EVAL.")]
     NoScript,
     #[error("No scripts in execution right now.")]
@@ -71,6 +74,9 @@ pub enum Error {
     NoGroup(String),
     #[error("Consumer Group name already exists")]
     BusyGroup,
+    /// An ACL refusal; the text says what was refused.
+    #[error("{0}")]
+    NoPerm(String),
     #[error("Target key name already exists.")]
     BusyKey,
     /// MIGRATE's link to its target failed while doing what it names.
@@ -112,7 +118,7 @@ impl Error {
             Error::NoAuth | Error::HelloNoAuth => "NOAUTH",
             Error::WrongPass => "WRONGPASS",
             Error::NoProto => "NOPROTO",
-            Error::ExecAbort => "EXECABORT",
+            Error::ExecAbort | Error::ExecAbortedBy(_) => "EXECABORT",
             Error::NoScript => "NOSCRIPT",
             Error::NotBusy => "NOTBUSY",
             Error::Unblocked => "UNBLOCKED",
@@ -124,6 +130,7 @@ impl Error {
             Error::BusyKey => "BUSYKEY",
             Error::NoGroup(_) => "NOGROUP",
             Error::BusyGroup => "BUSYGROUP",
+            Error::NoPerm(_) => "NOPERM",
             Error::IoErr(_) => "IOERR",
             _ => "ERR",
         }

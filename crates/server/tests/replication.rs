@@ -193,12 +193,13 @@ fn a_replica_refuses_writes_and_wait_counts_it() {
         fails(&mut replica_con, &["SET", "k", "v"]),
         "READONLY You can't write against a read only replica."
     );
+    // As Redis 7.0.15 answers it, the script's line named.
     assert_eq!(
         fails(
             &mut replica_con,
             &["EVAL", "return redis.call('SET', 'k', 'v')", "0"]
         ),
-        "READONLY You can't write against a read only replica."
+        "READONLY You can't write against a read only replica. script: 5c4d62f4e30c54fb15935b5892148e5ce7374077, on @user_script:1."
     );
     assert!(fails(&mut replica_con, &["WAIT", "1", "0"]).starts_with("ERR WAIT cannot be used"));
     let role: Vec<redis::Value> = run(&mut replica_con, &["ROLE"]);

@@ -4,8 +4,9 @@ use bytes::Bytes;
 use shale_protocol::Reply;
 
 use super::args::{db_index, int, is, text};
-use super::{help_reply, Context};
+use super::{acl, help_reply, Context};
 use crate::error::Error;
+use crate::services::acl::DEFAULT_USER;
 use crate::services::blocking::Unblock;
 use crate::services::{ClientHandle, Closing, Running};
 use crate::REDIS_VERSION;
@@ -30,14 +31,22 @@ pub fn echo(_ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     Ok(Reply::Bulk(args[1].clone()))
 }
 
-/// Checks a username (only `default` exists) and password against `requirepass`.
-fn check_password(ctx: &Context<'_>, user: &[u8], password: &[u8]) -> Result<(), Error> {
-    let required = ctx.services.config.read().requirepass.clone();
-    let ok = is(user, "default") && required.is_none_or(|p| p.as_bytes() == password);
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::WrongPass)
+/// Logs the connection in as `user` if `password` is one of its own; a refusal is logged.
+fn authenticate(
+    ctx: &mut Context<'_>,
+    args: &[Bytes],
+    user: &[u8],
+    password: &[u8],
+) -> Result<(), Error> {
+    match ctx.services.acl.authenticate(user, password) {
+        Some(cell) => {
+            acl::log_in(ctx, cell);
+            Ok(())
+        }
+        None => {
+            acl::record_failed_auth(ctx, args, user);
+            Err(Error::WrongPass)
+        }
     }
 }
 
@@ -45,16 +54,15 @@ fn check_password(ctx: &Context<'_>, user: &[u8], password: &[u8]) -> Result<(),
 pub fn auth(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let (user, password) = match args.len() {
         2 => {
-            if ctx.services.config.read().requirepass.is_none() {
+            if ctx.services.acl.default_user().current().nopass {
                 return Err(Error::msg("AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"));
             }
-            (&b"default"[..], &args[1])
+            (&DEFAULT_USER.as_bytes()[..], &args[1][..])
         }
-        3 => (&args[1][..], &args[2]),
+        3 => (&args[1][..], &args[2][..]),
         _ => return Err(Error::Syntax),
     };
-    check_password(ctx, user, password)?;
-    ctx.client.authenticated = true;
+    authenticate(ctx, args, user, password)?;
     Ok(Reply::OK)
 }
 
@@ -70,11 +78,11 @@ pub fn hello(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         resp = version as u8;
     }
     let mut name = None;
+    let mut credentials = None;
     let mut i = 2;
     while i < args.len() {
         if is(&args[i], "auth") && i + 2 < args.len() {
-            check_password(ctx, &args[i + 1], &args[i + 2])?;
-            ctx.client.authenticated = true;
+            credentials = Some((&args[i + 1], &args[i + 2]));
             i += 3;
         } else if is(&args[i], "setname") && i + 1 < args.len() {
             validate_name(&args[i + 1])?;
@@ -86,6 +94,9 @@ pub fn hello(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
                 text(&args[i])
             )));
         }
+    }
+    if let Some((user, password)) = credentials {
+        authenticate(ctx, args, user, password)?;
     }
     if !ctx.client.authenticated {
         return Err(Error::HelloNoAuth);
@@ -131,7 +142,10 @@ pub fn reset(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     ctx.client.handle.info.lock().monitor = false;
     ctx.client.db = 0;
     ctx.client.resp3 = false;
-    ctx.client.authenticated = ctx.services.config.read().requirepass.is_none();
+    let acl = &ctx.services.acl;
+    ctx.client.authenticated = acl.default_needs_no_password();
+    ctx.client.user = acl.default_user();
+    ctx.client.handle.info.lock().user = ctx.client.user.name.clone();
     ctx.client.share_state();
     let mut info = ctx.client.handle.info.lock();
     info.name = None;
@@ -391,7 +405,10 @@ pub fn client_kill(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error
         } else if is(name, "laddr") {
             laddr = Some(text(value));
         } else if is(name, "user") {
-            user = Some(text(value));
+            if ctx.services.acl.user(value).is_none() {
+                return Err(Error::msg(format!("No such user '{}'", text(value))));
+            }
+            user = Some(value.clone());
         } else if is(name, "skipme") {
             skip_me = if is(value, "yes") {
                 true
@@ -420,7 +437,7 @@ pub fn client_kill(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error
             && laddr
                 .as_ref()
                 .is_none_or(|a| client.local_addr.to_string() == *a)
-            && user.as_ref().is_none_or(|u| u == "default")
+            && user.as_ref().is_none_or(|u| *u == client.info.lock().user)
             && kind.is_none_or(|kind| kind == ClientType::of(&client))
             && !(skip_me && client.id == ctx.client.handle.id);
         if matches {

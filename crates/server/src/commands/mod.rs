@@ -4,6 +4,7 @@
 //! The dispatcher checks what the table declares (existence, arity, authentication) before any
 //! command code runs, so handlers start from well-formed argument counts.
 
+mod acl;
 mod args;
 mod bitmap;
 mod connection;
@@ -47,7 +48,8 @@ use crate::types::ScanBuffer;
 pub use replication::{run_for_master, ReplicaWait};
 use table::KeyEvent;
 pub use table::{
-    command_keys, lookup, position, resolve, CommandSpec, Flags, Unresolved, ALL_COMMANDS, COMMANDS,
+    acl_catalog, command_keys, lookup, position, resolve, CommandSpec, Flags, Unresolved,
+    ALL_COMMANDS, COMMANDS,
 };
 
 /// What a command may reach: the keyspace, its own connection and the server's services.
@@ -71,6 +73,8 @@ pub struct Context<'a> {
     pub error_counted: bool,
     /// The command runs for a script (`redis.call`).
     pub in_script: bool,
+    /// The command runs for EXEC, queued after MULTI.
+    pub in_exec: bool,
     /// Keyspace events the handler reported (`Context::notify`), while notifications are on.
     pub reported: Vec<notify::Reported>,
     /// Set by WAIT when too few replicas have acknowledged yet: the connection waits for
@@ -99,6 +103,7 @@ impl<'a> Context<'a> {
             events: Vec::new(),
             error_counted: false,
             in_script: false,
+            in_exec: false,
             reported: Vec::new(),
             replica_wait: None,
             from_master: false,
@@ -199,12 +204,27 @@ impl Outcome {
 
 /// Runs one request after the table's checks; inside MULTI, queues it instead.
 pub fn execute(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
-    let outcome = check_and_run(ctx, args);
+    let mut outcome = check_and_run(ctx, args);
+    if outcome.rejected && outcome.spec.is_some_and(|spec| spec.name == "exec") {
+        abort_transaction(ctx, &mut outcome);
+    }
     if let Some(multi) = &mut ctx.client.multi {
         // A command refused before it could be queued dooms the transaction.
         multi.refused |= outcome.reply.is_error() && !outcome.spec.is_some_and(runs_in_multi);
     }
     outcome
+}
+
+/// An EXEC refused before it runs (by ACL rules, say) discards the transaction, if any, and
+/// says why as Redis's `execCommandAbort` does.
+fn abort_transaction(ctx: &mut Context<'_>, outcome: &mut Outcome) {
+    if ctx.client.multi.take().is_some() {
+        ctx.keyspace.unwatch(&mut ctx.client.watching);
+        ctx.client.share_state();
+    }
+    if let Reply::Error(line) = &outcome.reply {
+        outcome.reply = Error::ExecAbortedBy(line.to_string()).to_reply();
+    }
 }
 
 /// Runs a command of a transaction (EXEC) or a script, and books it in INFO as Redis does:
@@ -256,6 +276,13 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     if !ctx.client.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
         return Outcome::rejected(Error::NoAuth, spec);
     }
+    if ctx.client.multi.is_some() && spec.flags.contains(Flags::NO_MULTI) {
+        let err = Error::msg("Command not allowed inside a transaction");
+        return Outcome::rejected(err, spec);
+    }
+    if let Err(err) = acl::check(ctx, spec, args) {
+        return Outcome::rejected(err, spec);
+    }
     if spec.flags.contains(Flags::WRITE) && !ctx.from_master {
         // As Redis checks them: after authentication, before the transaction queues it.
         if let Err(err) = ctx.services.replication.check_min_replicas() {
@@ -274,10 +301,6 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
         return Outcome::rejected(err, spec);
     }
     if let Some(multi) = &mut ctx.client.multi {
-        if spec.flags.contains(Flags::NO_MULTI) {
-            let err = Error::msg("Command not allowed inside a transaction");
-            return Outcome::rejected(err, spec);
-        }
         if !runs_in_multi(spec) {
             multi.queue(args);
             ctx.client.share_state();

@@ -6,70 +6,22 @@ use bytes::Bytes;
 use shale_protocol::Reply;
 
 use super::args::{int, is, text};
-use super::table::{command_keys, lookup, resolve, CommandSpec, Flags, ALL_COMMANDS, COMMANDS};
+use super::table::{
+    acl_categories, command_keys, lookup, resolve, CommandSpec, ALL_COMMANDS, COMMANDS,
+};
 use super::{help_reply, info, Context};
 use crate::config::Config;
 use crate::error::Error;
+use crate::services::acl::catalog::Categories;
 use crate::services::Closing;
 use crate::types::pattern::glob_match;
 
-fn acl_categories(spec: &CommandSpec) -> Vec<Reply> {
-    // Redis's ACL category of each group; server commands and module commands have none.
-    let group = match spec.group {
-        "generic" => Some("keyspace"),
-        "sorted-set" => Some("sortedset"),
-        "transactions" => Some("transaction"),
-        "server" | "tairroaring" => None,
-        other => Some(other),
-    };
-    let mut cats: Vec<String> = group.map(|g| format!("@{g}")).into_iter().collect();
-    if spec.flags.contains(Flags::WRITE) {
-        cats.push("@write".into());
-    }
-    if spec.flags.contains(Flags::READONLY) {
-        cats.push("@read".into());
-    }
-    cats.push(
-        if spec.flags.contains(Flags::FAST) {
-            "@fast"
-        } else {
-            "@slow"
-        }
-        .into(),
-    );
-    if spec.flags.contains(Flags::ADMIN) {
-        cats.push("@admin".into());
-        cats.push("@dangerous".into());
-    }
-    if spec.flags.contains(Flags::BLOCKING) {
-        cats.push("@blocking".into());
-    }
-    // Redis lists them in the order of its category bits.
-    const ORDER: [&str; 21] = [
-        "@keyspace",
-        "@read",
-        "@write",
-        "@set",
-        "@sortedset",
-        "@list",
-        "@hash",
-        "@string",
-        "@bitmap",
-        "@hyperloglog",
-        "@geo",
-        "@stream",
-        "@pubsub",
-        "@admin",
-        "@fast",
-        "@slow",
-        "@blocking",
-        "@dangerous",
-        "@connection",
-        "@transaction",
-        "@scripting",
-    ];
-    cats.sort_by_key(|c| ORDER.iter().position(|o| o == c));
-    cats.into_iter().map(|c| Reply::Status(c.into())).collect()
+/// A command's ACL categories as COMMAND INFO lists them: `@name` statuses.
+fn categories(spec: &CommandSpec) -> Vec<Reply> {
+    acl_categories(spec)
+        .names()
+        .map(|name| Reply::Status(format!("@{name}").into()))
+        .collect()
 }
 
 /// The COMMAND INFO entry of one command, in Redis 7's ten-field form; a container's last
@@ -82,7 +34,7 @@ fn info_entry(spec: &CommandSpec) -> Reply {
         Reply::Integer(spec.keys.reported().0 as i64),
         Reply::Integer(spec.keys.reported().1 as i64),
         Reply::Integer(spec.keys.reported().2 as i64),
-        Reply::Set(acl_categories(spec)),
+        Reply::Set(categories(spec)),
         Reply::Array(vec![]),
         Reply::Array(vec![]),
         Reply::Array(spec.subcommands.iter().map(info_entry).collect()),
@@ -154,8 +106,7 @@ pub fn command_list(_ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Err
             glob_match(&args[4], spec.name.as_bytes(), true)
         }
         Some(value) if is(&args[2], "filterby") && is(value, "aclcat") => {
-            let wanted = format!("@{}", text(&args[4]).to_ascii_lowercase());
-            acl_categories(spec).contains(&Reply::Status(wanted.into()))
+            Categories::named(&args[4]).is_some_and(|c| acl_categories(spec).intersects(c))
         }
         Some(value) if is(&args[2], "filterby") && is(value, "module") => false,
         _ => true,
@@ -269,10 +220,16 @@ pub fn config_rewrite(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, E
         .config_file
         .as_ref()
         .ok_or_else(|| Error::msg("The server is running without a config file"))?;
+    let acl = &ctx.services.acl;
+    let users: Vec<String> = acl
+        .users()
+        .iter()
+        .map(|user| String::from_utf8_lossy(&acl.describe(user)).into_owned())
+        .collect();
     ctx.services
         .config
         .read()
-        .rewrite(path)
+        .rewrite(path, &users)
         .map_err(|e| Error::msg(format!("Rewriting config file: {e}")))?;
     Ok(Reply::OK)
 }

@@ -21,7 +21,8 @@ pub fn sort_ro(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 
 /// As in Redis, every option is read before the key is looked up.
 fn run(ctx: &mut Context<'_>, args: &[Bytes], may_store: bool) -> Result<Reply, Error> {
-    let (mut options, store) = parse(args, may_store)?;
+    let patterns = super::acl::reads_every_key(ctx, args);
+    let (mut options, store) = parse(args, may_store, patterns)?;
     // As in Redis, a set that must come out the same everywhere (stored, or in a script) is
     // sorted even when BY asks for no sorting.
     options.deterministic = store.is_some() || ctx.in_script;
@@ -37,10 +38,12 @@ fn run(ctx: &mut Context<'_>, args: &[Bytes], may_store: bool) -> Result<Reply, 
     }
 }
 
-/// The options of SORT (`may_store`) or SORT_RO, and STORE's destination.
+/// The options of SORT (`may_store`) or SORT_RO, and STORE's destination. BY and GET
+/// patterns name keys of their own, so they need a user who may read every key (`patterns`).
 pub(super) fn parse(
     args: &[Bytes],
     may_store: bool,
+    patterns: bool,
 ) -> Result<(SortOptions, Option<&Bytes>), Error> {
     let mut options = SortOptions::default();
     let mut store = None;
@@ -61,12 +64,22 @@ pub(super) fn parse(
             }
             a if is(a, "by") && left >= 1 => {
                 let pattern = &args[i + 1];
+                if pattern.contains(&b'*') && !patterns {
+                    return Err(Error::msg(
+                        "BY option of SORT denied due to insufficient ACL permissions.",
+                    ));
+                }
                 // A BY without `*` turns sorting off for good, whatever BY follows.
                 options.keep_order |= !pattern.contains(&b'*');
                 options.by = Some(pattern.clone());
                 i += 1;
             }
             a if is(a, "get") && left >= 1 => {
+                if !patterns {
+                    return Err(Error::msg(
+                        "GET option of SORT denied due to insufficient ACL permissions.",
+                    ));
+                }
                 options.gets.push(args[i + 1].clone());
                 i += 1;
             }

@@ -6,9 +6,11 @@ use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
 use crate::config::event_classes::{GENERIC, HASH, LIST, SET, STRING, ZSET};
+use crate::services::acl::catalog::{Catalog, CatalogEntry, Categories};
+use crate::services::acl::user::KeyAccess;
 
 use super::{
-    bitmap, connection, debug, dump, function, geo, hash, hyperloglog, keys, list, migrate, pubsub,
+    acl, bitmap, connection, debug, dump, function, geo, hash, hyperloglog, keys, list, migrate, pubsub,
     replication, roaring, scripting, server, set, sort, stream, string, transaction, zset, Handler,
 };
 
@@ -306,6 +308,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("fcall", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::SKIP_MONITOR).with(Flags::RUNS_COMMANDS), COUNTED_SECOND, "scripting", "Invokes a function.", function::fcall),
     spec!("fcall_ro", -3, Flags::NOSCRIPT.with(Flags::STALE).with(Flags::SKIP_MONITOR).with(Flags::READONLY).with(Flags::RUNS_COMMANDS), COUNTED_SECOND, "scripting", "Invokes a read-only function.", function::fcall_ro),
     container!("function", -2, Flags::NONE, "scripting", "A container for function commands.", function::function_help, FUNCTION),
+    container!("acl", -2, Flags::NONE, "server", "A container for Access List Control commands.", acl::acl_help, ACL),
     // server
     container!("command", -1, Flags::LOADING.with(Flags::STALE), "server", "Returns detailed information about commands.", server::command, COMMAND),
     spec!("info", -1, Flags::LOADING.with(Flags::STALE), NO_KEYS, "server", "Returns information and statistics about the server.", server::info),
@@ -579,6 +582,23 @@ static SCRIPT: &[CommandSpec] = &[
 ];
 
 #[rustfmt::skip]
+static ACL: &[CommandSpec] = &[
+    spec!("acl|cat", -2, SUB, NO_KEYS, "server", "Lists the ACL categories, or the commands inside a category.", acl::acl_cat),
+    spec!("acl|deluser", -3, SUB_ADMIN, NO_KEYS, "server", "Deletes ACL users, and terminates their connections.", acl::acl_deluser),
+    spec!("acl|dryrun", -4, SUB_ADMIN, NO_KEYS, "server", "Simulates the execution of a command by a user, without executing the command.", acl::acl_dryrun),
+    spec!("acl|genpass", -2, SUB, NO_KEYS, "server", "Generates a pseudorandom, secure password that can be used to identify ACL users.", acl::acl_genpass),
+    spec!("acl|getuser", 3, SUB_ADMIN, NO_KEYS, "server", "Lists the ACL rules of a user.", acl::acl_getuser),
+    spec!("acl|list", 2, SUB_ADMIN, NO_KEYS, "server", "Dumps the effective rules in ACL file format.", acl::acl_list),
+    spec!("acl|load", 2, SUB_ADMIN, NO_KEYS, "server", "Reloads the rules from the configured ACL file.", acl::acl_load),
+    spec!("acl|log", -2, SUB_ADMIN, NO_KEYS, "server", "Lists recent security events generated due to ACL rules.", acl::acl_log),
+    spec!("acl|save", 2, SUB_ADMIN, NO_KEYS, "server", "Saves the effective ACL rules in the configured ACL file.", acl::acl_save),
+    spec!("acl|setuser", -3, SUB_ADMIN, NO_KEYS, "server", "Creates and modifies an ACL user and its rules.", acl::acl_setuser),
+    spec!("acl|users", 2, SUB_ADMIN, NO_KEYS, "server", "Lists all ACL users.", acl::acl_users),
+    spec!("acl|whoami", 2, SUB, NO_KEYS, "server", "Returns the authenticated username of the current connection.", acl::acl_whoami),
+    spec!("acl|help", 2, HELP, NO_KEYS, "server", "Returns helpful text about the different subcommands.", acl::acl_help),
+];
+
+#[rustfmt::skip]
 static FUNCTION: &[CommandSpec] = &[
     spec!("function|load", -3, Flags::NOSCRIPT.with(Flags::WRITE).with(Flags::DENYOOM), NO_KEYS, "scripting", "Creates a library.", function::function_load, Events::Silent),
     spec!("function|delete", 3, Flags::NOSCRIPT.with(Flags::WRITE), NO_KEYS, "scripting", "Deletes a library and its functions.", function::function_delete, Events::Silent),
@@ -766,7 +786,7 @@ pub fn command_keys<'a>(spec: &CommandSpec, args: &'a [Bytes]) -> Vec<&'a [u8]> 
 
 /// SORT's keys: the sorted key, and the destination of STORE.
 fn sort_keys(args: &[Bytes]) -> Vec<&[u8]> {
-    let store = sort::parse(args, true).ok().and_then(|(_, store)| store);
+    let store = sort::parse(args, true, true).ok().and_then(|(_, store)| store);
     args.get(1)
         .into_iter()
         .chain(store)
@@ -903,6 +923,223 @@ pub fn position(spec: &CommandSpec) -> Option<usize> {
         .iter()
         .position(|sub| std::ptr::eq(*sub, spec))
         .map(|i| COMMANDS.len() + i)
+}
+
+/// ACL categories a command has beyond those its flags and group give it, as Redis's command
+/// table names them (`acl_categories`); the group's own category is then not added.
+const EXTRA_CATEGORIES: &[(&str, &[&str])] = &[
+    ("command", &["connection"]),
+    ("dbsize", &["keyspace"]),
+    ("flushall", &["keyspace", "dangerous"]),
+    ("flushdb", &["keyspace", "dangerous"]),
+    ("swapdb", &["keyspace", "dangerous"]),
+    ("info", &["dangerous"]),
+    ("keys", &["keyspace", "dangerous"]),
+    ("migrate", &["keyspace", "dangerous"]),
+    ("restore", &["keyspace", "dangerous"]),
+    ("lastsave", &["admin", "dangerous"]),
+    ("role", &["admin", "dangerous"]),
+    ("sort", &["set", "sortedset", "list", "dangerous"]),
+    ("sort_ro", &["set", "sortedset", "list", "dangerous"]),
+    ("wait", &["connection"]),
+];
+
+/// The category every command of a group has (Redis's `generic` group is `@keyspace`).
+fn group_category(group: &str) -> Categories {
+    match group {
+        "string" => Categories::of("string"),
+        "list" => Categories::of("list"),
+        "set" => Categories::of("set"),
+        "sorted-set" => Categories::of("sortedset"),
+        "hash" => Categories::of("hash"),
+        "stream" => Categories::of("stream"),
+        "geo" => Categories::of("geo"),
+        "bitmap" => Categories::of("bitmap"),
+        "hyperloglog" => Categories::of("hyperloglog"),
+        "generic" => Categories::of("keyspace"),
+        "connection" => Categories::of("connection"),
+        "transactions" => Categories::of("transaction"),
+        "scripting" => Categories::of("scripting"),
+        _ => Categories::NONE,
+    }
+}
+
+/// A command's ACL categories, derived as Redis derives them (`setImplicitACLCategories`):
+/// `@write`, `@read` (not for scripting commands), `@admin` and `@dangerous`, `@pubsub`,
+/// `@fast` or else `@slow`, `@blocking` from its flags; its group's category, or the
+/// exceptions of [`EXTRA_CATEGORIES`] (a subcommand follows its container's). A container
+/// itself has no group category.
+pub fn acl_categories(spec: &CommandSpec) -> Categories {
+    let flags = spec.flags;
+    let mut categories = Categories::NONE;
+    let mut flag_category = |flag: Flags, names: &[&str]| {
+        if flags.contains(flag) {
+            for name in names {
+                categories = categories.with(Categories::of(name));
+            }
+        }
+    };
+    flag_category(Flags::WRITE, &["write"]);
+    flag_category(Flags::ADMIN, &["admin", "dangerous"]);
+    flag_category(Flags::PUBSUB, &["pubsub"]);
+    flag_category(Flags::FAST, &["fast"]);
+    flag_category(Flags::BLOCKING, &["blocking"]);
+    if !flags.contains(Flags::FAST) {
+        categories = categories.with(Categories::of("slow"));
+    }
+    let group = group_category(spec.group);
+    if flags.contains(Flags::READONLY) && group != Categories::of("scripting") {
+        categories = categories.with(Categories::of("read"));
+    }
+    let container = spec.name.split('|').next().unwrap_or(spec.name);
+    match EXTRA_CATEGORIES.iter().find(|(name, _)| *name == container) {
+        Some((_, extra)) => extra
+            .iter()
+            .fold(categories, |all, name| all.with(Categories::of(name))),
+        None if spec.subcommands.is_empty() => categories.with(group),
+        None => categories,
+    }
+}
+
+/// The commands as ACL rules see them, ids being [`ALL_COMMANDS`] indexes.
+pub fn acl_catalog() -> Catalog {
+    let index_of = |spec: &CommandSpec| spec.index();
+    let entries = ALL_COMMANDS
+        .iter()
+        .map(|spec| CatalogEntry {
+            name: spec.name,
+            parent: spec
+                .name
+                .split_once('|')
+                .and_then(|(container, _)| lookup(container.as_bytes()))
+                .map(index_of),
+            subcommands: spec.subcommands.iter().map(index_of).collect(),
+            categories: acl_categories(spec),
+        })
+        .collect();
+    Catalog::new(entries)
+}
+
+/// How commands use their keys where their flags do not say it (a read-only command reads
+/// its keys, a write changes them, another only looks at them), from Redis's key
+/// specifications: the i-th entry for the i-th key, the last for the rest. ACL key patterns
+/// for reads or writes only (`%R~`, `%W~`) check it.
+const KEY_ACCESS: &[(&str, &[KeyAccess])] = &[
+    ("eval", &[RW]),
+    ("evalsha", &[RW]),
+    ("fcall", &[RW]),
+    ("getset", &[RW]),
+    ("getdel", &[RW]),
+    ("getex", &[RW]),
+    ("incr", &[RW]),
+    ("decr", &[RW]),
+    ("incrby", &[RW]),
+    ("decrby", &[RW]),
+    ("incrbyfloat", &[RW]),
+    ("move", &[RW]),
+    ("migrate", &[RW]),
+    ("hincrby", &[RW]),
+    ("hincrbyfloat", &[RW]),
+    ("lpop", &[RW]),
+    ("rpop", &[RW]),
+    ("lmpop", &[RW]),
+    ("blpop", &[RW]),
+    ("brpop", &[RW]),
+    ("blmpop", &[RW]),
+    ("spop", &[RW]),
+    ("zincrby", &[RW]),
+    ("zpopmin", &[RW]),
+    ("zpopmax", &[RW]),
+    ("bzpopmin", &[RW]),
+    ("bzpopmax", &[RW]),
+    ("zmpop", &[RW]),
+    ("bzmpop", &[RW]),
+    ("setbit", &[RW]),
+    ("strlen", &[KeyAccess::META]),
+    ("exists", &[KeyAccess::META]),
+    ("type", &[KeyAccess::META]),
+    ("touch", &[KeyAccess::META]),
+    ("hlen", &[KeyAccess::META]),
+    ("hexists", &[KeyAccess::META]),
+    ("hstrlen", &[KeyAccess::META]),
+    ("llen", &[KeyAccess::META]),
+    ("sismember", &[KeyAccess::META]),
+    ("scard", &[KeyAccess::META]),
+    ("zcard", &[KeyAccess::META]),
+    ("xlen", &[KeyAccess::META]),
+    ("memory|usage", &[KeyAccess::META]),
+    ("rename", &[RW, KeyAccess::WRITE]),
+    ("renamenx", &[RW, KeyAccess::WRITE]),
+    ("lmove", &[RW, KeyAccess::WRITE]),
+    ("blmove", &[RW, KeyAccess::WRITE]),
+    ("rpoplpush", &[RW, KeyAccess::WRITE]),
+    ("brpoplpush", &[RW, KeyAccess::WRITE]),
+    ("smove", &[RW, KeyAccess::WRITE]),
+    ("copy", &[KeyAccess::READ, KeyAccess::WRITE]),
+    ("sort", &[KeyAccess::READ, KeyAccess::WRITE]),
+    ("georadius", &[KeyAccess::READ, KeyAccess::WRITE]),
+    ("georadiusbymember", &[KeyAccess::READ, KeyAccess::WRITE]),
+    ("sinterstore", &[KeyAccess::WRITE, KeyAccess::READ]),
+    ("sunionstore", &[KeyAccess::WRITE, KeyAccess::READ]),
+    ("sdiffstore", &[KeyAccess::WRITE, KeyAccess::READ]),
+    ("zrangestore", &[KeyAccess::WRITE, KeyAccess::READ]),
+    ("zunionstore", &[KeyAccess::WRITE, KeyAccess::READ]),
+    ("zinterstore", &[KeyAccess::WRITE, KeyAccess::READ]),
+    ("zdiffstore", &[KeyAccess::WRITE, KeyAccess::READ]),
+    ("geosearchstore", &[KeyAccess::WRITE, KeyAccess::READ]),
+    ("bitop", &[KeyAccess::WRITE, KeyAccess::READ]),
+    ("xreadgroup", &[KeyAccess::READ]),
+    ("pfcount", &[KeyAccess::READ]),
+    ("pfmerge", &[RW, KeyAccess::READ]),
+];
+
+const RW: KeyAccess = KeyAccess::READ_WRITE;
+
+/// How `spec` uses its `i`-th key; SET and BITFIELD read their key only with some options
+/// (Redis's `setGetKeys`, `bitfieldGetKeys`).
+pub fn key_access(spec: &CommandSpec, args: &[Bytes], i: usize) -> KeyAccess {
+    match spec.name {
+        "set" if args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get")) => return RW,
+        "set" => return KeyAccess::WRITE,
+        "bitfield" if bitfield_reads_only(args) => return KeyAccess::READ,
+        "bitfield" => return RW,
+        _ => {}
+    }
+    if let Some((_, access)) = KEY_ACCESS.iter().find(|(name, _)| *name == spec.name) {
+        return access[i.min(access.len() - 1)];
+    }
+    if spec.flags.contains(Flags::WRITE) {
+        KeyAccess::WRITE
+    } else if spec.flags.contains(Flags::READONLY) {
+        KeyAccess::READ
+    } else {
+        KeyAccess::META
+    }
+}
+
+/// Whether a BITFIELD only reads: GET and OVERFLOW with their arguments, nothing else.
+fn bitfield_reads_only(args: &[Bytes]) -> bool {
+    let mut i = 2;
+    while i < args.len() {
+        let remaining = args.len() - i - 1;
+        match &args[i] {
+            a if a.eq_ignore_ascii_case(b"get") && remaining >= 2 => i += 3,
+            a if a.eq_ignore_ascii_case(b"overflow") && remaining >= 1 => i += 2,
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// The channels a command publishes or subscribes to, which ACL channel patterns check;
+/// `true` marks PSUBSCRIBE's patterns, which must equal a pattern of the user's.
+pub fn command_channels<'a>(spec: &CommandSpec, args: &'a [Bytes]) -> Vec<(&'a [u8], bool)> {
+    match spec.name {
+        "subscribe" | "ssubscribe" => args[1..].iter().map(|c| (&c[..], false)).collect(),
+        "psubscribe" => args[1..].iter().map(|c| (&c[..], true)).collect(),
+        "publish" | "spublish" => vec![(&args[1][..], false)],
+        _ => Vec::new(),
+    }
 }
 
 #[cfg(test)]

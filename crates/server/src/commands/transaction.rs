@@ -62,6 +62,7 @@ pub fn exec(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     }
     let mut inner = Context::new(ctx.services, &mut *ctx.client, Some(&txn), None);
     inner.from_master = ctx.from_master;
+    inner.in_exec = true;
     let mut replies = Vec::with_capacity(queued.commands().len());
     for args in queued.commands() {
         replies.push(execute_nested(&mut inner, args).reply);

@@ -39,6 +39,14 @@ pub struct Config {
     pub dir: PathBuf,
     pub databases: usize,
     pub requirepass: Option<String>,
+    /// `user <name> <rules>...` lines: each user's name and rules.
+    pub users: Vec<Vec<String>>,
+    /// The ACL file (ACL LOAD, ACL SAVE), if users live in one.
+    pub aclfile: Option<PathBuf>,
+    /// Entries ACL LOG keeps.
+    pub acllog_max_len: usize,
+    /// `acl-pubsub-default allchannels`: new users may use every channel.
+    pub acl_pubsub_all: bool,
     pub appendfsync: FsyncPolicy,
     pub maxclients: usize,
     /// Idle seconds before a client is closed; 0 disables.
@@ -233,6 +241,10 @@ impl Default for Config {
             dir: PathBuf::from("./shale-data"),
             databases: 16,
             requirepass: None,
+            users: Vec::new(),
+            aclfile: None,
+            acllog_max_len: 128,
+            acl_pubsub_all: false,
             appendfsync: FsyncPolicy::EverySec,
             maxclients: 10000,
             timeout: 0,
@@ -306,6 +318,40 @@ pub const PARAMS: &[Param] = &[
         |c| c.requirepass.clone().unwrap_or_default(),
         |c, v| {
             c.requirepass = (!v.is_empty()).then(|| v.to_string());
+            Ok(())
+        }
+    ),
+    param!(
+        "aclfile",
+        false,
+        |c| c
+            .aclfile
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        |c, v| {
+            c.aclfile = (!v.is_empty()).then(|| PathBuf::from(v));
+            Ok(())
+        }
+    ),
+    param!("acllog-max-len", true, |c| c.acllog_max_len.to_string(), |c, v| {
+        c.acllog_max_len = parse_num(v)?;
+        Ok(())
+    }),
+    param!(
+        "acl-pubsub-default",
+        true,
+        |c| if c.acl_pubsub_all {
+            "allchannels".into()
+        } else {
+            "resetchannels".into()
+        },
+        |c, v| {
+            c.acl_pubsub_all = match v.to_ascii_lowercase().as_str() {
+                "allchannels" => true,
+                "resetchannels" => false,
+                _ => return Err("argument(s) must be one of the following: allchannels, resetchannels".into()),
+            };
             Ok(())
         }
     ),
@@ -725,15 +771,36 @@ impl Config {
                     .iter()
                     .map(|v| String::from_utf8_lossy(v).into_owned())
                     .collect();
+                if name == "user" {
+                    config.add_user(values).map_err(|e| format!("line {}: '{line}': {e}", number + 1))?;
+                    continue;
+                }
                 config
                     .apply(&name, &values.join(" "))
                     .map_err(|e| format!("line {}: '{line}': {e}", number + 1))?;
             }
         }
         for (name, values) in overrides {
+            if name.eq_ignore_ascii_case("user") {
+                config.add_user(values.clone())?;
+                continue;
+            }
             config.apply(&name.to_ascii_lowercase(), &values.join(" "))?;
         }
         Ok(config)
+    }
+
+    /// A `user <name> <rules>...` directive; ACL rules themselves are checked once the users
+    /// load, at start.
+    fn add_user(&mut self, values: Vec<String>) -> Result<(), String> {
+        let Some(name) = values.first() else {
+            return Err("wrong number of arguments".into());
+        };
+        if self.users.iter().any(|u| u.first() == Some(name)) {
+            return Err("Duplicate user found. A user can only be defined once in config files".into());
+        }
+        self.users.push(values);
+        Ok(())
     }
 
     /// Sets one parameter by name, at start-up (immutable ones included).
@@ -773,19 +840,28 @@ impl Config {
 
     /// The text of `path` with every parameter set to its current value: lines naming a
     /// parameter are replaced in place, the rest kept, and changed parameters not yet in the
-    /// file appended.
-    pub fn rewrite(&self, path: &Path) -> std::io::Result<()> {
+    /// file appended. `users` (ACL LIST's lines) replace the `user` lines, unless the users
+    /// live in an ACL file, as Redis rewrites them.
+    pub fn rewrite(&self, path: &Path, users: &[String]) -> std::io::Result<()> {
         let old = std::fs::read_to_string(path).unwrap_or_default();
         let defaults = Config::default().entries();
         let current = self.entries();
         let mut written = Vec::new();
         let mut lines = Vec::new();
+        let mut users = match self.aclfile {
+            Some(_) => None,
+            None => Some(users),
+        };
         for line in old.lines() {
             let name = line
                 .split_whitespace()
                 .next()
                 .unwrap_or("")
                 .to_ascii_lowercase();
+            if name == "user" {
+                lines.extend(users.take().into_iter().flatten().cloned());
+                continue;
+            }
             let name = canonical_name(&name);
             match current.iter().find(|(k, _)| *k == name) {
                 Some((k, v)) if !written.contains(k) => {
@@ -801,6 +877,7 @@ impl Config {
                 lines.extend(directive(k, v));
             }
         }
+        lines.extend(users.into_iter().flatten().cloned());
         let tmp = path.with_extension("rewrite.tmp");
         std::fs::write(&tmp, lines.join("\n") + "\n")?;
         std::fs::rename(tmp, path)
@@ -946,7 +1023,7 @@ mod tests {
         std::fs::write(&path, "# keep me\nport 7000\n").unwrap();
         let mut config = Config::load(Some(&path), &[]).unwrap();
         config.apply("timeout", "30").unwrap();
-        config.rewrite(&path).unwrap();
+        config.rewrite(&path, &[]).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text, "# keep me\nport 7000\ntimeout 30\n");
     }
@@ -962,11 +1039,11 @@ mod tests {
             Some(("10.0.0.1".to_string(), 6379))
         );
         config.apply("replicaof", "10.0.0.2 6380").unwrap();
-        config.rewrite(&path).unwrap();
+        config.rewrite(&path, &[]).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text, "replicaof 10.0.0.2 6380\nbind 127.0.0.1 ::1\n");
         config.apply("replicaof", "no one").unwrap();
-        config.rewrite(&path).unwrap();
+        config.rewrite(&path, &[]).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text, "bind 127.0.0.1 ::1\n");
     }

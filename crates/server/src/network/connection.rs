@@ -74,7 +74,11 @@ pub async fn serve(
         queue,
         limits: services.output_limits.clone(),
     };
-    let client = ClientState::new(subscriber, services.config.read().requirepass.is_none());
+    let client = ClientState::new(
+        subscriber,
+        services.acl.default_user(),
+        services.acl.default_needs_no_password(),
+    );
     let mut connection = Connection {
         services: services.clone(),
         combiner,

@@ -12,7 +12,6 @@ use shale_storage::{Engine, RocksEngine};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::commands::ALL_COMMANDS;
 use crate::config::Config;
 use crate::datadir::DataDir;
 use crate::keyspace::{Keyspace, STRIPES};
@@ -69,7 +68,7 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
     let mut config = config;
     config.port = tcp_port;
     let durability = Durability::start(engine.clone(), config.appendfsync)?;
-    let commands = ALL_COMMANDS.len();
+    let commands = crate::commands::acl_catalog();
     let services = Services::new(
         keyspace,
         replication,
@@ -79,6 +78,7 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
         tcp_port,
         commands,
     );
+    services.load_users()?;
     let services = Arc::new(services);
     let cron = cron::start(services.clone());
     tokio::spawn(link::supervise(

@@ -32,6 +32,8 @@ pub struct ClientHandle {
 #[derive(Default, Clone)]
 pub struct ClientInfo {
     pub name: Option<Bytes>,
+    /// The ACL user it is logged in as.
+    pub user: Bytes,
     pub lib_name: Option<Bytes>,
     pub lib_ver: Option<Bytes>,
     pub db: usize,
@@ -221,7 +223,7 @@ impl ClientHandle {
             "r"
         };
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events={} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events={} cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.local_addr,
@@ -247,6 +249,7 @@ impl ClientHandle {
             total,
             events,
             if command.is_empty() { "NULL" } else { command },
+            String::from_utf8_lossy(&info.user),
             info.resp,
             text(&info.lib_name),
             text(&info.lib_ver),

@@ -2,6 +2,7 @@
 //! pub/sub, blocked clients, monitors, statistics and the slow log, durability, keyspace
 //! notifications, scripts and shutdown. They sit below the commands and above the keyspace.
 
+pub mod acl;
 pub mod blocking;
 mod clients;
 mod durability;
@@ -45,6 +46,8 @@ pub struct ClientState {
     pub db: usize,
     pub resp3: bool,
     pub authenticated: bool,
+    /// The ACL user the connection is logged in as.
+    pub user: Arc<acl::UserCell>,
     pub handle: Arc<ClientHandle>,
     pub closing: Option<Closing>,
     pub subscriptions: pubsub::Subscriptions,
@@ -108,11 +111,17 @@ impl ReplyMode {
 impl ClientState {
     /// A new client's state: database 0, RESP2, nothing subscribed or queued; its messages go
     /// to `subscriber`.
-    pub fn new(subscriber: pubsub::Subscriber, authenticated: bool) -> ClientState {
+    pub fn new(
+        subscriber: pubsub::Subscriber,
+        user: Arc<acl::UserCell>,
+        authenticated: bool,
+    ) -> ClientState {
+        subscriber.client.info.lock().user = user.name.clone();
         ClientState {
             db: 0,
             resp3: false,
             authenticated,
+            user,
             handle: subscriber.client.clone(),
             closing: None,
             subscriptions: Default::default(),
@@ -146,6 +155,7 @@ impl ClientState {
             db: self.db,
             resp3: self.resp3,
             authenticated: self.authenticated,
+            user: self.user.clone(),
             handle: self.handle.clone(),
             closing: None,
             subscriptions: Default::default(),
@@ -237,6 +247,7 @@ pub struct Services {
     pub blocking: blocking::Blocking,
     pub monitors: monitor::Monitors,
     pub scripts: Scripts,
+    pub acl: acl::Acl,
     /// `notify-keyspace-events`, parsed (see `config::event_classes`).
     notify_classes: AtomicU32,
     pub durability: Durability,
@@ -247,7 +258,8 @@ pub struct Services {
 }
 
 impl Services {
-    /// The services of a server with `commands` commands in its table (for their statistics).
+    /// The services of a server whose commands (for their statistics and ACL rules) are
+    /// those of `commands`.
     pub fn new(
         keyspace: Arc<Keyspace>,
         replication: Arc<replication::Replication>,
@@ -255,7 +267,7 @@ impl Services {
         config_file: Option<PathBuf>,
         durability: Durability,
         tcp_port: u16,
-        commands: usize,
+        commands: acl::catalog::Catalog,
     ) -> Services {
         let (sender, _) = watch::channel(false);
         let services = Services {
@@ -265,13 +277,14 @@ impl Services {
             config: RwLock::new(config),
             config_file,
             clients: ClientRegistry::default(),
-            stats: ServerStats::new(commands),
+            stats: ServerStats::new(commands.len()),
             slowlog: SlowLog::default(),
             pubsub: pubsub::PubSub::default(),
             output_limits: Default::default(),
             blocking: blocking::Blocking::default(),
             monitors: monitor::Monitors::default(),
             scripts: Scripts::default(),
+            acl: acl::Acl::new(commands),
             notify_classes: AtomicU32::new(0),
             durability,
             shutdown: Shutdown { sender },
@@ -303,6 +316,55 @@ impl Services {
             .store(config.notify_keyspace_events, Ordering::Relaxed);
         self.output_limits.set(&config.output_limits);
         self.replication.configure(&config.replication);
+        self.acl.log.set_max_len(config.acllog_max_len);
+        self.acl.set_all_channels_default(config.acl_pubsub_all);
+        self.acl.apply_requirepass(config.requirepass.as_deref());
+    }
+
+    /// Loads the users of the configuration's `user` lines, or of its ACL file, at start; an
+    /// error stops the server, as in Redis.
+    pub fn load_users(&self) -> Result<(), String> {
+        let config = self.config.read();
+        if config.aclfile.is_some() && !config.users.is_empty() {
+            return Err("Configuring Redis with users defined in redis.conf and at the same setting an ACL file path is invalid. This setup is very likely to lead to configuration errors and security holes, please define either an ACL file or declare users directly in your redis.conf, but not both.".into());
+        }
+        for definition in &config.users {
+            let (name, rules) = definition
+                .split_first()
+                .ok_or("a user line without a name")?;
+            let mut rules: Vec<Bytes> = rules.iter().map(|r| Bytes::from(r.clone())).collect();
+            // A `user default` line describes the default user from scratch.
+            if name == acl::DEFAULT_USER {
+                rules.insert(0, Bytes::from_static(b"reset"));
+            }
+            self.acl
+                .set_user(name.as_bytes(), &rules)
+                .map_err(|e| format!("Error loading ACL rules for the user named '{name}': {e}"))?;
+        }
+        if let Some(path) = &config.aclfile {
+            let lines = acl::file::read(path)?;
+            self.acl
+                .replace_users(&lines, &path.display().to_string())
+                .map_err(|e| format!("Aborting Redis startup because of ACL errors: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Closes the connections logged in as one of `users` (deleted by ACL DELUSER or ACL
+    /// LOAD), except the caller's own, which closes after its reply.
+    pub fn disconnect_users(&self, users: &[Arc<acl::UserCell>], caller: u64) -> bool {
+        let mut own = false;
+        for client in self.clients.all() {
+            let name = client.info.lock().user.clone();
+            if users.iter().any(|u| u.name == name) {
+                if client.id == caller {
+                    own = true;
+                } else {
+                    client.kill();
+                }
+            }
+        }
+        own
     }
 
     /// The keyspace-notification classes enabled; 0 when notifications are off.

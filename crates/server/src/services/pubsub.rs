@@ -235,6 +235,21 @@ impl PubSub {
             .map_or(0, |r| r.len() as i64)
     }
 
+    /// Every channel, pattern and shard channel `client` is subscribed to (found by a scan:
+    /// only ACL changes ask).
+    pub fn subscriptions_of(&self, client: u64) -> Vec<(Kind, Bytes)> {
+        let registries = self.registries.lock();
+        registries
+            .iter()
+            .flat_map(|(kind, registry)| {
+                registry
+                    .iter()
+                    .filter(|(_, subscribers)| subscribers.contains_key(&client))
+                    .map(|(name, _)| (*kind, name.clone()))
+            })
+            .collect()
+    }
+
     /// Drops every subscription of a client (on disconnect and RESET).
     pub fn forget(&self, client: u64, subscriptions: &Subscriptions) {
         for (kind, names) in subscriptions.all() {

@@ -326,7 +326,7 @@ fn master_client(services: &Services, stream: &TcpStream) -> ClientState {
         queue,
         limits: services.output_limits.clone(),
     };
-    ClientState::new(subscriber, true)
+    ClientState::new(subscriber, services.acl.default_user(), true)
 }
 
 /// The snapshot's bytes: first what the link had read already, then the socket, a chunk at a
