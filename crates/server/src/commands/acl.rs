@@ -27,7 +27,11 @@ enum Place {
 
 /// Redis's ACL check of a command before it runs or is queued: a refusal is logged and
 /// answered with `-NOPERM` (or, in a script, the error `redis.call` raises).
-pub(super) fn check(ctx: &Context<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> Result<(), Error> {
+pub(super) fn check(
+    ctx: &Context<'_>,
+    spec: &'static CommandSpec,
+    args: &[Bytes],
+) -> Result<(), Error> {
     if ctx.from_master {
         return Ok(());
     }
@@ -101,7 +105,11 @@ fn request<'a>(
 ) -> Request<'a> {
     let catalog = ctx.services.acl.catalog();
     let id = spec.index();
-    let first_arg = if catalog.entry(id).parent.is_some() { 2 } else { 1 };
+    let first_arg = if catalog.entry(id).parent.is_some() {
+        2
+    } else {
+        1
+    };
     Request {
         command: id,
         no_auth: spec.flags.contains(super::Flags::NO_AUTH),
@@ -175,7 +183,11 @@ pub(super) fn record_failed_auth(ctx: &Context<'_>, args: &[Bytes], username: &[
         None => log::Context::TopLevel,
     };
     let running = Running {
-        name: if is(&args[0], "hello") { "hello" } else { "auth" },
+        name: if is(&args[0], "hello") {
+            "hello"
+        } else {
+            "auth"
+        },
         args,
     };
     ctx.services.acl.log.add(log::Entry {
@@ -200,7 +212,9 @@ pub(super) fn log_in(ctx: &mut Context<'_>, user: std::sync::Arc<UserCell>) {
 pub fn acl_setuser(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let name = &args[2];
     if crate::services::acl::user::has_spaces(name) {
-        return Err(Error::msg("Usernames can't contain spaces or null characters"));
+        return Err(Error::msg(
+            "Usernames can't contain spaces or null characters",
+        ));
     }
     let changed = ctx
         .services
@@ -248,7 +262,10 @@ fn disconnect_forbidden_subscribers(ctx: &mut Context<'_>, cell: &UserCell) {
 
 /// ACL DELUSER username [username ...]
 pub fn acl_deluser(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    if args[2..].iter().any(|name| &name[..] == DEFAULT_USER.as_bytes()) {
+    if args[2..]
+        .iter()
+        .any(|name| &name[..] == DEFAULT_USER.as_bytes())
+    {
         return Err(Error::msg("The 'default' user cannot be removed"));
     }
     let deleted = ctx.services.acl.delete_users(&args[2..]);
@@ -270,9 +287,15 @@ pub fn acl_getuser(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error
     let catalog = ctx.services.acl.catalog();
     let describe = |selector: &crate::services::acl::user::Selector| {
         vec![
-            (Reply::bulk("commands"), Reply::bulk(selector.describe_commands(catalog))),
+            (
+                Reply::bulk("commands"),
+                Reply::bulk(selector.describe_commands(catalog)),
+            ),
             (Reply::bulk("keys"), Reply::bulk(selector.describe_keys())),
-            (Reply::bulk("channels"), Reply::bulk(selector.describe_channels())),
+            (
+                Reply::bulk("channels"),
+                Reply::bulk(selector.describe_channels()),
+            ),
         ]
     };
     let mut fields = vec![
@@ -282,7 +305,12 @@ pub fn acl_getuser(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error
         ),
         (
             Reply::bulk("passwords"),
-            Reply::Array(user.passwords().iter().map(|p| Reply::bulk(p.clone())).collect()),
+            Reply::Array(
+                user.passwords()
+                    .iter()
+                    .map(|p| Reply::bulk(p.clone()))
+                    .collect(),
+            ),
         ),
     ];
     fields.extend(describe(user.root()));
@@ -480,7 +508,10 @@ pub fn acl_load(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> 
         .map_err(Error::msg)?;
     let gone: Vec<_> = before
         .into_iter()
-        .filter(|old| acl.user(&old.name).is_none_or(|new| !std::sync::Arc::ptr_eq(&new, old)))
+        .filter(|old| {
+            acl.user(&old.name)
+                .is_none_or(|new| !std::sync::Arc::ptr_eq(&new, old))
+        })
         .filter(|old| &old.name[..] != DEFAULT_USER.as_bytes())
         .collect();
     if ctx.services.disconnect_users(&gone, ctx.client.handle.id) {

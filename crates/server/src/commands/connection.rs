@@ -57,7 +57,7 @@ pub fn auth(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
             if ctx.services.acl.default_user().current().nopass {
                 return Err(Error::msg("AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"));
             }
-            (&DEFAULT_USER.as_bytes()[..], &args[1][..])
+            (DEFAULT_USER.as_bytes(), &args[1][..])
         }
         3 => (&args[1][..], &args[2][..]),
         _ => return Err(Error::Syntax),

@@ -10,8 +10,9 @@ use crate::services::acl::catalog::{Catalog, CatalogEntry, Categories};
 use crate::services::acl::user::KeyAccess;
 
 use super::{
-    acl, bitmap, connection, debug, dump, function, geo, hash, hyperloglog, keys, list, migrate, pubsub,
-    replication, roaring, scripting, server, set, sort, stream, string, transaction, zset, Handler,
+    acl, bitmap, connection, debug, dump, function, geo, hash, hyperloglog, keys, list, migrate,
+    pubsub, replication, roaring, scripting, server, set, sort, stream, string, transaction, zset,
+    Handler,
 };
 
 /// Command flags, named as COMMAND INFO reports them.
@@ -786,7 +787,9 @@ pub fn command_keys<'a>(spec: &CommandSpec, args: &'a [Bytes]) -> Vec<&'a [u8]> 
 
 /// SORT's keys: the sorted key, and the destination of STORE.
 fn sort_keys(args: &[Bytes]) -> Vec<&[u8]> {
-    let store = sort::parse(args, true, true).ok().and_then(|(_, store)| store);
+    let store = sort::parse(args, true, true)
+        .ok()
+        .and_then(|(_, store)| store);
     args.get(1)
         .into_iter()
         .chain(store)

@@ -334,10 +334,15 @@ pub const PARAMS: &[Param] = &[
             Ok(())
         }
     ),
-    param!("acllog-max-len", true, |c| c.acllog_max_len.to_string(), |c, v| {
-        c.acllog_max_len = parse_num(v)?;
-        Ok(())
-    }),
+    param!(
+        "acllog-max-len",
+        true,
+        |c| c.acllog_max_len.to_string(),
+        |c, v| {
+            c.acllog_max_len = parse_num(v)?;
+            Ok(())
+        }
+    ),
     param!(
         "acl-pubsub-default",
         true,
@@ -350,7 +355,12 @@ pub const PARAMS: &[Param] = &[
             c.acl_pubsub_all = match v.to_ascii_lowercase().as_str() {
                 "allchannels" => true,
                 "resetchannels" => false,
-                _ => return Err("argument(s) must be one of the following: allchannels, resetchannels".into()),
+                _ => {
+                    return Err(
+                        "argument(s) must be one of the following: allchannels, resetchannels"
+                            .into(),
+                    )
+                }
             };
             Ok(())
         }
@@ -772,7 +782,9 @@ impl Config {
                     .map(|v| String::from_utf8_lossy(v).into_owned())
                     .collect();
                 if name == "user" {
-                    config.add_user(values).map_err(|e| format!("line {}: '{line}': {e}", number + 1))?;
+                    config
+                        .add_user(values)
+                        .map_err(|e| format!("line {}: '{line}': {e}", number + 1))?;
                     continue;
                 }
                 config
@@ -797,7 +809,9 @@ impl Config {
             return Err("wrong number of arguments".into());
         };
         if self.users.iter().any(|u| u.first() == Some(name)) {
-            return Err("Duplicate user found. A user can only be defined once in config files".into());
+            return Err(
+                "Duplicate user found. A user can only be defined once in config files".into(),
+            );
         }
         self.users.push(values);
         Ok(())

@@ -146,7 +146,10 @@ mod tests {
         log.add(entry("get", 3_000));
         let newest = log.newest(10);
         assert_eq!(newest.len(), 2);
-        assert_eq!((newest[0].object.as_ref(), newest[0].count), (&b"get"[..], 2));
+        assert_eq!(
+            (newest[0].object.as_ref(), newest[0].count),
+            (&b"get"[..], 2)
+        );
         assert_eq!(newest[0].client_info, "at 3000");
         log.add(entry("get", 100_000));
         assert_eq!(log.newest(10).len(), 3, "a minute later it is a new entry");

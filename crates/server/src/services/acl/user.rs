@@ -813,7 +813,10 @@ mod tests {
                 sha256_hex(b"pw")
             )
         );
-        assert_eq!(describe(&["+@all", "-set"]), "off resetchannels +@all -@write");
+        assert_eq!(
+            describe(&["+@all", "-set"]),
+            "off resetchannels +@all -@write"
+        );
         assert_eq!(
             describe(&["+select|0", "(~x +get)"]),
             "off resetchannels -@all +select|0 (~x resetchannels -@all +@read)"
