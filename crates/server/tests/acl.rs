@@ -171,11 +171,38 @@ fn users_come_from_config_lines_and_the_acl_file() {
 }
 
 #[test]
+fn users_outlive_a_restart_through_config_rewrite() {
+    let (mut server, _dir) = start_with_config("requirepass first\n");
+    let mut con = login(server.port, "default", "first");
+    run::<()>(
+        &mut con,
+        &[
+            "ACL",
+            "SETUSER",
+            "keeper",
+            "on",
+            ">k",
+            "~keep:*",
+            "+@all",
+            "(+get ~x*)",
+        ],
+    );
+    run::<()>(&mut con, &["CONFIG", "REWRITE"]);
+    server.restart();
+    let mut keeper = login(server.port, "keeper", "k");
+    run::<()>(&mut keeper, &["SET", "keep:1", "v"]);
+    run::<Option<String>>(&mut keeper, &["GET", "x1"]);
+    assert!(fails(&mut keeper, &["SET", "x1", "v"]).starts_with("NOPERM"));
+    // The default user's password came back from its `user` line.
+    login(server.port, "default", "first");
+}
+
+#[test]
 fn acl_save_and_load_round_trip_and_a_bad_file_changes_nothing() {
     let dir = tempfile::tempdir().expect("temp dir");
     let aclfile = dir.path().join("users.acl");
     std::fs::write(&aclfile, "user default on nopass ~* &* +@all\n").expect("acl file");
-    let (server, _config_dir) = start_with_config(&format!("aclfile {}\n", aclfile.display()));
+    let (mut server, _config_dir) = start_with_config(&format!("aclfile {}\n", aclfile.display()));
     let mut con = server.client();
     run::<()>(
         &mut con,
@@ -218,6 +245,14 @@ fn acl_save_and_load_round_trip_and_a_bad_file_changes_nothing() {
     });
     assert!(redis::cmd("PING").query::<String>(&mut alice).is_err());
     login(server.port, "bob", "b");
+    // The file is what a restart starts from.
+    run::<()>(&mut con, &["ACL", "SETUSER", "carol", "on", ">c", "+ping"]);
+    run::<()>(&mut con, &["ACL", "SAVE"]);
+    server.restart();
+    assert_eq!(
+        run::<String>(&mut login(server.port, "carol", "c"), &["PING"]),
+        "PONG"
+    );
     assert!(refused_start(&format!(
         "aclfile {}\nuser carol on nopass\n",
         aclfile.display()
