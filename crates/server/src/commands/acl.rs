@@ -32,13 +32,10 @@ pub(super) fn check(
     spec: &'static CommandSpec,
     args: &[Bytes],
 ) -> Result<(), Error> {
-    if ctx.from_master {
+    if ctx.from_master || ctx.client.user.is_unrestricted() {
         return Ok(());
     }
     let user = ctx.client.user.current();
-    if user.unrestricted() {
-        return Ok(());
-    }
     let keys = keys_with_access(spec, args);
     let channels = command_channels(spec, args);
     let request = request(ctx, spec, args, &keys, &channels);
@@ -72,13 +69,10 @@ pub(super) fn check(
 /// Whether the connection's user may run the command with read access to every key, which
 /// SORT's BY and GET patterns need (`ACLUserCheckCmdWithUnrestrictedKeyAccess`).
 pub(super) fn reads_every_key(ctx: &Context<'_>, args: &[Bytes]) -> bool {
-    if ctx.from_master {
+    if ctx.from_master || ctx.client.user.is_unrestricted() {
         return true;
     }
     let user = ctx.client.user.current();
-    if user.unrestricted() {
-        return true;
-    }
     let Ok(spec) = resolve(args) else {
         return false;
     };

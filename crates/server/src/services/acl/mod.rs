@@ -3,8 +3,8 @@
 //!
 //! A connection holds its user's [`UserCell`]; a change to the user (ACL SETUSER) replaces the
 //! cell's [`User`], so every connection logged in as that user sees it from its next command,
-//! as in Redis. Checking a command is a read lock and, for a user allowed everything (the
-//! `default` user unless configured otherwise), nothing more.
+//! as in Redis. For a user allowed everything (the `default` user unless configured
+//! otherwise) checking a command is one atomic load; for others, a read lock and the rules.
 //!
 //! - [`catalog`]: the commands and their categories, as the command table describes them.
 //! - [`user`]: a user's rules, applied and described as Redis applies and describes them.
@@ -34,12 +34,15 @@ pub const DEFAULT_USER: &str = "default";
 pub struct UserCell {
     pub name: Bytes,
     user: RwLock<Arc<User>>,
+    /// Whether the user is allowed everything, which every command asks first: one load.
+    unrestricted: AtomicBool,
 }
 
 impl UserCell {
     fn new(user: User) -> Arc<UserCell> {
         Arc::new(UserCell {
             name: user.name.clone(),
+            unrestricted: AtomicBool::new(user.unrestricted()),
             user: RwLock::new(Arc::new(user)),
         })
     }
@@ -48,8 +51,14 @@ impl UserCell {
         self.user.read()
     }
 
+    pub fn is_unrestricted(&self) -> bool {
+        self.unrestricted.load(Ordering::Acquire)
+    }
+
     fn replace(&self, user: User) {
+        let unrestricted = user.unrestricted();
         *self.user.write() = Arc::new(user);
+        self.unrestricted.store(unrestricted, Ordering::Release);
     }
 }
 
