@@ -1108,17 +1108,23 @@ pub fn key_access(spec: &CommandSpec, args: &[Bytes], i: usize) -> KeyAccess {
         "bitfield" => return RW,
         _ => {}
     }
-    if let Some((_, access)) = KEY_ACCESS.iter().find(|(name, _)| *name == spec.name) {
-        return access[i.min(access.len() - 1)];
-    }
-    if spec.flags.contains(Flags::WRITE) {
-        KeyAccess::WRITE
-    } else if spec.flags.contains(Flags::READONLY) {
-        KeyAccess::READ
-    } else {
-        KeyAccess::META
-    }
+    let access = KEY_ACCESS_BY_COMMAND[spec.index()];
+    access[i.min(access.len() - 1)]
 }
+
+/// [`KEY_ACCESS`], or what the flags say, for each command by [`ALL_COMMANDS`] index: the
+/// permission check of a user with key patterns looks it up for every key.
+static KEY_ACCESS_BY_COMMAND: LazyLock<Vec<&'static [KeyAccess]>> = LazyLock::new(|| {
+    ALL_COMMANDS
+        .iter()
+        .map(|spec| match KEY_ACCESS.iter().find(|(name, _)| *name == spec.name) {
+            Some((_, access)) => *access,
+            None if spec.flags.contains(Flags::WRITE) => &[KeyAccess::WRITE],
+            None if spec.flags.contains(Flags::READONLY) => &[KeyAccess::READ],
+            None => &[KeyAccess::META],
+        })
+        .collect()
+});
 
 /// Whether a BITFIELD only reads: GET and OVERFLOW with their arguments, nothing else.
 fn bitfield_reads_only(args: &[Bytes]) -> bool {
