@@ -66,6 +66,18 @@ pub(super) fn check(
     Err(denial(place, denied, spec))
 }
 
+/// Whether the connection's user may run the command (`redis.acl_check_cmd`), logging nothing.
+pub(super) fn allows(ctx: &Context<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> bool {
+    if ctx.from_master || ctx.client.user.is_unrestricted() {
+        return true;
+    }
+    let keys = keys_with_access(spec, args);
+    let channels = command_channels(spec, args);
+    let request = request(ctx, spec, args, &keys, &channels);
+    let allowed = ctx.client.user.current().check(&request).is_ok();
+    allowed
+}
+
 /// Whether the connection's user may run the command with read access to every key, which
 /// SORT's BY and GET patterns need (`ACLUserCheckCmdWithUnrestrictedKeyAccess`).
 pub(super) fn reads_every_key(ctx: &Context<'_>, args: &[Bytes]) -> bool {

@@ -13,7 +13,7 @@ use super::{execute_nested, help_reply, resolve, CommandSpec, Context, Flags};
 use crate::error::Error;
 use crate::keyspace::{off_worker, Transaction};
 use crate::scripting::flags::{eval_shebang, ScriptFlags};
-use crate::scripting::{FunctionCall, Invocation, Target};
+use crate::scripting::{FunctionCall, Invocation, ScriptHost, Target};
 use crate::services::monitor::Origin;
 use crate::services::notifications::Event;
 
@@ -169,23 +169,10 @@ fn run_script(
     let mut inner = Context::new(services, &mut *ctx.client, Some(txn), None);
     inner.in_script = true;
     inner.from_master = ctx.from_master;
-    // Each command a script runs is booked in INFO like any other; an error it gives the
-    // script counts once, when it happens, whether the script returns it, raises it or
-    // swallows it with pcall.
-    let mut call = |args: &[Bytes], resp3: bool| -> Reply {
-        if let Some((refusal, spec)) = script_refusal(args, read_only) {
-            services.stats.record_errors(refusal, 1);
-            if let Some(spec) = spec {
-                services.stats.record_rejected(spec.index());
-            }
-            return Reply::Error(refusal.into());
-        }
-        inner.client.resp3 = resp3;
-        execute_nested(&mut inner, args).reply
-    };
-    let (reply, error_counted) = vm.run(invocation, &running, &mut call);
+    let mut host = Host { inner, read_only };
+    let (reply, error_counted) = vm.run(invocation, &running, &mut host);
     ctx.error_counted = error_counted;
-    let events = std::mem::take(&mut inner.events);
+    let events = host.inner.events;
     let killed = running.is_killed();
     services.scripts.finished(&running);
     services.scripts.checkin(vm);
@@ -194,6 +181,35 @@ fn run_script(
     ctx.client.resp3 = caller_resp3;
     ctx.client.subscriptions = subscriptions;
     Ok((reply, events, killed))
+}
+
+/// What a script's commands run in: a client of its own, in the script's transaction.
+struct Host<'a> {
+    inner: Context<'a>,
+    read_only: bool,
+}
+
+impl ScriptHost for Host<'_> {
+    /// Each command a script runs is booked in INFO like any other; an error it gives the
+    /// script counts once, when it happens, whether the script returns it, raises it or
+    /// swallows it with pcall.
+    fn call(&mut self, args: &[Bytes], resp3: bool) -> Reply {
+        let services = self.inner.services;
+        if let Some((refusal, spec)) = script_refusal(args, self.read_only) {
+            services.stats.record_errors(refusal, 1);
+            if let Some(spec) = spec {
+                services.stats.record_rejected(spec.index());
+            }
+            return Reply::Error(refusal.into());
+        }
+        self.inner.client.resp3 = resp3;
+        execute_nested(&mut self.inner, args).reply
+    }
+
+    fn allows(&mut self, args: &[Bytes]) -> Option<bool> {
+        let spec = resolve(args).ok()?;
+        Some(super::acl::allows(&self.inner, spec, args))
+    }
 }
 
 /// The error line for a command a script may not run here, before it runs, and the command

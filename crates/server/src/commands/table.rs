@@ -1117,12 +1117,14 @@ pub fn key_access(spec: &CommandSpec, args: &[Bytes], i: usize) -> KeyAccess {
 static KEY_ACCESS_BY_COMMAND: LazyLock<Vec<&'static [KeyAccess]>> = LazyLock::new(|| {
     ALL_COMMANDS
         .iter()
-        .map(|spec| match KEY_ACCESS.iter().find(|(name, _)| *name == spec.name) {
-            Some((_, access)) => *access,
-            None if spec.flags.contains(Flags::WRITE) => &[KeyAccess::WRITE],
-            None if spec.flags.contains(Flags::READONLY) => &[KeyAccess::READ],
-            None => &[KeyAccess::META],
-        })
+        .map(
+            |spec| match KEY_ACCESS.iter().find(|(name, _)| *name == spec.name) {
+                Some((_, access)) => *access,
+                None if spec.flags.contains(Flags::WRITE) => &[KeyAccess::WRITE],
+                None if spec.flags.contains(Flags::READONLY) => &[KeyAccess::READ],
+                None => &[KeyAccess::META],
+            },
+        )
         .collect()
 });
 

@@ -26,7 +26,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::error::Error;
 
-pub use vm::{Invocation, Registered, Target, Vm};
+pub use vm::{Invocation, Registered, ScriptHost, Target, Vm};
 
 /// The script cache and the Lua states that run scripts.
 #[derive(Default)]

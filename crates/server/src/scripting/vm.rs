@@ -1,6 +1,6 @@
 //! One Lua state: the sandbox, Redis's `redis.*` API, and running a script in it.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -43,6 +43,8 @@ local match, pairs, type, tostring, error, xpcall, pcall, setfenv, setmetatable,
 bridge.dispatch = function(...) return bridge.command(...) end
 redis.call = bridge.call
 redis.pcall = bridge.pcall
+bridge.acl_dispatch = function(...) return bridge.acl_check(...) end
+redis.acl_check_cmd = bridge.acl_check_cmd
 local where = bridge.where
 redis.setresp = function(...) return bridge.setresp(...) end
 local function copy(t)
@@ -267,6 +269,15 @@ impl Target<'_> {
     }
 }
 
+/// What a running script asks of the server.
+pub trait ScriptHost {
+    /// Runs a command for `redis.call` and `redis.pcall`; `resp3` after `redis.setresp(3)`.
+    fn call(&mut self, args: &[Bytes], resp3: bool) -> Reply;
+    /// `redis.acl_check_cmd`: whether the caller's user may run `args`; `None` if no command
+    /// has that name.
+    fn allows(&mut self, args: &[Bytes]) -> Option<bool>;
+}
+
 /// A function a library registered as it loaded.
 pub struct Registered {
     pub name: String,
@@ -316,10 +327,11 @@ impl Vm {
         globals.raw_set("cjson", cjson::library(&lua)?)?;
         libraries::open(&lua)?;
         let bridge = lua.create_table()?;
-        // SAFETY: both follow the Lua C API's stack discipline (see `redis_call`).
+        // SAFETY: each follows the Lua C API's stack discipline (see `dispatch`).
         unsafe {
             bridge.raw_set("call", lua.create_c_function(redis_call)?)?;
             bridge.raw_set("pcall", lua.create_c_function(redis_pcall)?)?;
+            bridge.raw_set("acl_check_cmd", lua.create_c_function(redis_acl_check_cmd)?)?;
         }
         bridge.raw_set(
             "where",
@@ -329,6 +341,7 @@ impl Vm {
             .set_name("=shale")
             .call::<()>(bridge.clone())?;
         lua.set_named_registry_value(DISPATCH, bridge.raw_get::<Function>("dispatch")?)?;
+        lua.set_named_registry_value(ACL_DISPATCH, bridge.raw_get::<Function>("acl_dispatch")?)?;
         Ok(Vm {
             lua,
             bridge,
@@ -339,13 +352,13 @@ impl Vm {
         })
     }
 
-    /// Runs a script or function; `call` runs the commands it issues. Returns the reply, and
+    /// Runs a script or function; `host` runs the commands it issues. Returns the reply, and
     /// whether it is an error a command gave the script, which INFO has counted already.
     pub fn run(
         &mut self,
         invocation: &Invocation<'_>,
         running: &Arc<RunningScript>,
-        call: &mut dyn FnMut(&[Bytes], bool) -> Reply,
+        host: &mut dyn ScriptHost,
     ) -> (Reply, bool) {
         let (function, runner) = match &invocation.target {
             Target::Script { sha, body } => (self.script(sha, body), "run"),
@@ -357,7 +370,7 @@ impl Vm {
             Ok(function) => function,
             Err(reply) => return (reply, false),
         };
-        let outcome = self.call(function, runner, invocation, running, call);
+        let outcome = self.call(function, runner, invocation, running, host);
         self.lua.remove_hook();
         if running.is_killed() {
             return (Reply::Error(KILLED.into()), false);
@@ -461,7 +474,7 @@ impl Vm {
         runner: &str,
         invocation: &Invocation<'_>,
         running: &Arc<RunningScript>,
-        call: &mut dyn FnMut(&[Bytes], bool) -> Reply,
+        host: &mut dyn ScriptHost,
     ) -> mlua::Result<(Reply, bool)> {
         let lua = &self.lua;
         let watched = running.clone();
@@ -476,6 +489,7 @@ impl Vm {
             },
         );
         let resp3 = Cell::new(false);
+        let host = RefCell::new(host);
         let outcome = lua.scope(|scope| {
             let command = scope.create_function_mut(|lua, values: MultiValue| {
                 let values: Vec<Value> = values.into_iter().collect();
@@ -495,7 +509,7 @@ impl Vm {
                         ),
                         false,
                     ),
-                    Some(args) => (call(&args, resp3.get()), true),
+                    Some(args) => (host.borrow_mut().call(&args, resp3.get()), true),
                 };
                 let value = reply_to_lua(lua, reply, resp3.get())?;
                 if let Value::Table(error) = &value {
@@ -520,8 +534,24 @@ impl Vm {
                     "RESP version must be 2 or 3.".into(),
                 )),
             })?;
+            // Returns whether the user may run the command, or the error table to raise.
+            let acl_check = scope.create_function(|lua, values: MultiValue| {
+                let values: Vec<Value> = values.into_iter().collect();
+                let refusal = match command_args(&values) {
+                    None => "Lua redis lib command arguments must be strings or integers",
+                    Some(args) if args.is_empty() => {
+                        "Please specify at least one argument for this redis lib call"
+                    }
+                    Some(args) => match host.borrow_mut().allows(&args) {
+                        Some(allowed) => return Ok((Some(allowed), None)),
+                        None => "Invalid command passed to redis.acl_check_cmd()",
+                    },
+                };
+                Ok((None, Some(error_table(lua, &format!("ERR {refusal}"))?)))
+            })?;
             self.bridge.raw_set("command", command)?;
             self.bridge.raw_set("setresp", setresp)?;
+            self.bridge.raw_set("acl_check", acl_check)?;
             let run: Function = self.bridge.raw_get(runner)?;
             let keys = strings(lua, invocation.keys)?;
             let args = strings(lua, invocation.args)?;
@@ -535,13 +565,15 @@ impl Vm {
         });
         self.bridge.raw_set("command", Value::Nil)?;
         self.bridge.raw_set("setresp", Value::Nil)?;
+        self.bridge.raw_set("acl_check", Value::Nil)?;
         outcome
     }
 }
 
-/// Where `redis_call` finds the prelude's `dispatch`, in the registry (which scripts cannot
-/// reach).
+/// Where `redis_call` finds the prelude's `dispatch`, and `redis_acl_check_cmd` its
+/// `acl_dispatch`, in the registry (which scripts cannot reach).
 const DISPATCH: &str = "shale.dispatch";
+const ACL_DISPATCH: &str = "shale.acl_dispatch";
 
 /// `redis.call`: runs the command through `dispatch` and raises the error table it gets, as
 /// `redis.pcall` returns it. A C function, because a Lua one would be replaced by the script's
@@ -553,6 +585,27 @@ unsafe extern "C-unwind" fn redis_call(state: *mut mlua::ffi::lua_State) -> std:
 /// `redis.pcall`: as `redis.call`, returning the error table.
 unsafe extern "C-unwind" fn redis_pcall(state: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
     dispatch(state, false)
+}
+
+/// `redis.acl_check_cmd`: `acl_dispatch` answers whether the user may run the command, or
+/// with the error to raise. A C function for the same reason as `redis_call`.
+unsafe extern "C-unwind" fn redis_acl_check_cmd(
+    state: *mut mlua::ffi::lua_State,
+) -> std::os::raw::c_int {
+    use mlua::ffi;
+    let args = ffi::lua_gettop(state);
+    ffi::lua_getfield(
+        state,
+        ffi::LUA_REGISTRYINDEX,
+        c"shale.acl_dispatch".as_ptr(),
+    );
+    ffi::lua_insert(state, 1);
+    ffi::lua_call(state, args, 2);
+    if ffi::lua_type(state, -1) != ffi::LUA_TNIL {
+        ffi::lua_error(state);
+    }
+    ffi::lua_pop(state, 1);
+    1
 }
 
 /// Calls `dispatch` with this call's arguments and leaves its one result. Only Lua values are
