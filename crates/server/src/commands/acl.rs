@@ -3,13 +3,13 @@
 use bytes::Bytes;
 use shale_protocol::Reply;
 
-use super::args::{int, is};
+use super::args::{int, is, subcommand_syntax};
 use super::table::{command_channels, key_access};
 use super::{command_keys, help_reply, resolve, CommandSpec, Context};
 use crate::error::Error;
 use crate::services::acl::catalog::{Categories, CATEGORY_NAMES};
 use crate::services::acl::log::{self, now_ms, Reason};
-use crate::services::acl::user::{Denied, KeyAccess, Request, User};
+use crate::services::acl::user::{channel_allowed, Denied, KeyAccess, Request, User};
 use crate::services::acl::{file, Changed, UserCell, DEFAULT_USER};
 use crate::services::pubsub::Kind;
 use crate::services::Running;
@@ -39,7 +39,12 @@ pub(super) fn check(
     let keys = keys_with_access(spec, args);
     let channels = command_channels(spec, args);
     let request = request(ctx, spec, args, &keys, &channels);
-    let Err(denied) = user.check(&request) else {
+    // A deleted user's connection, being closed, runs nothing more.
+    let checked = match ctx.client.user.is_deleted() {
+        true => Err(Denied::Command),
+        false => user.check(&request),
+    };
+    let Err(denied) = checked else {
         return Ok(());
     };
     drop(user);
@@ -67,14 +72,25 @@ pub(super) fn check(
 }
 
 /// Whether the connection's user may run the command (`redis.acl_check_cmd`), logging nothing.
+/// Arguments too few for the command name no keys or channels, as in Redis.
 pub(super) fn allows(ctx: &Context<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> bool {
     if ctx.from_master || ctx.client.user.is_unrestricted() {
         return true;
     }
-    let keys = keys_with_access(spec, args);
-    let channels = command_channels(spec, args);
+    let complete = spec.accepts(args.len());
+    let keys = if complete {
+        keys_with_access(spec, args)
+    } else {
+        Vec::new()
+    };
+    let channels = if complete {
+        command_channels(spec, args)
+    } else {
+        Vec::new()
+    };
     let request = request(ctx, spec, args, &keys, &channels);
-    let allowed = ctx.client.user.current().check(&request).is_ok();
+    let allowed =
+        !ctx.client.user.is_deleted() && ctx.client.user.current().check(&request).is_ok();
     allowed
 }
 
@@ -239,12 +255,7 @@ fn disconnect_forbidden_subscribers(ctx: &mut Context<'_>, cell: &UserCell) {
     let Some(allowed) = cell.current().channel_patterns() else {
         return;
     };
-    let permits = |name: &[u8], pattern: bool| {
-        allowed.iter().any(|p| match pattern {
-            true => p[..] == *name,
-            false => crate::types::pattern::glob_match(p, name, false),
-        })
-    };
+    let permits = |name: &[u8], pattern: bool| channel_allowed(&allowed, name, pattern);
     for client in ctx.services.clients.all() {
         let info = client.info.lock().clone();
         if info.user != cell.name || !info.is_subscribed() {
@@ -368,7 +379,7 @@ pub fn acl_cat(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         ));
     };
     if args.len() > 3 {
-        return Err(subcommand_syntax(&args[1]));
+        return Err(subcommand_syntax(&args[1], "ACL"));
     }
     let category = Categories::named(name).ok_or_else(|| {
         let shown = String::from_utf8_lossy(name);
@@ -383,13 +394,6 @@ pub fn acl_cat(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     ))
 }
 
-fn subcommand_syntax(sub: &[u8]) -> Error {
-    Error::msg(format!(
-        "unknown subcommand or wrong number of arguments for '{}'. Try ACL HELP.",
-        String::from_utf8_lossy(sub)
-    ))
-}
-
 fn truncate(text: &str, chars: usize) -> &str {
     match text.char_indices().nth(chars) {
         Some((at, _)) => &text[..at],
@@ -401,7 +405,7 @@ fn truncate(text: &str, chars: usize) -> &str {
 pub fn acl_genpass(_ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     const MAX_BITS: i64 = 4096;
     if args.len() > 3 {
-        return Err(subcommand_syntax(&args[1]));
+        return Err(subcommand_syntax(&args[1], "ACL"));
     }
     let bits = match args.get(2) {
         Some(bits) => int(bits)?,
@@ -420,7 +424,7 @@ pub fn acl_genpass(_ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Erro
 /// ACL LOG [count | RESET]
 pub fn acl_log(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     if args.len() > 3 {
-        return Err(subcommand_syntax(&args[1]));
+        return Err(subcommand_syntax(&args[1], "ACL"));
     }
     let count = match args.get(2) {
         Some(arg) if is(arg, "reset") => {

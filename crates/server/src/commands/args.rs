@@ -114,6 +114,15 @@ pub fn mpop_count(rest: &[Bytes]) -> Result<u64, Error> {
 }
 
 /// Case-insensitive comparison with an option name.
+/// Redis's `addReplySubcommandSyntaxError`: a subcommand that exists, given the wrong
+/// arguments.
+pub fn subcommand_syntax(sub: &[u8], command: &str) -> Error {
+    Error::msg(format!(
+        "unknown subcommand or wrong number of arguments for '{}'. Try {command} HELP.",
+        String::from_utf8_lossy(sub)
+    ))
+}
+
 pub fn is(arg: &[u8], option: &str) -> bool {
     arg.eq_ignore_ascii_case(option.as_bytes())
 }

@@ -1,17 +1,19 @@
 //! FCALL, FCALL_RO and FUNCTION: libraries of Lua functions (see [`crate::scripting::functions`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use shale_protocol::Reply;
 use shale_rdb::dump::{decode_functions, encode_functions};
 
-use super::args::is;
+use super::args::{is, subcommand_syntax};
 use super::scripting::{check_declared, run_timed};
 use super::{help_reply, Context};
 use crate::error::Error;
+use crate::keyspace::off_worker;
 use crate::scripting::flags::ScriptFlags;
-use crate::scripting::functions::RestorePolicy;
+use crate::scripting::functions::{Libraries, RestorePolicy};
 use crate::scripting::{FunctionCall, Invocation, Target};
 use crate::services::monitor::Origin;
 use crate::types::pattern::glob_match;
@@ -24,11 +26,21 @@ pub fn fcall_ro(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     call(ctx, args, true)
 }
 
+/// The stored libraries; when they changed, reading them runs their code, which hands this
+/// worker's other connections to another thread first.
+fn libraries(ctx: &Context<'_>) -> Result<Arc<Libraries>, Error> {
+    let (scripts, keyspace) = (&ctx.services.scripts, ctx.keyspace);
+    match scripts.libraries_are_current(keyspace) {
+        true => scripts.libraries(keyspace),
+        false => off_worker(|| scripts.libraries(keyspace)),
+    }
+}
+
 /// FCALL[_RO] function numkeys [key ...] [arg ...], checked in Redis's order.
 fn call(ctx: &mut Context<'_>, args: &[Bytes], read_only: bool) -> Result<Reply, Error> {
     let origin = Origin::Client(ctx.client.handle.addr);
     ctx.services.monitors.feed(ctx.client.db, origin, args);
-    let libraries = ctx.services.scripts.libraries(ctx.keyspace)?;
+    let libraries = libraries(ctx)?;
     let function = libraries
         .function(&args[1])
         .ok_or(Error::msg("Function not found"))?;
@@ -78,10 +90,8 @@ pub fn function_load(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Err
     let code = args[args.len() - 1].clone();
     // What a master sends is loaded however long it takes, as Redis loads it.
     let timeout = !ctx.from_master;
-    let name = ctx
-        .services
-        .scripts
-        .load_library(ctx.keyspace, code, replace, timeout)?;
+    let (scripts, keyspace) = (&ctx.services.scripts, ctx.keyspace);
+    let name = off_worker(|| scripts.load_library(keyspace, code, replace, timeout))?;
     Ok(Reply::bulk(name))
 }
 
@@ -96,7 +106,7 @@ pub fn function_delete(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, E
 /// FUNCTION FLUSH [ASYNC|SYNC]
 pub fn function_flush(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     if args.len() > 3 {
-        return Err(subcommand_syntax(&args[1]));
+        return Err(subcommand_syntax(&args[1], "FUNCTION"));
     }
     match args.get(2) {
         None => {}
@@ -109,7 +119,7 @@ pub fn function_flush(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Er
 
 /// FUNCTION DUMP: every library's code, in Redis's payload format.
 pub fn function_dump(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
-    let libraries = ctx.services.scripts.libraries(ctx.keyspace)?;
+    let libraries = libraries(ctx)?;
     let payload = encode_functions(libraries.iter().map(|library| &library.code[..]));
     Ok(Reply::bulk(payload))
 }
@@ -117,7 +127,7 @@ pub fn function_dump(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Er
 /// FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE]
 pub fn function_restore(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     if args.len() > 4 {
-        return Err(subcommand_syntax(&args[1]));
+        return Err(subcommand_syntax(&args[1], "FUNCTION"));
     }
     let policy = match args.get(3) {
         None => RestorePolicy::Append,
@@ -131,9 +141,9 @@ pub fn function_restore(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, 
         }
     };
     let codes = decode_functions(&args[2]).map_err(|err| Error::msg(err.to_string()))?;
-    ctx.services
-        .scripts
-        .restore_libraries(ctx.keyspace, codes, policy)?;
+    let (scripts, keyspace) = (&ctx.services.scripts, ctx.keyspace);
+    let timeout = !ctx.from_master;
+    off_worker(|| scripts.restore_libraries(keyspace, codes, policy, timeout))?;
     Ok(Reply::OK)
 }
 
@@ -159,7 +169,7 @@ pub fn function_list(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Err
         }
         i += 1;
     }
-    let libraries = ctx.services.scripts.libraries(ctx.keyspace)?;
+    let libraries = libraries(ctx)?;
     let listed = libraries
         .iter()
         .filter(|library| pattern.is_none_or(|p| glob_match(p, library.name.as_bytes(), true)))
@@ -203,7 +213,7 @@ pub fn function_list(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Err
 
 /// FUNCTION STATS: the function running longest, if any, and the counts of the one engine.
 pub fn function_stats(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
-    let libraries = ctx.services.scripts.libraries(ctx.keyspace)?;
+    let libraries = libraries(ctx)?;
     let running = match ctx.services.scripts.running_function() {
         None => Reply::Null,
         Some(f) => Reply::Map(vec![
@@ -242,13 +252,6 @@ pub fn function_kill(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Er
     let limit = Duration::from_millis(ctx.services.config.read().lua_time_limit);
     ctx.services.scripts.kill(limit, true)?;
     Ok(Reply::OK)
-}
-
-fn subcommand_syntax(sub: &[u8]) -> Error {
-    Error::msg(format!(
-        "unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
-        String::from_utf8_lossy(sub)
-    ))
 }
 
 /// FUNCTION HELP

@@ -52,14 +52,15 @@ fn run(
     let origin = Origin::Client(ctx.client.handle.addr);
     ctx.services.monitors.feed(ctx.client.db, origin, args);
     let scripts = &ctx.services.scripts;
-    let (sha, source) = if by_sha {
-        scripts.lookup(&args[1]).ok_or(Error::NoScript)?
+    // A script with a bad shebang is refused before it is cached.
+    let (sha, source, shebang) = if by_sha {
+        let (sha, source) = scripts.lookup(&args[1]).ok_or(Error::NoScript)?;
+        let shebang = eval_shebang(&source).map_err(Error::msg)?;
+        (sha, source, shebang)
     } else {
-        eval_shebang(&args[1]).map_err(Error::msg)?;
-        (scripts.load(args[1].clone()), args[1].clone())
+        let shebang = eval_shebang(&args[1]).map_err(Error::msg)?;
+        (scripts.load(args[1].clone()), args[1].clone(), shebang)
     };
-    // Checked when the script was cached.
-    let shebang = eval_shebang(&source).ok().flatten();
     let body = match shebang {
         Some(shebang) => {
             check_declared(ctx, shebang.flags, read_only)?;

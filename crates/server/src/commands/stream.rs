@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use shale_protocol::Reply;
 
-use super::args::{int, is};
+use super::args::{int, is, subcommand_syntax};
 use super::{help_reply, wait_for, Context};
 use crate::config::event_classes::STREAM;
 use crate::error::Error;
@@ -596,13 +596,6 @@ fn xgroup_options(args: &[Bytes], create: bool) -> Result<(bool, i64), Error> {
         }
     }
     Ok((mkstream, entries_read))
-}
-
-fn subcommand_syntax(sub: &[u8], command: &str) -> Error {
-    Error::msg(format!(
-        "unknown subcommand or wrong number of arguments for '{}'. Try {command} HELP.",
-        String::from_utf8_lossy(sub)
-    ))
 }
 
 fn group_start(

@@ -1071,6 +1071,10 @@ const KEY_ACCESS: &[(&str, &[KeyAccess])] = &[
     ("zcard", &[KeyAccess::META]),
     ("xlen", &[KeyAccess::META]),
     ("memory|usage", &[KeyAccess::META]),
+    ("object|encoding", &[KeyAccess::META]),
+    ("object|freq", &[KeyAccess::META]),
+    ("object|idletime", &[KeyAccess::META]),
+    ("object|refcount", &[KeyAccess::META]),
     ("rename", &[RW, KeyAccess::WRITE]),
     ("renamenx", &[RW, KeyAccess::WRITE]),
     ("lmove", &[RW, KeyAccess::WRITE]),
@@ -1146,9 +1150,9 @@ fn bitfield_reads_only(args: &[Bytes]) -> bool {
 /// `true` marks PSUBSCRIBE's patterns, which must equal a pattern of the user's.
 pub fn command_channels<'a>(spec: &CommandSpec, args: &'a [Bytes]) -> Vec<(&'a [u8], bool)> {
     match spec.name {
-        "subscribe" | "ssubscribe" => args[1..].iter().map(|c| (&c[..], false)).collect(),
-        "psubscribe" => args[1..].iter().map(|c| (&c[..], true)).collect(),
-        "publish" | "spublish" => vec![(&args[1][..], false)],
+        "subscribe" | "ssubscribe" => args.iter().skip(1).map(|c| (&c[..], false)).collect(),
+        "psubscribe" => args.iter().skip(1).map(|c| (&c[..], true)).collect(),
+        "publish" | "spublish" => args.get(1).map(|c| (&c[..], false)).into_iter().collect(),
         _ => Vec::new(),
     }
 }

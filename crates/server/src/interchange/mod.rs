@@ -136,7 +136,7 @@ pub fn load(
     // As Redis loads them: each library must load, or the file does not.
     imported.libraries = libraries.len() as u64;
     Scripts::default()
-        .restore_libraries(keyspace, libraries, RestorePolicy::Flush)
+        .restore_libraries(keyspace, libraries, RestorePolicy::Flush, false)
         .map_err(|e| format!("a function library does not load: {e}"))?;
     imported.bytes = read.load(Ordering::Relaxed);
     Ok(imported)

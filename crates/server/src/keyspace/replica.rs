@@ -80,8 +80,10 @@ impl Keyspace {
                     start,
                     ..
                 } => {
-                    recount = true;
-                    libraries |= k::is_library_key(start);
+                    // FUNCTION FLUSH deletes the library records alone.
+                    let library = k::is_library_key(start);
+                    recount |= !library;
+                    libraries |= library;
                 }
                 _ => {}
             }

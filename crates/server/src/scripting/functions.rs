@@ -147,14 +147,39 @@ pub enum RestorePolicy {
 }
 
 impl Scripts {
-    /// The stored libraries, as of the last change to them.
-    pub fn libraries(&self, keyspace: &Keyspace) -> Result<Arc<Libraries>, Error> {
+    /// Whether [`Scripts::libraries`] can answer without running the libraries' code.
+    pub fn libraries_are_current(&self, keyspace: &Keyspace) -> bool {
         let generation = keyspace.libraries_generation();
-        if let Some(current) = self.libraries.read().as_ref() {
-            if current.generation == generation {
-                return Ok(current.clone());
+        self.libraries
+            .read()
+            .as_ref()
+            .is_some_and(|current| current.generation == generation)
+    }
+
+    /// The stored libraries, as of the last change to them: read again (each library's code
+    /// run in a Lua state) when the keyspace says they changed.
+    pub fn libraries(&self, keyspace: &Keyspace) -> Result<Arc<Libraries>, Error> {
+        loop {
+            let generation = keyspace.libraries_generation();
+            if let Some(current) = self.libraries.read().as_ref() {
+                if current.generation == generation {
+                    return Ok(current.clone());
+                }
             }
+            let built = Arc::new(self.read_libraries(keyspace, generation)?);
+            // A change while they were read: read them again.
+            if keyspace.libraries_generation() != generation {
+                continue;
+            }
+            let mut cached = self.libraries.write();
+            if cached.as_ref().is_none_or(|c| c.generation < generation) {
+                *cached = Some(built.clone());
+            }
+            return Ok(built);
         }
+    }
+
+    fn read_libraries(&self, keyspace: &Keyspace, generation: u64) -> Result<Libraries, Error> {
         let mut built = Libraries {
             generation,
             ..Libraries::default()
@@ -171,8 +196,6 @@ impl Scripts {
             }
         }
         self.checkin(vm);
-        let built = Arc::new(built);
-        *self.libraries.write() = Some(built.clone());
         Ok(built)
     }
 
@@ -230,35 +253,21 @@ impl Scripts {
     }
 
     /// FUNCTION RESTORE and the import of an RDB file: stores the libraries whose code is in
-    /// `codes`, all or none, with Redis's checks in Redis's order.
+    /// `codes`, all or none, with Redis's checks in Redis's order. Each library's code may
+    /// run [`LOAD_TIMEOUT`] if `timeout`, as FUNCTION LOAD's.
     pub fn restore_libraries(
         &self,
         keyspace: &Keyspace,
         codes: Vec<Bytes>,
         policy: RestorePolicy,
+        timeout: bool,
     ) -> Result<(), Error> {
         let _changing = self.changing.lock();
         let current = self.libraries(keyspace)?;
         let mut vm = self.checkout().map_err(vm_error)?;
-        let mut restored = Libraries::default();
-        for code in codes {
-            let library = self.compile(&mut vm, code, None)?;
-            if restored.library(library.name.as_bytes()).is_some() {
-                return Err(Error::msg(format!(
-                    "Library '{}' already exists",
-                    library.name
-                )));
-            }
-            if let Some(f) = library
-                .functions
-                .iter()
-                .find(|f| restored.functions.contains_key(&f.name))
-            {
-                return Err(Error::msg(format!("Function {} already exists", f.name)));
-            }
-            restored.insert(library);
-        }
+        let restored = self.compile_all(&mut vm, codes, timeout.then_some(LOAD_TIMEOUT));
         self.checkin(vm);
+        let restored = restored?;
         if policy != RestorePolicy::Flush {
             if policy == RestorePolicy::Append {
                 if let Some(library) = restored
@@ -289,6 +298,34 @@ impl Scripts {
                 .collect(),
             ..LibraryEdit::default()
         })
+    }
+
+    /// Runs the code of each library in `vm`; none may have the name or a function of another.
+    fn compile_all(
+        &self,
+        vm: &mut super::Vm,
+        codes: Vec<Bytes>,
+        timeout: Option<Duration>,
+    ) -> Result<Libraries, Error> {
+        let mut compiled = Libraries::default();
+        for code in codes {
+            let library = self.compile(vm, code, timeout)?;
+            if compiled.library(library.name.as_bytes()).is_some() {
+                return Err(Error::msg(format!(
+                    "Library '{}' already exists",
+                    library.name
+                )));
+            }
+            if let Some(f) = library
+                .functions
+                .iter()
+                .find(|f| compiled.functions.contains_key(&f.name))
+            {
+                return Err(Error::msg(format!("Function {} already exists", f.name)));
+            }
+            compiled.insert(library);
+        }
+        Ok(compiled)
     }
 
     /// Runs a library's code in `vm` and reads what it registers.

@@ -2,6 +2,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -302,8 +303,9 @@ pub struct Vm {
     bridge: Table,
     /// Compiled scripts, by SHA1.
     scripts: HashMap<String, Function>,
-    /// The functions of every library, and the generation of the libraries they came from.
+    /// The functions of every library, by name.
     functions: HashMap<String, Function>,
+    /// The generation of the libraries `functions` came from.
     libraries_generation: Option<u64>,
     pub(super) generation: u64,
 }
@@ -340,8 +342,10 @@ impl Vm {
         lua.load(PRELUDE)
             .set_name("=shale")
             .call::<()>(bridge.clone())?;
-        lua.set_named_registry_value(DISPATCH, bridge.raw_get::<Function>("dispatch")?)?;
-        lua.set_named_registry_value(ACL_DISPATCH, bridge.raw_get::<Function>("acl_dispatch")?)?;
+        for (key, name) in [(DISPATCH, "dispatch"), (ACL_DISPATCH, "acl_dispatch")] {
+            let key = key.to_str().map_err(mlua::Error::external)?;
+            lua.set_named_registry_value(key, bridge.raw_get::<Function>(name)?)?;
+        }
         Ok(Vm {
             lua,
             bridge,
@@ -360,6 +364,18 @@ impl Vm {
         running: &Arc<RunningScript>,
         host: &mut dyn ScriptHost,
     ) -> (Reply, bool) {
+        // Set first, so that loading the libraries into this state can be killed too.
+        let watched = running.clone();
+        self.lua.set_hook(
+            HookTriggers::new().every_nth_instruction(KILL_CHECK_INSTRUCTIONS),
+            move |_, _| {
+                if watched.is_killed() {
+                    Err(mlua::Error::RuntimeError(KILLED.into()))
+                } else {
+                    Ok(VmState::Continue)
+                }
+            },
+        );
         let (function, runner) = match &invocation.target {
             Target::Script { sha, body } => (self.script(sha, body), "run"),
             Target::Function { name, libraries } => {
@@ -368,9 +384,12 @@ impl Vm {
         };
         let function = match function {
             Ok(function) => function,
-            Err(reply) => return (reply, false),
+            Err(reply) => {
+                self.lua.remove_hook();
+                return (reply, false);
+            }
         };
-        let outcome = self.call(function, runner, invocation, running, host);
+        let outcome = self.call(function, runner, invocation, host);
         self.lua.remove_hook();
         if running.is_killed() {
             return (Reply::Error(KILLED.into()), false);
@@ -436,6 +455,7 @@ impl Vm {
             .into_function()
             .map_err(|err| format!("Error compiling function: {}", compile_error(err)))?;
         let timed_out = Arc::new(AtomicBool::new(false));
+        // Without a time limit, the caller's hook (a kill check) stays in place.
         if let Some(timeout) = timeout {
             let started = Instant::now();
             let flag = timed_out.clone();
@@ -454,7 +474,9 @@ impl Vm {
             .bridge
             .raw_get::<Function>("load")
             .and_then(|load| load.call::<(bool, Value)>(chunk));
-        self.lua.remove_hook();
+        if timeout.is_some() {
+            self.lua.remove_hook();
+        }
         let registering = |message: String| format!("Error registering functions: {message}");
         if timed_out.load(Ordering::Relaxed) {
             return Err(registering("ERR FUNCTION LOAD timeout".into()));
@@ -473,21 +495,9 @@ impl Vm {
         function: Function,
         runner: &str,
         invocation: &Invocation<'_>,
-        running: &Arc<RunningScript>,
         host: &mut dyn ScriptHost,
     ) -> mlua::Result<(Reply, bool)> {
         let lua = &self.lua;
-        let watched = running.clone();
-        lua.set_hook(
-            HookTriggers::new().every_nth_instruction(KILL_CHECK_INSTRUCTIONS),
-            move |_, _| {
-                if watched.is_killed() {
-                    Err(mlua::Error::RuntimeError(KILLED.into()))
-                } else {
-                    Ok(VmState::Continue)
-                }
-            },
-        );
         let resp3 = Cell::new(false);
         let host = RefCell::new(host);
         let outcome = lua.scope(|scope| {
@@ -572,8 +582,8 @@ impl Vm {
 
 /// Where `redis_call` finds the prelude's `dispatch`, and `redis_acl_check_cmd` its
 /// `acl_dispatch`, in the registry (which scripts cannot reach).
-const DISPATCH: &str = "shale.dispatch";
-const ACL_DISPATCH: &str = "shale.acl_dispatch";
+const DISPATCH: &CStr = c"shale.dispatch";
+const ACL_DISPATCH: &CStr = c"shale.acl_dispatch";
 
 /// `redis.call`: runs the command through `dispatch` and raises the error table it gets, as
 /// `redis.pcall` returns it. A C function, because a Lua one would be replaced by the script's
@@ -608,16 +618,20 @@ unsafe extern "C-unwind" fn redis_acl_check_cmd(
     1
 }
 
-/// Calls `dispatch` with this call's arguments and leaves its one result. Only Lua values are
-/// on this frame when `lua_call` or `lua_error` unwinds through it.
+/// Calls `dispatch` with this call's arguments and leaves its one result.
+///
+/// `lua_call` and `lua_error` leave these frames by `longjmp`, which skips destructors: these
+/// functions must hold nothing that has one (no `String`, `Vec`, guard), only the stack.
 unsafe fn dispatch(state: *mut mlua::ffi::lua_State, raise: bool) -> std::os::raw::c_int {
     use mlua::ffi;
     let args = ffi::lua_gettop(state);
-    ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, c"shale.dispatch".as_ptr());
+    ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, DISPATCH.as_ptr());
     ffi::lua_insert(state, 1);
     ffi::lua_call(state, args, 1);
     if raise && ffi::lua_type(state, -1) == ffi::LUA_TTABLE {
-        ffi::lua_getfield(state, -1, c"err".as_ptr());
+        // A raw read: a reply table has no metatable, but a script's own could.
+        ffi::lua_pushstring(state, c"err".as_ptr());
+        ffi::lua_rawget(state, -2);
         let failed = ffi::lua_type(state, -1) != ffi::LUA_TNIL;
         ffi::lua_pop(state, 1);
         if failed {
@@ -671,7 +685,7 @@ fn error_message(value: &Value) -> String {
             _ => "ERR execution failure".into(),
         },
         Value::String(text) => format!("ERR {}", text.to_string_lossy()),
-        other => format!("ERR {other:?}"),
+        other => format!("ERR {}", other.type_name()),
     }
 }
 

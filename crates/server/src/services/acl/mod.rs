@@ -36,6 +36,9 @@ pub struct UserCell {
     user: RwLock<Arc<User>>,
     /// Whether the user is allowed everything, which every command asks first: one load.
     unrestricted: AtomicBool,
+    /// Set when the user is deleted (ACL DELUSER, ACL LOAD): a connection that still holds
+    /// it, its closing under way, may run nothing.
+    deleted: AtomicBool,
 }
 
 impl UserCell {
@@ -43,6 +46,7 @@ impl UserCell {
         Arc::new(UserCell {
             name: user.name.clone(),
             unrestricted: AtomicBool::new(user.unrestricted()),
+            deleted: AtomicBool::new(false),
             user: RwLock::new(Arc::new(user)),
         })
     }
@@ -55,10 +59,27 @@ impl UserCell {
         self.unrestricted.load(Ordering::Acquire)
     }
 
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(Ordering::Acquire)
+    }
+
+    /// Installs new rules. A user losing permissions stops counting as unrestricted before
+    /// its rules change, and one gaining them only after, so no command is let through
+    /// unchecked meanwhile.
     fn replace(&self, user: User) {
         let unrestricted = user.unrestricted();
+        if !unrestricted {
+            self.unrestricted.store(false, Ordering::Release);
+        }
         *self.user.write() = Arc::new(user);
-        self.unrestricted.store(unrestricted, Ordering::Release);
+        if unrestricted {
+            self.unrestricted.store(true, Ordering::Release);
+        }
+    }
+
+    fn delete(&self) {
+        self.unrestricted.store(false, Ordering::Release);
+        self.deleted.store(true, Ordering::Release);
     }
 }
 
@@ -147,11 +168,13 @@ impl Acl {
         self.users.read().get(name).cloned()
     }
 
-    /// The user `name` if `password` logs it in.
+    /// The user `name` if `password` logs it in. Holding the users' lock meanwhile, a login
+    /// cannot end on a user that ACL DELUSER is removing.
     pub fn authenticate(&self, name: &[u8], password: &[u8]) -> Option<Arc<UserCell>> {
-        let cell = self.user(name)?;
+        let users = self.users.read();
+        let cell = users.get(name)?;
         let accepted = cell.current().accepts(password);
-        accepted.then_some(cell)
+        accepted.then(|| cell.clone())
     }
 
     /// `requirepass`: the default user's only password, or none (`nopass`), when it changed.
@@ -161,6 +184,8 @@ impl Acl {
         if applied.as_ref() == Some(&wanted) {
             return;
         }
+        // Serialized with ACL SETUSER, which changes the same user.
+        let _users = self.users.write();
         let mut user = (**self.default.current()).clone();
         let rules: Vec<Vec<u8>> = match &wanted {
             Some(p) => vec![b"resetpass".to_vec(), [b">", p.as_bytes()].concat()],
@@ -214,7 +239,10 @@ impl Acl {
     /// can be closed.
     pub fn delete_users(&self, names: &[Bytes]) -> Vec<Arc<UserCell>> {
         let mut users = self.users.write();
-        names.iter().filter_map(|name| users.remove(name)).collect()
+        let deleted: Vec<Arc<UserCell>> =
+            names.iter().filter_map(|name| users.remove(name)).collect();
+        deleted.iter().for_each(|cell| cell.delete());
+        deleted
     }
 
     /// Every user, in name order.
@@ -234,7 +262,12 @@ impl Acl {
     /// Replaces every user with those of `lines` (`user <name> <rules>...`, already split),
     /// all or none; the default user keeps its cell, so its connections stay logged in. The
     /// errors name each bad line as Redis's ACL LOAD does, `origin` standing for the file.
-    pub fn replace_users(&self, lines: &[(usize, Vec<Bytes>)], origin: &str) -> Result<(), String> {
+    /// Returns the users replaced, whose connections are to be closed.
+    pub fn replace_users(
+        &self,
+        lines: &[(usize, Vec<Bytes>)],
+        origin: &str,
+    ) -> Result<Vec<Arc<UserCell>>, String> {
         let mut loaded: BTreeMap<Bytes, User> = BTreeMap::new();
         let mut errors = String::new();
         for (number, args) in lines {
@@ -294,14 +327,19 @@ impl Acl {
         let default = loaded
             .remove(DEFAULT_USER.as_bytes())
             .unwrap_or_else(|| default_user(&self.catalog));
-        self.default.replace(default);
         let mut users: BTreeMap<Bytes, Arc<UserCell>> = loaded
             .into_iter()
             .map(|(name, user)| (name, UserCell::new(user)))
             .collect();
         users.insert(self.default.name.clone(), self.default.clone());
-        *self.users.write() = users;
-        Ok(())
+        let mut current = self.users.write();
+        self.default.replace(default);
+        let replaced: Vec<Arc<UserCell>> = std::mem::replace(&mut *current, users)
+            .into_values()
+            .filter(|cell| !Arc::ptr_eq(cell, &self.default))
+            .collect();
+        replaced.iter().for_each(|cell| cell.delete());
+        Ok(replaced)
     }
 }
 

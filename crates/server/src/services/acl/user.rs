@@ -173,6 +173,9 @@ impl Selector {
     /// Applies one rule (`ACLSetSelector`).
     pub fn apply(&mut self, catalog: &Catalog, op: &[u8]) -> Result<(), RuleError> {
         let is = |name: &str| op.eq_ignore_ascii_case(name.as_bytes());
+        if op.is_empty() {
+            return Err(RuleError::Syntax);
+        }
         if is("allkeys") || is("~*") {
             self.all_keys = true;
             self.patterns.clear();
@@ -236,6 +239,10 @@ impl Selector {
                 }
                 offset += 1;
             }
+            // `%~p` grants nothing; Redis 7.4 refuses it too (7.0 crashes on it).
+            if access == KeyAccess::META {
+                return Err(RuleError::Syntax);
+            }
             (access, offset)
         } else {
             (KeyAccess::READ_WRITE, 1)
@@ -271,7 +278,8 @@ impl Selector {
         if catalog.entry(id).parent.is_some() {
             return Err(RuleError::FirstArgOfSubcommand);
         }
-        if sub.is_empty() {
+        // A first argument with a space would describe back as several rules.
+        if sub.is_empty() || has_spaces(sub) {
             return Err(RuleError::Syntax);
         }
         if !catalog.entry(id).subcommands.is_empty() {
@@ -329,11 +337,7 @@ impl Selector {
 
     /// A channel matches a pattern of the selector; a PSUBSCRIBE pattern must equal one.
     fn allows_channel(&self, channel: &[u8], is_pattern: bool) -> bool {
-        self.all_channels
-            || self.channels.iter().any(|p| match is_pattern {
-                true => p[..] == *channel,
-                false => glob_match(p, channel, false),
-            })
+        channel_allowed(&self.channels, channel, is_pattern)
     }
 
     /// `~*`, or `%R~*` / `%W~*` for what `access` needs.
@@ -471,6 +475,14 @@ impl Selector {
         }
         out.extend_from_slice(self.describe_commands(catalog).as_bytes());
     }
+}
+
+/// Whether `patterns` allow a channel; a PSUBSCRIBE pattern must equal one of them.
+pub fn channel_allowed(patterns: &[Bytes], channel: &[u8], is_pattern: bool) -> bool {
+    patterns.iter().any(|p| match is_pattern {
+        true => p[..] == *channel,
+        false => glob_match(p, channel, false),
+    })
 }
 
 /// Whether a name or pattern has a space or NUL, which ACL rules refuse.
@@ -620,13 +632,6 @@ impl User {
             .any(|s| s.check(request).is_ok() && s.allows_every_key(access))
     }
 
-    /// Whether a channel is allowed by some selector.
-    pub fn allows_channel(&self, channel: &[u8], is_pattern: bool) -> bool {
-        self.selectors
-            .iter()
-            .any(|s| s.allows_channel(channel, is_pattern))
-    }
-
     /// Whether every channel `self` allows, `other` allows too (to know whether subscribers
     /// must be checked after a change).
     pub fn channels_within(&self, other: &User) -> bool {
@@ -714,6 +719,11 @@ pub fn merge_selector_arguments(args: &[Bytes]) -> Result<Vec<Bytes>, usize> {
     let mut merged = Vec::with_capacity(args.len());
     let mut open: Option<(usize, Vec<u8>)> = None;
     for (j, arg) in args.iter().enumerate() {
+        // A new opening parenthesis starts over, as in Redis.
+        if arg.first() == Some(&b'(') && arg.last() != Some(&b')') {
+            open = Some((j, arg.to_vec()));
+            continue;
+        }
         if let Some((start, mut selector)) = open.take() {
             selector.push(b' ');
             selector.extend_from_slice(arg);
@@ -722,10 +732,6 @@ pub fn merge_selector_arguments(args: &[Bytes]) -> Result<Vec<Bytes>, usize> {
             } else {
                 open = Some((start, selector));
             }
-            continue;
-        }
-        if arg.first() == Some(&b'(') && arg.last() != Some(&b')') {
-            open = Some((j, arg.to_vec()));
             continue;
         }
         merged.push(arg.clone());
@@ -858,6 +864,9 @@ mod tests {
         assert_eq!(fails("#abc"), RuleError::BadHash);
         assert_eq!(fails("+config|get|x"), RuleError::FirstArgOfSubcommand);
         assert_eq!(fails("%X~k"), RuleError::Syntax);
+        assert_eq!(fails("%~k"), RuleError::Syntax);
+        assert_eq!(fails("(\"\")"), RuleError::Syntax);
+        assert_eq!(fails("+select|0 allkeys"), RuleError::Syntax);
         u.apply(&catalog, b"allkeys", false).unwrap();
         assert_eq!(
             u.apply(&catalog, b"~k", false).unwrap_err(),
