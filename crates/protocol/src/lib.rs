@@ -4,6 +4,8 @@
 //! command; it builds [`Reply`] values and asks [`Reply::encode`] to append them to an output
 //! buffer. Neither side touches a socket, so both are tested on byte slices.
 
+#[cfg(test)]
+mod fuzz;
 mod inline;
 mod reply;
 mod request;
