@@ -198,10 +198,10 @@ fn traffic(rng: &mut Rng, commands: &[String]) -> Vec<u8> {
             args.push(argument(rng));
         }
         let mut bytes = frame(&args);
-        if rng.next() % 20 == 0 {
+        if rng.next().is_multiple_of(20) {
             let at = (rng.next() % bytes.len() as u64) as usize;
             bytes[at] = rng.next() as u8;
-            if rng.next() % 2 == 0 {
+            if rng.next().is_multiple_of(2) {
                 bytes.truncate(at);
             }
         }
