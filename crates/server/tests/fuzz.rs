@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{run, wait_until, TestServer};
+use common::{fails, run, wait_until, TestServer};
 
 const ROUNDS: usize = 120;
 const COMMANDS_PER_CONNECTION: usize = 25;
@@ -283,4 +283,58 @@ fn random_commands_and_mangled_frames_never_take_the_server_down() {
     run::<()>(&mut con, &["SET", "after", "fuzz"]);
     assert_eq!(run::<String>(&mut con, &["GET", "after"]), "fuzz");
     assert!(peak_kb < 1 << 20, "resident memory reached {peak_kb} kB");
+    eprintln!("{rounds} connections fuzzed, peak resident memory {peak_kb} kB");
+}
+
+#[test]
+fn a_panicking_command_fails_alone_and_the_server_goes_on() {
+    // LPOS panics in this server, wherever it runs.
+    let server = TestServer::start_with_env(&[("SHALE_INJECT_PANIC", "lpos")]);
+    let mut other = server.client();
+    run::<()>(&mut other, &["SET", "k", "v"]);
+    let mut con = server.client();
+    run::<i64>(&mut con, &["RPUSH", "l", "a"]);
+    assert_eq!(
+        fails(&mut con, &["LPOS", "l", "a"]),
+        "ERR internal error: the command failed; the connection closes"
+    );
+    assert!(
+        redis::cmd("PING").query::<String>(&mut con).is_err(),
+        "closed"
+    );
+    // Inside a script and inside EXEC, the command fails; its caller's connection closes.
+    let mut scripted = server.client();
+    let reply = redis::cmd("EVAL")
+        .arg("return redis.pcall('LPOS', 'l', 'a')")
+        .arg(0)
+        .query::<redis::Value>(&mut scripted);
+    assert!(format!("{reply:?}").contains("internal error"), "{reply:?}");
+    let mut exec = server.client();
+    let mut pipe = redis::pipe();
+    pipe.atomic()
+        .cmd("INCR")
+        .arg("n")
+        .cmd("LPOS")
+        .arg("l")
+        .arg("a");
+    let reply = pipe.query::<redis::Value>(&mut exec);
+    assert!(format!("{reply:?}").contains("internal error"), "{reply:?}");
+    assert_eq!(run::<String>(&mut other, &["GET", "k"]), "v");
+    assert_eq!(
+        run::<i64>(&mut other, &["INCR", "n"]),
+        2,
+        "EXEC's other writes committed"
+    );
+    wait_until("the failed connections are gone", || {
+        run::<String>(&mut other, &["CLIENT", "LIST"])
+            .lines()
+            .count()
+            == 1
+    });
+    // No script is left listed as running.
+    run::<()>(&mut other, &["CONFIG", "SET", "lua-time-limit", "0"]);
+    assert_eq!(
+        fails(&mut other, &["SCRIPT", "KILL"]),
+        "NOTBUSY No scripts in execution right now."
+    );
 }

@@ -42,7 +42,7 @@ use crate::keyspace::{Db, HeldStripes, Keyspace, Transaction, WrittenKeys};
 use crate::services::blocking::{Attempt, BlockRequest, Wants};
 use crate::services::monitor::Origin;
 use crate::services::notifications::Event;
-use crate::services::{ClientState, Services};
+use crate::services::{ClientState, Closing, Services};
 use crate::types::ScanBuffer;
 
 pub use replication::{run_for_master, ReplicaWait};
@@ -204,7 +204,7 @@ impl Outcome {
 
 /// Runs one request after the table's checks; inside MULTI, queues it instead.
 pub fn execute(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
-    let mut outcome = check_and_run(ctx, args);
+    let mut outcome = run_isolated(ctx, args);
     if outcome.rejected && outcome.spec.is_some_and(|spec| spec.name == "exec") {
         abort_transaction(ctx, &mut outcome);
     }
@@ -213,6 +213,34 @@ pub fn execute(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
         multi.refused |= outcome.reply.is_error() && !outcome.spec.is_some_and(runs_in_multi);
     }
     outcome
+}
+
+/// Fault injection for tests of [`run_isolated`]: the command named by `SHALE_INJECT_PANIC`
+/// panics when it runs. Read once, at the first command.
+static INJECTED_PANIC: std::sync::LazyLock<Option<Vec<u8>>> = std::sync::LazyLock::new(|| {
+    std::env::var("SHALE_INJECT_PANIC")
+        .ok()
+        .map(String::into_bytes)
+});
+
+/// Runs a command so that a panic in it (a bug) fails that command alone: its client gets an
+/// error and is disconnected after it, since what the command did to the connection's state
+/// is unknown; the server and its other clients go on. Key locks and uncommitted writes are
+/// released as the panic unwinds.
+fn run_isolated(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
+    let run = std::panic::AssertUnwindSafe(|| check_and_run(ctx, args));
+    match std::panic::catch_unwind(run) {
+        Ok(outcome) => outcome,
+        Err(_) => {
+            let name = String::from_utf8_lossy(args.first().map_or(&b""[..], |a| &a[..]));
+            tracing::error!("the command {name} failed with a panic; its client is disconnected");
+            ctx.client.closing = Some(Closing::AfterReply);
+            Outcome::ran(
+                Error::msg("internal error: the command failed; the connection closes").to_reply(),
+                None,
+            )
+        }
+    }
 }
 
 /// An EXEC refused before it runs (by ACL rules, say) discards the transaction, if any, and
@@ -308,6 +336,9 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
             ctx.client.handle.info.lock().last_command = spec.name;
             return Outcome::ran(Reply::status("QUEUED"), None);
         }
+    }
+    if INJECTED_PANIC.as_deref() == Some(spec.name.as_bytes()) {
+        panic!("a panic injected by SHALE_INJECT_PANIC");
     }
     let result = (spec.handler)(ctx, args);
     // A handler that failed after it ran a script (its commit) replies with an error of its own.

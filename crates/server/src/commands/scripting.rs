@@ -171,11 +171,11 @@ fn run_script(
     inner.in_script = true;
     inner.from_master = ctx.from_master;
     let mut host = Host { inner, read_only };
-    let (reply, error_counted) = vm.run(invocation, &running, &mut host);
+    let (reply, error_counted) = vm.run(invocation, &running.script, &mut host);
     ctx.error_counted = error_counted;
     let events = host.inner.events;
-    let killed = running.is_killed();
-    services.scripts.finished(&running);
+    let killed = running.script.is_killed();
+    drop(running);
     services.scripts.checkin(vm);
     // SELECT inside a script does not change the caller's database.
     ctx.client.db = caller_db;

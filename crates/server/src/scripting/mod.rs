@@ -78,6 +78,22 @@ impl RunningScript {
     }
 }
 
+/// A script listed as running (see [`Scripts::started`]).
+pub struct Running<'a> {
+    scripts: &'a Scripts,
+    pub script: Arc<RunningScript>,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        let script = &self.script;
+        self.scripts
+            .running
+            .lock()
+            .retain(|s| !Arc::ptr_eq(s, script));
+    }
+}
+
 pub fn sha1_hex(data: &[u8]) -> String {
     sha1_smol::Sha1::from(data).digest().to_string()
 }
@@ -147,11 +163,8 @@ impl Scripts {
 
     /// A script or function that starts running now for the client on socket `client_fd`;
     /// SCRIPT KILL or FUNCTION KILL may stop it if it has one (it does not run inside EXEC).
-    pub fn started(
-        &self,
-        client_fd: Option<i32>,
-        function: Option<FunctionCall>,
-    ) -> Arc<RunningScript> {
+    /// The script is listed as running until the returned guard drops, however its run ends.
+    pub fn started(&self, client_fd: Option<i32>, function: Option<FunctionCall>) -> Running<'_> {
         let script = Arc::new(RunningScript {
             started: Instant::now(),
             killed: AtomicBool::new(false),
@@ -160,11 +173,10 @@ impl Scripts {
             function,
         });
         self.running.lock().push(script.clone());
-        script
-    }
-
-    pub fn finished(&self, script: &Arc<RunningScript>) {
-        self.running.lock().retain(|s| !Arc::ptr_eq(s, script));
+        Running {
+            scripts: self,
+            script,
+        }
     }
 
     /// SCRIPT KILL (`functions` false) or FUNCTION KILL: stops every script or function that

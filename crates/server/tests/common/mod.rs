@@ -13,6 +13,7 @@ pub struct TestServer {
     pub dir: tempfile::TempDir,
     config_file: Option<std::path::PathBuf>,
     extra: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 impl TestServer {
@@ -34,6 +35,24 @@ impl TestServer {
             dir,
             config_file: config_file.map(|p| p.to_path_buf()),
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
+        };
+        server.spawn();
+        server
+    }
+
+    /// Starts with environment variables set (fault injection).
+    pub fn start_with_env(env: &[(&str, &str)]) -> TestServer {
+        let mut server = TestServer {
+            child: None,
+            port: 0,
+            dir: tempfile::tempdir().expect("temp dir"),
+            config_file: None,
+            extra: Vec::new(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         server.spawn();
         server
@@ -45,6 +64,7 @@ impl TestServer {
             command.arg(file);
         }
         let mut child = command
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .args(["--port", "0", "--bind", "127.0.0.1", "--dir"])
             .arg(self.dir.path().join("data"))
             .args(["--loglevel", "warning"])
