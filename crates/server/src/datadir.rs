@@ -14,6 +14,10 @@ const DEFAULT_DB: &str = "db";
 const INCOMING: &str = "incoming";
 const CHECKPOINT_PREFIX: &str = "checkpoint-";
 const REPLICATION_ID: &str = "replication-id";
+/// SAVE's backup, and the one it is writing.
+const BACKUP: &str = "backup";
+const BACKUP_STAGING: &str = "backup-incomplete";
+const BACKUP_REPLACED: &str = "backup-replaced";
 
 #[derive(Debug, Clone)]
 pub struct DataDir {
@@ -48,7 +52,8 @@ impl DataDir {
             let name = entry.file_name().to_string_lossy().into_owned();
             let stale_db =
                 (name == DEFAULT_DB || name.starts_with("db-")) && entry.path() != current;
-            if stale_db || name == INCOMING || name.starts_with(CHECKPOINT_PREFIX) {
+            let stale_backup = name == BACKUP_STAGING || name == BACKUP_REPLACED;
+            if stale_db || stale_backup || name == INCOMING || name.starts_with(CHECKPOINT_PREFIX) {
                 if let Err(err) = std::fs::remove_dir_all(entry.path()) {
                     tracing::warn!("can't remove {}: {err}", entry.path().display());
                 }
@@ -89,6 +94,41 @@ impl DataDir {
             std::fs::remove_dir_all(&path)?;
         }
         Ok(path)
+    }
+
+    /// The directory of the last backup (SAVE, BGSAVE).
+    pub fn backup(&self) -> PathBuf {
+        self.root.join(BACKUP)
+    }
+
+    /// Where a new backup is written; what an interrupted one left there is removed first.
+    pub fn backup_staging(&self) -> std::io::Result<PathBuf> {
+        let path = self.root.join(BACKUP_STAGING);
+        if path.exists() {
+            std::fs::remove_dir_all(&path)?;
+        }
+        Ok(path)
+    }
+
+    /// Makes the complete backup in `staged` the backup, and removes the previous one once it
+    /// is replaced. A crash in between leaves the new backup or the old one in place (or, for
+    /// a moment, the old one under `backup-replaced`), never a part of one.
+    pub fn install_backup(&self, staged: &Path) -> std::io::Result<PathBuf> {
+        let target = self.backup();
+        let replaced = self.root.join(BACKUP_REPLACED);
+        std::fs::File::open(staged)?.sync_all()?;
+        if target.exists() {
+            if replaced.exists() {
+                std::fs::remove_dir_all(&replaced)?;
+            }
+            std::fs::rename(&target, &replaced)?;
+        }
+        std::fs::rename(staged, &target)?;
+        std::fs::File::open(&self.root)?.sync_all()?;
+        if replaced.exists() {
+            std::fs::remove_dir_all(&replaced)?;
+        }
+        Ok(target)
     }
 
     /// Drops the recorded replication ID: the data is no longer that history's.

@@ -306,9 +306,26 @@ fn persistence(services: &Services, out: &mut String) {
         FsyncPolicy::EverySec => "everysec",
         FsyncPolicy::No => "no",
     };
+    let backups = &services.backups;
+    let changes = services
+        .keyspace
+        .engine()
+        .sequence()
+        .saturating_sub(backups.saved_sequence());
     line(out, "loading", 0);
     line(out, "async_loading", 0);
-    line(out, "rdb_bgsave_in_progress", 0);
+    line(out, "rdb_changes_since_last_save", changes);
+    line(out, "rdb_bgsave_in_progress", backups.in_progress() as u8);
+    line(out, "rdb_last_save_time", backups.last_save());
+    let status = if backups.last_ok() { "ok" } else { "err" };
+    line(out, "rdb_last_bgsave_status", status);
+    line(out, "rdb_last_bgsave_time_sec", backups.last_seconds());
+    line(
+        out,
+        "rdb_current_bgsave_time_sec",
+        backups.current_seconds(),
+    );
+    line(out, "rdb_saves", backups.saves());
     line(out, "aof_enabled", 1);
     line(out, "aof_rewrite_in_progress", 0);
     line(out, "appendfsync", policy);

@@ -272,6 +272,39 @@ fn set_all(ctx: &mut Context<'_>, pairs: &[Bytes]) -> Result<Reply, Error> {
     Ok(Reply::OK)
 }
 
+/// SAVE: a backup of the database in `<dir>/backup` (see [`crate::services::backup`]).
+pub fn save(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    let replication = &ctx.services.replication;
+    ctx.services
+        .backups
+        .save(replication.engine(), &replication.data_dir)?;
+    Ok(Reply::OK)
+}
+
+/// BGSAVE [SCHEDULE]
+pub fn bgsave(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let schedule = match args.get(1) {
+        None => false,
+        Some(a) if is(a, "schedule") && args.len() == 2 => true,
+        Some(_) => return Err(Error::Syntax),
+    };
+    let replication = &ctx.services.replication;
+    let scheduled = ctx.services.backups.start(
+        replication.engine().clone(),
+        replication.data_dir.clone(),
+        schedule,
+    )?;
+    Ok(match scheduled {
+        true => Reply::status("Background saving scheduled"),
+        false => Reply::status("Background saving started"),
+    })
+}
+
+/// LASTSAVE: when the last backup completed (the server's start before any), Unix seconds.
+pub fn lastsave(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
+    Ok(Reply::Integer(ctx.services.backups.last_save() as i64))
+}
+
 pub fn dbsize(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     Ok(Reply::Integer(ctx.db().size()? as i64))
 }

@@ -3,6 +3,7 @@
 //! notifications, scripts and shutdown. They sit below the commands and above the keyspace.
 
 pub mod acl;
+pub mod backup;
 pub mod blocking;
 mod clients;
 mod durability;
@@ -248,6 +249,8 @@ pub struct Services {
     pub monitors: monitor::Monitors,
     pub scripts: Scripts,
     pub acl: acl::Acl,
+    /// SAVE and BGSAVE.
+    pub backups: Arc<backup::Backups>,
     /// `notify-keyspace-events`, parsed (see `config::event_classes`).
     notify_classes: AtomicU32,
     pub durability: Durability,
@@ -270,6 +273,7 @@ impl Services {
         commands: acl::catalog::Catalog,
     ) -> Services {
         let (sender, _) = watch::channel(false);
+        let sequence = keyspace.engine().sequence();
         let services = Services {
             pause: Pause::default(),
             keyspace,
@@ -285,6 +289,7 @@ impl Services {
             monitors: monitor::Monitors::default(),
             scripts: Scripts::default(),
             acl: acl::Acl::new(commands),
+            backups: Arc::new(backup::Backups::new(sequence)),
             notify_classes: AtomicU32::new(0),
             durability,
             shutdown: Shutdown { sender },
