@@ -101,3 +101,15 @@ fn save_and_bgsave_write_backups_a_server_starts_from() {
         "ERR Command not allowed inside a transaction"
     );
 }
+
+/// packaging/shale.conf, every option at its default, is a configuration the server starts
+/// with (the test's port and directory given on the command line override its own).
+#[test]
+fn the_example_configuration_loads() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/shale.conf");
+    let server = TestServer::start_with_config(Some(&example), &[]);
+    let mut con = server.client();
+    let fsync: Vec<String> = run(&mut con, &["CONFIG", "GET", "appendfsync"]);
+    assert_eq!(fsync, ["appendfsync", "everysec"]);
+    run::<()>(&mut con, &["SET", "k", "v"]);
+}
