@@ -44,6 +44,13 @@ impl DataDir {
     /// Removes what an interrupted full sync or checkpoint left: database directories no
     /// longer current, a partial `incoming`, checkpoints made for replicas.
     pub fn remove_leftovers(&self) {
+        // A crash while a backup replaced the previous one: the previous one comes back.
+        let (backup, replaced) = (self.backup(), self.root.join(BACKUP_REPLACED));
+        if !backup.exists() && replaced.exists() {
+            if let Err(err) = std::fs::rename(&replaced, &backup) {
+                tracing::warn!("can't restore the backup {}: {err}", replaced.display());
+            }
+        }
         let current = self.current();
         let Ok(entries) = std::fs::read_dir(&self.root) else {
             return;
@@ -52,7 +59,8 @@ impl DataDir {
             let name = entry.file_name().to_string_lossy().into_owned();
             let stale_db =
                 (name == DEFAULT_DB || name.starts_with("db-")) && entry.path() != current;
-            let stale_backup = name == BACKUP_STAGING || name == BACKUP_REPLACED;
+            // A staged backup, and the `.tmp` RocksDB stages a checkpoint in.
+            let stale_backup = name.starts_with(BACKUP_STAGING) || name == BACKUP_REPLACED;
             if stale_db || stale_backup || name == INCOMING || name.starts_with(CHECKPOINT_PREFIX) {
                 if let Err(err) = std::fs::remove_dir_all(entry.path()) {
                     tracing::warn!("can't remove {}: {err}", entry.path().display());
@@ -111,8 +119,8 @@ impl DataDir {
     }
 
     /// Makes the complete backup in `staged` the backup, and removes the previous one once it
-    /// is replaced. A crash in between leaves the new backup or the old one in place (or, for
-    /// a moment, the old one under `backup-replaced`), never a part of one.
+    /// is replaced. A crash in between leaves the new backup or the old one, never a part of
+    /// one: the old one, if it was moved aside, is put back at the next start.
     pub fn install_backup(&self, staged: &Path) -> std::io::Result<PathBuf> {
         let target = self.backup();
         let replaced = self.root.join(BACKUP_REPLACED);

@@ -51,7 +51,7 @@ fn serves_others(server: &TestServer) {
 
 #[test]
 fn thousands_of_idle_connections_cost_a_bounded_amount_each() {
-    let wanted = ((raise_file_limit().saturating_sub(200)) / 2).min(9000) as usize;
+    let wanted = ((raise_file_limit().saturating_sub(200)) / 2).clamp(100, 9000) as usize;
     let server = TestServer::start();
     serves_others(&server);
     let before = resident_kb(server.pid());
@@ -127,7 +127,7 @@ fn huge_bulk_strings_announced_and_not_sent_cost_what_arrived() {
     std::thread::sleep(Duration::from_secs(1));
     let grown = resident_kb(server.pid()).saturating_sub(before);
     eprintln!("50 half-sent 500 MB values: {grown} kB more");
-    assert!(grown < 256 * 1024, "{grown} kB for 50 MB received");
+    assert!(grown < 128 * 1024, "{grown} kB for 50 MB received");
     serves_others(&server);
     drop(stalled);
 }

@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{fails, run, wait_until, TestServer};
+use common::{fails, info_field, run, wait_until, TestServer};
 
 const ROUNDS: usize = 120;
 const COMMANDS_PER_CONNECTION: usize = 25;
@@ -275,6 +275,8 @@ fn random_commands_and_mangled_frames_never_take_the_server_down() {
         }
         peak_kb = peak_kb.max(resident_kb(server.pid()));
     }
+    // A command that panicked answers with an error like any other: the count shows it.
+    assert_eq!(info_field(&mut con, "stats", "command_panics"), 0);
     // Blocked commands end with their connections; every connection must unregister.
     wait_until("every fuzzing connection is gone", || {
         run::<String>(&mut con, &["CLIENT", "LIST"]).lines().count() == 1
@@ -288,43 +290,53 @@ fn random_commands_and_mangled_frames_never_take_the_server_down() {
 
 #[test]
 fn a_panicking_command_fails_alone_and_the_server_goes_on() {
-    // LPOS panics in this server, wherever it runs.
-    let server = TestServer::start_with_env(&[("SHALE_INJECT_PANIC", "lpos")]);
+    // LPUSH panics in this server, wherever it runs.
+    let server = TestServer::start_with_env(&[("SHALE_INJECT_PANIC", "lpush")]);
     let mut other = server.client();
     run::<()>(&mut other, &["SET", "k", "v"]);
     let mut con = server.client();
-    run::<i64>(&mut con, &["RPUSH", "l", "a"]);
-    assert_eq!(
-        fails(&mut con, &["LPOS", "l", "a"]),
-        "ERR internal error: the command failed; the connection closes"
-    );
+    // The command's error, or its write's (the transaction it ran in commits nothing).
+    assert!(fails(&mut con, &["LPUSH", "l", "a"]).starts_with("ERR internal error"));
     assert!(
         redis::cmd("PING").query::<String>(&mut con).is_err(),
         "closed"
     );
-    // Inside a script and inside EXEC, the command fails; its caller's connection closes.
+    // Inside a script: the script gets the error, and nothing it wrote commits.
     let mut scripted = server.client();
     let reply = redis::cmd("EVAL")
-        .arg("return redis.pcall('LPOS', 'l', 'a')")
+        .arg("redis.call('SET', 's', '1') return redis.pcall('LPUSH', 'l', 'a')")
         .arg(0)
         .query::<redis::Value>(&mut scripted);
     assert!(format!("{reply:?}").contains("internal error"), "{reply:?}");
+    // Inside EXEC: nothing of the transaction commits.
     let mut exec = server.client();
     let mut pipe = redis::pipe();
     pipe.atomic()
         .cmd("INCR")
         .arg("n")
-        .cmd("LPOS")
+        .cmd("LPUSH")
         .arg("l")
         .arg("a");
-    let reply = pipe.query::<redis::Value>(&mut exec);
-    assert!(format!("{reply:?}").contains("internal error"), "{reply:?}");
+    assert!(pipe.query::<redis::Value>(&mut exec).is_err());
+    // In a pipeline's batch of writes: the batch fails whole.
+    let mut pipelined = server.client();
+    let mut pipe = redis::pipe();
+    pipe.cmd("SET")
+        .arg("p")
+        .arg("1")
+        .cmd("LPUSH")
+        .arg("l")
+        .arg("a")
+        .cmd("SET")
+        .arg("q")
+        .arg("1");
+    assert!(pipe.query::<redis::Value>(&mut pipelined).is_err());
     assert_eq!(run::<String>(&mut other, &["GET", "k"]), "v");
     assert_eq!(
-        run::<i64>(&mut other, &["INCR", "n"]),
-        2,
-        "EXEC's other writes committed"
+        run::<i64>(&mut other, &["EXISTS", "s", "n", "p", "q", "l"]),
+        0
     );
+    assert_eq!(info_field(&mut other, "stats", "command_panics"), 4);
     wait_until("the failed connections are gone", || {
         run::<String>(&mut other, &["CLIENT", "LIST"])
             .lines()

@@ -374,6 +374,7 @@ fn stats(services: &Services, keyspace: &Keyspace, out: &mut String) {
         services.pubsub.active_count(Kind::Shard),
     );
     line(out, "combined_writes", get(&s.combined_writes));
+    line(out, "command_panics", get(&s.command_panics));
 }
 
 fn cpu(out: &mut String) {

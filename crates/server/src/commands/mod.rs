@@ -218,9 +218,9 @@ pub fn execute(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
 /// Fault injection for tests of [`run_isolated`]: the command named by `SHALE_INJECT_PANIC`
 /// panics when it runs. Read once, at the first command.
 static INJECTED_PANIC: std::sync::LazyLock<Option<Vec<u8>>> = std::sync::LazyLock::new(|| {
-    std::env::var("SHALE_INJECT_PANIC")
-        .ok()
-        .map(String::into_bytes)
+    let name = std::env::var("SHALE_INJECT_PANIC").ok()?;
+    tracing::warn!("SHALE_INJECT_PANIC is set: the command {name} panics (a fault-injection test)");
+    Some(name.into_bytes())
 });
 
 /// Runs a command so that a panic in it (a bug) fails that command alone: its client gets an
@@ -234,6 +234,17 @@ fn run_isolated(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
         Err(_) => {
             let name = String::from_utf8_lossy(args.first().map_or(&b""[..], |a| &a[..]));
             tracing::error!("the command {name} failed with a panic; its client is disconnected");
+            ctx.services.stats.record_panic();
+            // What the command staged may be half done: the transaction it wrote into (EXEC,
+            // a script, a pipeline's batch) commits nothing, and what it noted is dropped.
+            if let Some(txn) = ctx.txn {
+                txn.poison();
+            }
+            ctx.written = WrittenKeys::default();
+            ctx.reported.clear();
+            ctx.block = None;
+            ctx.replica_wait = None;
+            ctx.error_counted = false;
             ctx.client.closing = Some(Closing::AfterReply);
             Outcome::ran(
                 Error::msg("internal error: the command failed; the connection closes").to_reply(),

@@ -12,6 +12,7 @@ use super::table::{
 use super::{help_reply, info, Context};
 use crate::config::Config;
 use crate::error::Error;
+use crate::keyspace::off_worker;
 use crate::services::acl::catalog::Categories;
 use crate::services::Closing;
 use crate::types::pattern::glob_match;
@@ -274,30 +275,24 @@ fn set_all(ctx: &mut Context<'_>, pairs: &[Bytes]) -> Result<Reply, Error> {
 
 /// SAVE: a backup of the database in `<dir>/backup` (see [`crate::services::backup`]).
 pub fn save(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
-    let replication = &ctx.services.replication;
-    ctx.services
-        .backups
-        .save(replication.engine(), &replication.data_dir)?;
+    let (backups, replication) = (&ctx.services.backups, &ctx.services.replication);
+    off_worker(|| backups.save(replication.engine(), &replication.data_dir))?;
     Ok(Reply::OK)
 }
 
-/// BGSAVE [SCHEDULE]
+/// BGSAVE [SCHEDULE]. As in Redis, SCHEDULE changes nothing when no AOF rewrite runs, which
+/// Shale never has: a backup under way refuses another either way.
 pub fn bgsave(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let schedule = match args.get(1) {
-        None => false,
-        Some(a) if is(a, "schedule") && args.len() == 2 => true,
+    match args.get(1) {
+        None => {}
+        Some(a) if is(a, "schedule") && args.len() == 2 => {}
         Some(_) => return Err(Error::Syntax),
-    };
+    }
     let replication = &ctx.services.replication;
-    let scheduled = ctx.services.backups.start(
-        replication.engine().clone(),
-        replication.data_dir.clone(),
-        schedule,
-    )?;
-    Ok(match scheduled {
-        true => Reply::status("Background saving scheduled"),
-        false => Reply::status("Background saving started"),
-    })
+    ctx.services
+        .backups
+        .start(replication.engine().clone(), replication.data_dir.clone())?;
+    Ok(Reply::status("Background saving started"))
 }
 
 /// LASTSAVE: when the last backup completed (the server's start before any), Unix seconds.

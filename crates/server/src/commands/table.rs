@@ -1288,7 +1288,7 @@ mod tests {
         assert_eq!(marked(Flags::WHILE_SUBSCRIBED), subscribed);
         assert_eq!(marked(Flags::LOCKS_LATE), ["copy", "move"]);
         assert_eq!(marked(Flags::SELECTS_DB), ["select"]);
-        assert_eq!(marked(Flags::NO_MULTI), ["psync", "shutdown"]);
+        assert_eq!(marked(Flags::NO_MULTI), ["psync", "save", "shutdown"]);
         let no_keymiss = [
             "memory|usage",
             "object|encoding",

@@ -504,9 +504,11 @@ pub const PARAMS: &[Param] = &[
         c.threads = parse_num(v)?;
         Ok(())
     }),
-    param!("save", true, |_c| String::new(), |_c, v| match v {
+    param!("save", true, |_c| String::new(), |_c, v| {
+        match v {
         "" => Ok(()),
-        _ => Err("Shale has no snapshots; every write is in the WAL".into()),
+        _ => Err("Shale takes no scheduled snapshots (every write is in the WAL); SAVE and BGSAVE take backups".into()),
+    }
     }),
     // Data lives on disk and is never evicted: Redis's "no limit" and "noeviction" describe
     // Shale, and clients (Sidekiq, job queues) check them before they trust the server.

@@ -7,6 +7,7 @@
 //! between, and only clients of the same keys wait: there is no server-wide lock.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -35,6 +36,25 @@ pub struct Transaction {
     /// The database map after a SWAPDB of this transaction: its later commands use it, and
     /// the commit installs it.
     pub(super) db_map: Mutex<Option<Vec<u8>>>,
+    /// Set when one of its commands failed with a panic: what it staged may be half done, so
+    /// nothing of the transaction commits.
+    poisoned: AtomicBool,
+}
+
+impl Transaction {
+    /// Marks the transaction as one that must not commit (a command of it panicked).
+    pub fn poison(&self) {
+        self.poisoned.store(true, Ordering::Relaxed);
+    }
+
+    fn check_not_poisoned(&self) -> Result<(), Error> {
+        match self.poisoned.load(Ordering::Relaxed) {
+            true => Err(Error::msg(
+                "internal error: a command of the transaction failed; nothing was written",
+            )),
+            false => Ok(()),
+        }
+    }
 }
 
 impl Keyspace {
@@ -68,6 +88,7 @@ impl Keyspace {
             held: Mutex::new(held),
             reclaims: Mutex::default(),
             db_map: Mutex::default(),
+            poisoned: AtomicBool::new(false),
         }
     }
 
@@ -75,6 +96,7 @@ impl Keyspace {
     /// is dropped.
     pub fn commit(&self, txn: &Transaction) -> Result<(), Error> {
         self.check_open()?;
+        txn.check_not_poisoned()?;
         let previous = self.install_db_map(txn);
         let written = self.write(txn.take_change());
         self.restore_db_map_unless(written.is_ok(), previous);
@@ -85,6 +107,7 @@ impl Keyspace {
     /// [`Keyspace::write_combined`]).
     pub async fn commit_combined(&self, txn: &Transaction) -> Result<(), Error> {
         self.check_open()?;
+        txn.check_not_poisoned()?;
         let previous = self.install_db_map(txn);
         let written = self.write_combined(txn.take_change()).await;
         self.restore_db_map_unless(written.is_ok(), previous);

@@ -300,6 +300,13 @@ impl Connection {
                     && self.join_batch(&mut batch, keys, output.len())
                 {
                     wrote |= self.run_command(&args, None, batch.as_mut(), output).0;
+                    // A command of the batch that panicked: the batch fails, the connection
+                    // closes.
+                    if self.client.closing.is_some() {
+                        self.commit_batch(&mut batch, output).await;
+                        self.flush(output, wrote).await?;
+                        return Ok(false);
+                    }
                     let full = batch.as_ref().is_some_and(|b| b.commands >= BATCH_LIMIT);
                     if full || output.len() >= OUTPUT_FLUSH_THRESHOLD {
                         self.commit_batch(&mut batch, output).await;

@@ -15,27 +15,25 @@ use crate::error::Error;
 use crate::services::replication::unix_secs;
 
 pub struct Backups {
-    running: AtomicBool,
-    /// BGSAVE SCHEDULE asked for another backup after the running one.
-    scheduled: AtomicBool,
+    /// Set while a backup runs (see [`RunningBackup`]).
+    running: Arc<AtomicBool>,
     /// When the running backup started.
     started: Mutex<Option<Instant>>,
     /// Unix seconds of the last backup completed (the server's start before any): LASTSAVE.
     last_save: AtomicU64,
     last_ok: AtomicBool,
-    /// Seconds the last backup took; -1 before any.
+    /// Seconds the last BGSAVE took; -1 before any.
     last_seconds: AtomicI64,
     /// The sequence number the last backup holds everything up to.
     saved_sequence: AtomicU64,
-    /// Backups completed.
+    /// BGSAVEs started, as Redis counts `rdb_saves`.
     saves: AtomicU64,
 }
 
 impl Backups {
     pub fn new(sequence: u64) -> Backups {
         Backups {
-            running: AtomicBool::new(false),
-            scheduled: AtomicBool::new(false),
+            running: Arc::new(AtomicBool::new(false)),
             started: Mutex::new(None),
             last_save: AtomicU64::new(unix_secs()),
             last_ok: AtomicBool::new(true),
@@ -47,45 +45,35 @@ impl Backups {
 
     /// SAVE: takes a backup now.
     pub fn save(&self, engine: &RocksEngine, dir: &DataDir) -> Result<(), Error> {
-        if self.running.swap(true, Ordering::AcqRel) {
-            return Err(Error::msg("Background save already in progress"));
-        }
-        let taken = self.take(engine, dir);
-        self.running.store(false, Ordering::Release);
-        taken
+        let _running = self.claim()?;
+        self.take(engine, dir, false)
     }
 
-    /// BGSAVE: takes a backup on a thread of its own. With `schedule`, a backup under way
-    /// is followed by another instead of refusing; returns whether it was only scheduled.
-    pub fn start(
-        self: &Arc<Self>,
-        engine: Arc<RocksEngine>,
-        dir: DataDir,
-        schedule: bool,
-    ) -> Result<bool, Error> {
-        if self.running.swap(true, Ordering::AcqRel) {
-            if schedule {
-                self.scheduled.store(true, Ordering::Release);
-                return Ok(true);
-            }
-            return Err(Error::msg("Background save already in progress"));
-        }
+    /// BGSAVE: takes a backup on a thread of its own.
+    pub fn start(self: &Arc<Self>, engine: Arc<RocksEngine>, dir: DataDir) -> Result<(), Error> {
+        let running = self.claim()?;
+        self.saves.fetch_add(1, Ordering::Relaxed);
         let backups = self.clone();
         std::thread::Builder::new()
             .name("bgsave".into())
-            .spawn(move || loop {
+            .spawn(move || {
+                let _running = running;
                 // Its failure is reported in INFO persistence and the log.
-                let _ = backups.take(&engine, &dir);
-                if !backups.scheduled.swap(false, Ordering::AcqRel) {
-                    backups.running.store(false, Ordering::Release);
-                    break;
-                }
+                let _ = backups.take(&engine, &dir, true);
             })
             .map_err(|e| Error::msg(format!("can't start a backup thread: {e}")))?;
-        Ok(false)
+        Ok(())
     }
 
-    fn take(&self, engine: &RocksEngine, dir: &DataDir) -> Result<(), Error> {
+    /// Marks a backup as running until the guard drops, however it ends; refuses a second.
+    fn claim(&self) -> Result<RunningBackup, Error> {
+        if self.running.swap(true, Ordering::AcqRel) {
+            return Err(Error::msg("Background save already in progress"));
+        }
+        Ok(RunningBackup(self.running.clone()))
+    }
+
+    fn take(&self, engine: &RocksEngine, dir: &DataDir, background: bool) -> Result<(), Error> {
         let started = Instant::now();
         *self.started.lock() = Some(started);
         let taken = dir
@@ -97,14 +85,15 @@ impl Backups {
                 Ok(sequence)
             });
         *self.started.lock() = None;
-        self.last_seconds
-            .store(started.elapsed().as_secs() as i64, Ordering::Relaxed);
+        if background {
+            self.last_seconds
+                .store(started.elapsed().as_secs() as i64, Ordering::Relaxed);
+        }
         match taken {
             Ok(sequence) => {
                 self.saved_sequence.store(sequence, Ordering::Relaxed);
                 self.last_save.store(unix_secs(), Ordering::Relaxed);
                 self.last_ok.store(true, Ordering::Relaxed);
-                self.saves.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(
                     "backup written to {} in {} ms",
                     dir.backup().display(),
@@ -120,6 +109,7 @@ impl Backups {
         }
     }
 
+    /// Whether a backup runs now.
     pub fn in_progress(&self) -> bool {
         self.running.load(Ordering::Acquire)
     }
@@ -149,5 +139,14 @@ impl Backups {
 
     pub fn saves(&self) -> u64 {
         self.saves.load(Ordering::Relaxed)
+    }
+}
+
+/// A running backup: clears the flag when dropped, however the backup ends.
+struct RunningBackup(Arc<AtomicBool>);
+
+impl Drop for RunningBackup {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }

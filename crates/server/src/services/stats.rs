@@ -26,6 +26,8 @@ pub struct ServerStats {
     error_codes: Mutex<BTreeMap<String, u64>>,
     /// Writes that a busy key's current writer ran for another connection (`combine`).
     pub combined_writes: AtomicU64,
+    /// Commands that failed with a panic (a bug), each isolated to its connection.
+    pub command_panics: AtomicU64,
     /// One per command of the table, by its position there (`CommandSpec::index`).
     pub commands: Vec<CommandStats>,
     /// Recent (time ms, commands processed) samples for instantaneous_ops_per_sec.
@@ -44,6 +46,7 @@ impl ServerStats {
             error_replies: AtomicU64::new(0),
             error_codes: Mutex::new(BTreeMap::new()),
             combined_writes: AtomicU64::new(0),
+            command_panics: AtomicU64::new(0),
             commands: (0..commands).map(|_| CommandStats::default()).collect(),
             samples: Mutex::new(VecDeque::new()),
         }
@@ -103,6 +106,10 @@ impl ServerStats {
         if let Some(stats) = self.commands.get(command) {
             stats.failed.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    pub fn record_panic(&self) {
+        self.command_panics.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records a command refused before it ran: neither a call nor a failed one.
