@@ -8,16 +8,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{run, TestServer};
-
-fn resident_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
+use common::{resident_kb, run, TestServer};
 
 /// Raises this process's open-file limit to its hard limit (the server started after
 /// inherits it); returns how many descriptors may be open.

@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{fails, info_field, run, wait_until, TestServer};
+use common::{fails, info_field, resident_kb, run, wait_until, TestServer};
 
 const ROUNDS: usize = 120;
 const COMMANDS_PER_CONNECTION: usize = 25;
@@ -230,15 +230,6 @@ fn fill(con: &mut redis::Connection) {
         }
         let _ = cmd.query::<redis::Value>(con);
     }
-}
-
-fn resident_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 #[test]

@@ -320,6 +320,16 @@ pub fn collect_messages(pubsub: &mut redis::PubSub<'_>, count: usize) -> Vec<(St
         .collect()
 }
 
+/// The resident memory of process `pid`, in kB (0 if it cannot be read).
+pub fn resident_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// The full error line of a failed command: `CODE detail`.
 pub fn error_line(err: redis::RedisError) -> String {
     match (err.code(), err.detail()) {
