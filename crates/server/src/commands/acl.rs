@@ -35,19 +35,10 @@ pub(super) fn check(
     if ctx.from_master || ctx.client.user.is_unrestricted() {
         return Ok(());
     }
-    let user = ctx.client.user.current();
-    let keys = keys_with_access(spec, args);
-    let channels = command_channels(spec, args);
-    let request = request(ctx, spec, args, &keys, &channels);
-    // A deleted user's connection, being closed, runs nothing more.
-    let checked = match ctx.client.user.is_deleted() {
-        true => Err(Denied::Command),
-        false => user.check(&request),
-    };
-    let Err(denied) = checked else {
+    let named = Named::of(spec, args);
+    let Err(denied) = ctx.client.user.check(&named.request(ctx, spec, args)) else {
         return Ok(());
     };
-    drop(user);
     let place = if ctx.in_script {
         Place::Script
     } else if ctx.in_exec {
@@ -57,17 +48,23 @@ pub(super) fn check(
     } else {
         Place::TopLevel
     };
-    let (reason, object) = match denied {
-        Denied::Command => (Reason::Command, Bytes::from_static(spec.name.as_bytes())),
-        Denied::Key(i) => (Reason::Key, Bytes::copy_from_slice(keys[i].0)),
-        Denied::Channel(i) => (Reason::Channel, Bytes::copy_from_slice(channels[i].0)),
-    };
     let context = match place {
         Place::TopLevel => log::Context::TopLevel,
         Place::Queued | Place::Exec => log::Context::Multi,
         Place::Script => log::Context::Lua,
     };
-    record(ctx, spec, args, reason, context, object);
+    let reason = match denied {
+        Denied::Command => Reason::Command,
+        Denied::Key(_) => Reason::Key,
+        Denied::Channel(_) => Reason::Channel,
+    };
+    let object = Bytes::copy_from_slice(named.object(denied, spec));
+    let running = Running {
+        name: spec.name,
+        args,
+    };
+    let username = ctx.client.user.name.clone();
+    record(ctx, running, reason, context, object, username);
     Err(denial(place, denied, spec))
 }
 
@@ -77,21 +74,14 @@ pub(super) fn allows(ctx: &Context<'_>, spec: &'static CommandSpec, args: &[Byte
     if ctx.from_master || ctx.client.user.is_unrestricted() {
         return true;
     }
-    let complete = spec.accepts(args.len());
-    let keys = if complete {
-        keys_with_access(spec, args)
-    } else {
-        Vec::new()
+    let named = match spec.accepts(args.len()) {
+        true => Named::of(spec, args),
+        false => Named::default(),
     };
-    let channels = if complete {
-        command_channels(spec, args)
-    } else {
-        Vec::new()
-    };
-    let request = request(ctx, spec, args, &keys, &channels);
-    let allowed =
-        !ctx.client.user.is_deleted() && ctx.client.user.current().check(&request).is_ok();
-    allowed
+    ctx.client
+        .user
+        .check(&named.request(ctx, spec, args))
+        .is_ok()
 }
 
 /// Whether the connection's user may run the command with read access to every key, which
@@ -100,44 +90,63 @@ pub(super) fn reads_every_key(ctx: &Context<'_>, args: &[Bytes]) -> bool {
     if ctx.from_master || ctx.client.user.is_unrestricted() {
         return true;
     }
-    let user = ctx.client.user.current();
     let Ok(spec) = resolve(args) else {
         return false;
     };
-    let keys = keys_with_access(spec, args);
-    let channels = command_channels(spec, args);
-    let request = request(ctx, spec, args, &keys, &channels);
-    user.allows_with_every_key(&request, KeyAccess::READ)
+    let named = Named::of(spec, args);
+    ctx.client
+        .user
+        .allows_with_every_key(&named.request(ctx, spec, args), KeyAccess::READ)
 }
 
-fn keys_with_access<'a>(spec: &CommandSpec, args: &'a [Bytes]) -> Vec<(&'a [u8], KeyAccess)> {
-    command_keys(spec, args)
-        .into_iter()
-        .enumerate()
-        .map(|(i, key)| (key, key_access(spec, args, i)))
-        .collect()
+/// What a command names that ACL rules check: its keys, each with how the command uses it,
+/// and the channels it publishes or subscribes to.
+#[derive(Default)]
+struct Named<'a> {
+    keys: Vec<(&'a [u8], KeyAccess)>,
+    channels: Vec<(&'a [u8], bool)>,
 }
 
-fn request<'a>(
-    ctx: &Context<'_>,
-    spec: &CommandSpec,
-    args: &'a [Bytes],
-    keys: &'a [(&'a [u8], KeyAccess)],
-    channels: &'a [(&'a [u8], bool)],
-) -> Request<'a> {
-    let catalog = ctx.services.acl.catalog();
-    let id = spec.index();
-    let first_arg = if catalog.entry(id).parent.is_some() {
-        2
-    } else {
-        1
-    };
-    Request {
-        command: id,
-        no_auth: spec.flags.contains(super::Flags::NO_AUTH),
-        first_arg: args.get(first_arg).map(|a| &a[..]),
-        keys,
-        channels,
+impl<'a> Named<'a> {
+    fn of(spec: &CommandSpec, args: &'a [Bytes]) -> Named<'a> {
+        Named {
+            keys: command_keys(spec, args)
+                .into_iter()
+                .enumerate()
+                .map(|(i, key)| (key, key_access(spec, args, i)))
+                .collect(),
+            channels: command_channels(spec, args),
+        }
+    }
+
+    fn request<'r>(
+        &'r self,
+        ctx: &Context<'_>,
+        spec: &CommandSpec,
+        args: &'r [Bytes],
+    ) -> Request<'r> {
+        let id = spec.index();
+        // A first-arg rule (`+select|0`) looks past the subcommand of a container.
+        let first_arg = match ctx.services.acl.catalog().entry(id).parent {
+            Some(_) => 2,
+            None => 1,
+        };
+        Request {
+            command: id,
+            no_auth: spec.flags.contains(super::Flags::NO_AUTH),
+            first_arg: args.get(first_arg).map(|a| &a[..]),
+            keys: &self.keys,
+            channels: &self.channels,
+        }
+    }
+
+    /// What a refusal names: the command, or the key or channel refused.
+    fn object(&self, denied: Denied, spec: &'static CommandSpec) -> &[u8] {
+        match denied {
+            Denied::Command => spec.name.as_bytes(),
+            Denied::Key(i) => self.keys[i].0,
+            Denied::Channel(i) => self.channels[i].0,
+        }
     }
 }
 
@@ -175,26 +184,23 @@ fn denial(place: Place, denied: Denied, spec: &CommandSpec) -> Error {
     Error::NoPerm(line)
 }
 
+/// Adds a refusal to ACL LOG, with the client as CLIENT LIST shows it running `command`.
 fn record(
     ctx: &Context<'_>,
-    spec: &'static CommandSpec,
-    args: &[Bytes],
+    command: Running<'_>,
     reason: Reason,
     context: log::Context,
     object: Bytes,
+    username: Bytes,
 ) {
-    let running = Running {
-        name: spec.name,
-        args,
-    };
     ctx.services.acl.log.add(log::Entry {
         count: 1,
         reason,
         context,
         object,
-        username: ctx.client.user.name.clone(),
+        username,
         at_ms: now_ms(),
-        client_info: ctx.client.handle.describe(Some(running), false),
+        client_info: ctx.client.handle.describe(Some(command), false),
     });
 }
 
@@ -204,23 +210,21 @@ pub(super) fn record_failed_auth(ctx: &Context<'_>, args: &[Bytes], username: &[
         Some(_) => log::Context::Multi,
         None => log::Context::TopLevel,
     };
-    let running = Running {
-        name: if is(&args[0], "hello") {
-            "hello"
-        } else {
-            "auth"
-        },
-        args,
+    let name = if is(&args[0], "hello") {
+        "hello"
+    } else {
+        "auth"
     };
-    ctx.services.acl.log.add(log::Entry {
-        count: 1,
-        reason: Reason::Auth,
+    let running = Running { name, args };
+    let username = Bytes::copy_from_slice(username);
+    record(
+        ctx,
+        running,
+        Reason::Auth,
         context,
-        object: args[0].clone(),
-        username: Bytes::copy_from_slice(username),
-        at_ms: now_ms(),
-        client_info: ctx.client.handle.describe(Some(running), false),
-    });
+        args[0].clone(),
+        username,
+    );
 }
 
 /// Logs the connection in as `user`.
@@ -478,24 +482,17 @@ pub fn acl_dryrun(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error>
             spec.name
         )));
     }
-    let keys = keys_with_access(spec, command);
-    let channels = command_channels(spec, command);
-    let request = request(ctx, spec, command, &keys, &channels);
-    let user = cell.current();
-    let answer = match user.check(&request) {
-        Ok(()) => return Ok(Reply::OK),
-        Err(Denied::Command) => format!(
-            "This user has no permissions to run the '{}' command",
-            spec.name
-        ),
-        Err(Denied::Key(i)) => format!(
-            "This user has no permissions to access the '{}' key",
-            String::from_utf8_lossy(keys[i].0)
-        ),
-        Err(Denied::Channel(i)) => format!(
-            "This user has no permissions to access the '{}' channel",
-            String::from_utf8_lossy(channels[i].0)
-        ),
+    let named = Named::of(spec, command);
+    let Err(denied) = cell.check(&named.request(ctx, spec, command)) else {
+        return Ok(Reply::OK);
+    };
+    let object = String::from_utf8_lossy(named.object(denied, spec));
+    let answer = match denied {
+        Denied::Command => format!("This user has no permissions to run the '{object}' command"),
+        Denied::Key(_) => format!("This user has no permissions to access the '{object}' key"),
+        Denied::Channel(_) => {
+            format!("This user has no permissions to access the '{object}' channel")
+        }
     };
     Ok(Reply::bulk(answer))
 }

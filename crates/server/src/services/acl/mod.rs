@@ -25,7 +25,7 @@ use bytes::Bytes;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use catalog::Catalog;
-use user::{has_spaces, merge_selector_arguments, RuleError, User};
+use user::{has_spaces, merge_selector_arguments, Denied, KeyAccess, Request, RuleError, User};
 
 /// The user connections are logged in as until they authenticate.
 pub const DEFAULT_USER: &str = "default";
@@ -59,8 +59,19 @@ impl UserCell {
         self.unrestricted.load(Ordering::Acquire)
     }
 
-    pub fn is_deleted(&self) -> bool {
-        self.deleted.load(Ordering::Acquire)
+    /// Whether the user may run the request; a deleted user, whose connections are being
+    /// closed, may run nothing.
+    pub fn check(&self, request: &Request<'_>) -> Result<(), Denied> {
+        match self.deleted.load(Ordering::Acquire) {
+            true => Err(Denied::Command),
+            false => self.current().check(request),
+        }
+    }
+
+    /// [`User::allows_with_every_key`], nothing for a deleted user.
+    pub fn allows_with_every_key(&self, request: &Request<'_>, access: KeyAccess) -> bool {
+        !self.deleted.load(Ordering::Acquire)
+            && self.current().allows_with_every_key(request, access)
     }
 
     /// Installs new rules. A user losing permissions stops counting as unrestricted before

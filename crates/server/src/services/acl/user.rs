@@ -71,6 +71,11 @@ struct KeyPattern {
 }
 
 impl KeyPattern {
+    /// Whether the pattern gives what `access` needs (a key it matches aside).
+    fn grants(&self, access: KeyAccess) -> bool {
+        (!access.read || self.access.read) && (!access.write || self.access.write)
+    }
+
     fn describe(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(match (self.access.read, self.access.write) {
             (true, true) => b"~",
@@ -328,11 +333,9 @@ impl Selector {
     }
 
     fn allows_key(&self, key: &[u8], access: KeyAccess) -> bool {
-        self.patterns.iter().any(|p| {
-            (!access.read || p.access.read)
-                && (!access.write || p.access.write)
-                && glob_match(&p.pattern, key, false)
-        })
+        self.patterns
+            .iter()
+            .any(|p| p.grants(access) && glob_match(&p.pattern, key, false))
     }
 
     /// A channel matches a pattern of the selector; a PSUBSCRIBE pattern must equal one.
@@ -343,11 +346,10 @@ impl Selector {
     /// `~*`, or `%R~*` / `%W~*` for what `access` needs.
     pub fn allows_every_key(&self, access: KeyAccess) -> bool {
         self.all_keys
-            || self.patterns.iter().any(|p| {
-                (!access.read || p.access.read)
-                    && (!access.write || p.access.write)
-                    && p.pattern[..] == b"*"[..]
-            })
+            || self
+                .patterns
+                .iter()
+                .any(|p| p.grants(access) && p.pattern[..] == b"*"[..])
     }
 
     /// Everything with no check: every command, key and channel.
@@ -453,25 +455,22 @@ impl Selector {
         rules.join(" ")
     }
 
-    /// Keys, channels and commands, as ACL LIST shows a selector (`ACLDescribeSelector`).
+    /// Keys, channels and commands, as ACL LIST shows a selector (`ACLDescribeSelector`):
+    /// GETUSER's forms, each followed by a space, and `resetchannels` before the channels
+    /// unless they are all allowed.
     fn describe(&self, catalog: &Catalog, out: &mut Vec<u8>) {
-        if self.all_keys {
-            out.extend_from_slice(b"~* ");
-        } else {
-            for pattern in &self.patterns {
-                pattern.describe(out);
-                out.push(b' ');
-            }
+        let keys = self.describe_keys();
+        if !keys.is_empty() {
+            out.extend_from_slice(&keys);
+            out.push(b' ');
         }
-        if self.all_channels {
-            out.extend_from_slice(b"&* ");
-        } else {
+        if !self.all_channels {
             out.extend_from_slice(b"resetchannels ");
-            for channel in &self.channels {
-                out.push(b'&');
-                out.extend_from_slice(channel);
-                out.push(b' ');
-            }
+        }
+        let channels = self.describe_channels();
+        if !channels.is_empty() {
+            out.extend_from_slice(&channels);
+            out.push(b' ');
         }
         out.extend_from_slice(self.describe_commands(catalog).as_bytes());
     }
@@ -635,13 +634,12 @@ impl User {
     /// Whether every channel `self` allows, `other` allows too (to know whether subscribers
     /// must be checked after a change).
     pub fn channels_within(&self, other: &User) -> bool {
-        if other.selectors.iter().any(|s| s.all_channels) {
+        let Some(upcoming) = other.channel_patterns() else {
             return true;
-        }
-        let upcoming: Vec<&Bytes> = other.selectors.iter().flat_map(|s| &s.channels).collect();
+        };
         self.selectors
             .iter()
-            .all(|s| !s.all_channels && s.channels.iter().all(|c| upcoming.contains(&c)))
+            .all(|s| !s.all_channels && s.channels.iter().all(|c| upcoming.contains(c)))
     }
 
     /// The channel patterns of every selector, for checking a subscriber after a change
