@@ -106,6 +106,13 @@ impl Error {
             Error::UnknownSubcommand { sub, command } => {
                 format!("ERR unknown subcommand '{sub}'. Try {command} HELP.").into()
             }
+            // Redis's reply when its AOF cannot be written, naming the WAL.
+            Error::Storage(StorageError::Unwritable(reason)) => {
+                format!("MISCONF Errors writing to the WAL: {reason}").into()
+            }
+            Error::Storage(StorageError::Reopening) => {
+                "LOADING Shale is reopening its database after a write failure".into()
+            }
             other => format!("{} {other}", other.prefix()).into(),
         };
         Reply::Error(line)
@@ -163,6 +170,10 @@ mod tests {
             "ERR value is not an integer or out of range"
         );
         assert_eq!(line(Error::NoAuth), "NOAUTH Authentication required.");
+        assert_eq!(
+            line(StorageError::Unwritable("No space left on device".into()).into()),
+            "MISCONF Errors writing to the WAL: No space left on device"
+        );
         assert_eq!(
             line(Error::WrongPass),
             "WRONGPASS invalid username-password pair or user is disabled."

@@ -4,7 +4,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{fails, info_field, run, wait_until, TestServer};
+use common::{fails, info_field, info_text, run, wait_until, TestServer};
 
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("create");
@@ -28,15 +28,6 @@ fn start_from_backup(server: &TestServer, scratch: &Path) -> TestServer {
         &data.join("db"),
     );
     TestServer::start_with(&["--dir", data.to_str().expect("path")])
-}
-
-fn persistence(con: &mut redis::Connection, field: &str) -> String {
-    let info: String = run(con, &["INFO", "persistence"]);
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_default()
-        .trim()
-        .to_string()
 }
 
 #[test]
@@ -64,7 +55,10 @@ fn save_and_bgsave_write_backups_a_server_starts_from() {
         0,
         "SAVE is no BGSAVE"
     );
-    assert_eq!(persistence(&mut con, "rdb_last_bgsave_status"), "ok");
+    assert_eq!(
+        info_text(&mut con, "persistence", "rdb_last_bgsave_status"),
+        "ok"
+    );
     run::<()>(&mut con, &["SET", "after", "save"]);
 
     let scratch = tempfile::tempdir().expect("temp dir");
@@ -92,7 +86,10 @@ fn save_and_bgsave_write_backups_a_server_starts_from() {
         info_field(&mut con, "persistence", "rdb_bgsave_in_progress") == 0
     });
     assert_eq!(info_field(&mut con, "persistence", "rdb_saves"), 1);
-    assert_eq!(persistence(&mut con, "rdb_last_bgsave_status"), "ok");
+    assert_eq!(
+        info_text(&mut con, "persistence", "rdb_last_bgsave_status"),
+        "ok"
+    );
     let restored = start_from_backup(&server, scratch.path());
     assert_eq!(
         run::<String>(&mut restored.client(), &["GET", "after"]),

@@ -197,6 +197,15 @@ pub struct EngineStats {
     pub iter_seeks: u64,
     pub iter_nexts: u64,
     pub iter_skipped: u64,
+    /// Time writes spent stalled or stopped by RocksDB (too many level-0 files or pending
+    /// compaction bytes, memtables full), in µs.
+    pub stall_micros: u64,
+    /// Whether writes are stopped now, and the rate they are slowed to (0 if not).
+    pub write_stopped: bool,
+    pub delayed_write_rate: u64,
+    pub immutable_memtables: u64,
+    pub block_cache_hits: u64,
+    pub block_cache_misses: u64,
 }
 
 #[derive(Debug, Clone, Error)]
@@ -205,6 +214,12 @@ pub enum StorageError {
     Engine(String),
     #[error("corrupt record: {0}")]
     Corrupt(&'static str),
+    /// The WAL cannot be written (the reason as `strerror` words it): the write was refused.
+    #[error("{0}")]
+    Unwritable(std::sync::Arc<str>),
+    /// The database is closed for a moment while it reopens after a write failure.
+    #[error("the database is reopening after a write failure")]
+    Reopening,
 }
 
 impl From<rocksdb::Error> for StorageError {
@@ -255,6 +270,18 @@ pub trait Engine: Send + Sync + 'static {
     fn compact_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<(), StorageError>;
 
     fn stats(&self) -> EngineStats;
+
+    /// Why writes fail, from the first failed WAL write, sync or flush until the engine has
+    /// recovered; `None` while they work.
+    fn write_failure(&self) -> Option<std::sync::Arc<str>> {
+        None
+    }
+
+    /// Changes at every recovery from a write failure: a write made in an earlier generation
+    /// and not synced before it may be lost.
+    fn generation(&self) -> u64 {
+        0
+    }
 }
 
 #[cfg(test)]

@@ -13,9 +13,12 @@
 //! - [`Overlay`] stages writes over an engine and lets reads see them, for transactions.
 //! - `recent` keeps the latest write batches in memory for replicas that have caught up.
 //! - [`wal`] reads RocksDB's write batches back into [`WriteBatch`]es, for replicas.
+//! - `health` tracks whether writes work (a full disk, a read-only directory) and what room
+//!   the data directory has.
 //! - `patch` encodes the byte patches that change part of a record without rewriting it.
 
 mod engine;
+mod health;
 pub mod keys;
 mod memory;
 pub mod metadata;

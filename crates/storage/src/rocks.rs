@@ -1,10 +1,12 @@
 //! The RocksDB engine.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use arc_swap::ArcSwap;
+use arc_swap::ArcSwapOption;
+use parking_lot::Mutex;
 
 use rocksdb::checkpoint::Checkpoint;
 use rocksdb::compaction_filter::Decision;
@@ -16,6 +18,7 @@ use rocksdb::{
 };
 
 use crate::engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
+use crate::health::{self, WriteHealth};
 use crate::keys::{element_prefix_len, prefix_end, INTERNAL_PREFIX};
 use crate::metadata::is_expired_inline_string;
 use crate::patch;
@@ -72,9 +75,17 @@ impl Default for RocksConfig {
 
 /// RocksDB with caches in front. The database it serves can be replaced while it runs (a
 /// replica's full sync switches to the copy it received); every call works on the one that is
-/// current when it starts.
+/// current when it starts. After a write failure it is reopened ([`RocksEngine::recover`]),
+/// and for that moment there is none.
 pub struct RocksEngine {
-    current: ArcSwap<Opened>,
+    current: ArcSwapOption<Opened>,
+    /// The directory of the database served, also while it reopens.
+    path: Mutex<PathBuf>,
+    /// The last sequence number of a database closed to reopen, for the moment it is closed.
+    closed_sequence: AtomicU64,
+    health: WriteHealth,
+    /// The memtable size in force, fitted to the free space ([`RocksEngine::fit_to_free_space`]).
+    memtable_size: AtomicUsize,
     config: RocksConfig,
     /// The block cache and the memtable budget outlive a switch: the two databases alive
     /// during one share them, so a switch does not double the memory.
@@ -86,7 +97,6 @@ pub struct RocksEngine {
 /// One open database and what belongs to it alone.
 struct Opened {
     db: DB,
-    path: PathBuf,
     options: Options,
     caches: Caches,
     /// Options of every point read, made once: the crate's `get_cf` creates and destroys a
@@ -103,42 +113,157 @@ impl RocksEngine {
         let write_buffers =
             WriteBufferManager::new_write_buffer_manager(config.memtable_budget, true);
         let opened = Opened::open(path, config, &cache, &write_buffers)?;
-        Ok(RocksEngine {
-            current: ArcSwap::from_pointee(opened),
+        let engine = RocksEngine {
+            current: ArcSwapOption::from_pointee(opened),
+            path: Mutex::new(path.to_path_buf()),
+            closed_sequence: AtomicU64::new(0),
+            health: WriteHealth::default(),
+            memtable_size: AtomicUsize::new(config.write_buffer_size),
             config: config.clone(),
             cache,
             write_buffers,
             recent: RecentBatches::default(),
-        })
+        };
+        // Fitted after the open: the WAL replays into memtables of the configured size, which
+        // a replay on a nearly full disk must not fill, as a full one is flushed at once.
+        let _ = engine.fit_to_free_space();
+        Ok(engine)
     }
 
     /// Serves the database at `path` from now on. The one served until now closes once the
     /// calls still running on it return, when the returned handle is dropped last.
     pub fn switch_to(&self, path: &Path) -> Result<Retired, StorageError> {
         let opened = Opened::open(path, &self.config, &self.cache, &self.write_buffers)?;
-        let retired = Retired(self.current.swap(Arc::new(opened)));
+        let old_path = std::mem::replace(&mut *self.path.lock(), path.to_path_buf());
+        let retired = Retired {
+            opened: self.current.swap(Some(Arc::new(opened))),
+            path: old_path,
+        };
         // What was kept belongs to the old database's numbers.
         self.recent.set_on(self.recent.is_on());
+        if self.health.failure().is_some() {
+            self.health.recovered();
+        }
+        self.memtable_size
+            .store(self.config.write_buffer_size, Ordering::Relaxed);
+        let _ = self.fit_to_free_space();
         Ok(retired)
+    }
+
+    /// After a write failure, reopens the database once its directory takes writes again
+    /// (a probe of [`health::RECOVERY_ROOM`] bytes is written and synced first) and has the
+    /// room an open needs. RocksDB
+    /// cannot resume after a failed WAL write when the WAL is flushed by hand (it marks the
+    /// error fatal); reopening replays what reached the WAL, and the writes that did not are
+    /// gone: under `appendfsync always` none of them was acknowledged. The caller keeps writes
+    /// out meanwhile; reads during the reopen fail with [`StorageError::Reopening`].
+    /// `before_reopen` runs once the probe passed, to end what holds the database open.
+    pub fn recover(&self, before_reopen: impl FnOnce()) -> Result<(), StorageError> {
+        if self.health.failure().is_none() {
+            return Ok(());
+        }
+        let path = self.path.lock().clone();
+        health::probe_writable(&path)
+            .and_then(|()| health::room_to_open(&path))
+            .map_err(|err| StorageError::Unwritable(health::io_reason(&err).into()))?;
+        before_reopen();
+        if let Some(old) = self.current.swap(None) {
+            self.closed_sequence
+                .store(old.db.latest_sequence_number(), Ordering::Relaxed);
+            // Calls that started before the swap finish on it; only then can it close.
+            let deadline = Instant::now() + REOPEN_PATIENCE;
+            while Arc::strong_count(&old) > 1 {
+                if Instant::now() >= deadline {
+                    self.current.store(Some(old));
+                    return Err(StorageError::Engine("the database is still in use".into()));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let opened = Opened::open(&path, &self.config, &self.cache, &self.write_buffers)?;
+        self.current.store(Some(Arc::new(opened)));
+        self.recent.set_on(self.recent.is_on());
+        self.health.recovered();
+        self.memtable_size
+            .store(self.config.write_buffer_size, Ordering::Relaxed);
+        let _ = self.fit_to_free_space();
+        Ok(())
+    }
+
+    /// Sizes the memtables to the free space of the data directory's filesystem (see
+    /// [`health::memtable_size_for`]), so that a filling disk leaves little to flush; returns
+    /// the free bytes. Sizes are powers of two, so the options change (and RocksDB writes a
+    /// new OPTIONS file) only when the free space halves or doubles.
+    pub fn fit_to_free_space(&self) -> std::io::Result<u64> {
+        let path = self.path.lock().clone();
+        let free = health::free_space(&path)?;
+        // Tried again at the next call if the disk took the free space meanwhile.
+        let _ = health::keep_reserve(&path, free);
+        let size = health::memtable_size_for(free, self.config.write_buffer_size);
+        if self.memtable_size.swap(size, Ordering::Relaxed) != size {
+            let value = size.to_string();
+            let resized = self.with(|opened| {
+                for cf in Cf::ALL {
+                    opened
+                        .db
+                        .set_options_cf(opened.handle(cf)?, &[("write_buffer_size", &value)])?;
+                }
+                Ok(())
+            });
+            if resized.is_err() {
+                // Tried again at the next call.
+                self.memtable_size.store(0, Ordering::Relaxed);
+            }
+        }
+        Ok(free)
+    }
+
+    /// The memtable size in force, in bytes.
+    pub fn memtable_size(&self) -> usize {
+        self.memtable_size.load(Ordering::Relaxed)
     }
 
     /// The directory of the database served now.
     pub fn path(&self) -> PathBuf {
-        self.current.load().path.clone()
+        self.path.lock().clone()
     }
 
     /// The column family ids of the database served now, to decode its WAL's batches.
-    pub fn family_ids(&self) -> FamilyIds {
-        self.current.load().families
+    pub fn family_ids(&self) -> Result<FamilyIds, StorageError> {
+        self.with(|opened| Ok(opened.families))
     }
 
     /// The batches written after sequence number `after`, oldest first, as RocksDB's bytes.
     /// Ends at the last batch written so far; a later call continues.
     pub fn updates_since(&self, after: u64) -> Result<WalUpdates, StorageError> {
-        let opened = self.current.load();
+        let opened = self.current.load_full().ok_or(StorageError::Reopening)?;
         Ok(WalUpdates {
             inner: opened.db.get_updates_since(after)?,
+            _opened: opened,
         })
+    }
+
+    /// Runs `read` on the database served now.
+    fn with<T>(
+        &self,
+        read: impl FnOnce(&Opened) -> Result<T, StorageError>,
+    ) -> Result<T, StorageError> {
+        match self.current.load().as_deref() {
+            Some(opened) => read(opened),
+            None => Err(StorageError::Reopening),
+        }
+    }
+
+    /// Notes an error of a WAL write, sync or flush, or of a memtable flush, as a write
+    /// failure if it is one of I/O.
+    fn noted(&self, err: rocksdb::Error) -> StorageError {
+        if err.kind() != rocksdb::ErrorKind::IOError {
+            return err.into();
+        }
+        let message = err.into_string();
+        let reason = health::reason_of(&message);
+        self.health.fail(reason);
+        StorageError::Unwritable(reason.into())
     }
 
     /// Keeps a copy of every batch written from now on, in a ring of the latest (see
@@ -153,24 +278,24 @@ impl RocksEngine {
 
     /// The kept batches after sequence number `after`, up to about `max_bytes`.
     pub fn recent_since(&self, after: u64, max_bytes: usize) -> Recent {
-        let latest = self.current.load().db.latest_sequence_number();
-        self.recent.since(after, max_bytes, latest)
+        self.recent.since(after, max_bytes, self.sequence())
     }
 
     /// Writes a copy of the database to `dir` (which must not exist) that opens on its own,
     /// sharing the files it can by hard links; returns a sequence number the copy holds every
     /// write up to (it may hold a few more).
     pub fn checkpoint(&self, dir: &Path) -> Result<u64, StorageError> {
-        let opened = self.current.load();
-        let covered = opened.db.latest_sequence_number();
-        Checkpoint::new(&opened.db)?.create_checkpoint(dir)?;
-        Ok(covered)
+        self.with(|opened| {
+            let covered = opened.db.latest_sequence_number();
+            Checkpoint::new(&opened.db)?.create_checkpoint(dir)?;
+            Ok(covered)
+        })
     }
 
     /// The WAL files RocksDB has archived, oldest first, with their sizes: the history that
     /// replicas may still ask for. Deleting one shortens it.
     pub fn archived_wal(&self) -> Vec<(PathBuf, u64)> {
-        let archive = self.current.load().path.join("archive");
+        let archive = self.path.lock().join("archive");
         let mut logs: Vec<(PathBuf, u64)> = std::fs::read_dir(archive)
             .into_iter()
             .flatten()
@@ -185,22 +310,33 @@ impl RocksEngine {
 }
 
 /// A database no longer served; it closes when the last handle on it is dropped.
-pub struct Retired(Arc<Opened>);
+pub struct Retired {
+    /// None if there was none open (a reopen had failed).
+    opened: Option<Arc<Opened>>,
+    path: PathBuf,
+}
 
 impl Retired {
     /// Whether calls that started before the switch still use it.
     pub fn in_use(&self) -> bool {
-        Arc::strong_count(&self.0) > 1
+        self.opened
+            .as_ref()
+            .is_some_and(|o| Arc::strong_count(o) > 1)
     }
 
     pub fn path(&self) -> &Path {
-        &self.0.path
+        &self.path
     }
 }
+
+/// How long a reopen waits for the calls still running on the database it closes.
+const REOPEN_PATIENCE: Duration = Duration::from_secs(5);
 
 /// Batches from the WAL, each with the sequence number it starts at.
 pub struct WalUpdates {
     inner: rocksdb::DBWALIterator,
+    /// The iterator reads the database's files: it stays open (a reopen waits) until done.
+    _opened: Arc<Opened>,
 }
 
 impl Iterator for WalUpdates {
@@ -227,10 +363,19 @@ impl Opened {
         cache: &Cache,
         write_buffers: &WriteBufferManager,
     ) -> Result<Opened, StorageError> {
-        let mut db_options = Options::default();
+        health::room_to_open(path)
+            .map_err(|err| StorageError::Unwritable(health::io_reason(&err).into()))?;
+        // What the WAL holds at start stays in memtables instead of being flushed at once: a
+        // start on a nearly full disk (after a write failure, or a crash) then needs only room
+        // for a new WAL, MANIFEST and OPTIONS file, not for a flush. The crate has no setter.
+        let mut db_options =
+            Options::default().get_options_from_string("avoid_flush_during_recovery=true")?;
         db_options.create_if_missing(true);
         db_options.create_missing_column_families(true);
         db_options.set_max_background_jobs(config.max_background_jobs);
+        // Each open starts a new info LOG (200 KB with its dump of the options); RocksDB keeps
+        // 1,000 old ones by default, which a server restarted on a nearly full disk can't spare.
+        db_options.set_keep_log_file_num(10);
         db_options.set_max_open_files(config.max_open_files);
         db_options.set_bytes_per_sync(1 << 20);
         db_options.set_wal_bytes_per_sync(512 << 10);
@@ -250,25 +395,31 @@ impl Opened {
         }
 
         let descriptors = Cf::ALL.map(|cf| {
-            ColumnFamilyDescriptor::new(cf.name(), family_options(cf, &db_options, cache, config))
+            let options = family_options(cf, &db_options, cache, config);
+            ColumnFamilyDescriptor::new(cf.name(), options)
         });
         let db = DB::open_cf_descriptors(&db_options, path, descriptors)?;
         // Blocks a flush writes go into the block cache as well, so the reads that follow
         // (every write reads its key's metadata first) do not load them back from the new
         // file. The crate has no setter for this table option; RocksDB takes it this way.
+        // Compactions start only now: one that started during the open could take the last
+        // of the space before the open wrote its OPTIONS file (seen under strace), and the
+        // open would fail.
         for cf in Cf::ALL {
             db.set_options_cf(
                 handle_in(&db, cf)?,
-                &[(
-                    "block_based_table_factory",
-                    "{prepopulate_block_cache=kFlushOnly;}",
-                )],
+                &[
+                    (
+                        "block_based_table_factory",
+                        "{prepopulate_block_cache=kFlushOnly;}",
+                    ),
+                    ("disable_auto_compactions", "false"),
+                ],
             )?;
         }
         let families = family_ids(&db)?;
         Ok(Opened {
             db,
-            path: path.to_path_buf(),
             options: db_options,
             caches: Caches {
                 meta: RecordCache::new(config.meta_cache_size),
@@ -289,6 +440,11 @@ impl Opened {
             .filter_map(|&cf| self.handle(cf).ok())
             .filter_map(|h| self.db.property_int_value_cf(h, name).ok().flatten())
             .sum()
+    }
+
+    /// An integer property of the whole database; 0 if it has none.
+    fn db_property(&self, name: &str) -> u64 {
+        self.db.property_int_value(name).ok().flatten().unwrap_or(0)
     }
 
     /// A point read past the record caches.
@@ -468,6 +624,7 @@ fn family_options(cf: Cf, base: &Options, cache: &Cache, config: &RocksConfig) -
     let mut opts = base.clone();
     opts.set_block_based_table_factory(&table);
     opts.set_write_buffer_size(config.write_buffer_size);
+    opts.set_disable_auto_compactions(true);
     opts.set_max_write_buffer_number(config.max_write_buffer_number);
     opts.set_level_compaction_dynamic_level_bytes(true);
     // Every write reads the key's metadata first, and most writes of new keys miss: a bloom
@@ -567,19 +724,20 @@ fn drop_expired_strings(_level: u32, key: &[u8], value: &[u8]) -> Decision {
 
 impl Engine for RocksEngine {
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        let opened = self.current.load();
-        let Some(cache) = opened.caches.of(cf) else {
-            return opened.read_one(cf, key);
-        };
-        let miss = match cache.get(key) {
-            Ok(value) => return Ok(Some(value)),
-            Err(miss) => miss,
-        };
-        let value = opened.read_one(cf, key)?;
-        if let Some(value) = &value {
-            cache.fill(miss, key, value);
-        }
-        Ok(value)
+        self.with(|opened| {
+            let Some(cache) = opened.caches.of(cf) else {
+                return opened.read_one(cf, key);
+            };
+            let miss = match cache.get(key) {
+                Ok(value) => return Ok(Some(value)),
+                Err(miss) => miss,
+            };
+            let value = opened.read_one(cf, key)?;
+            if let Some(value) = &value {
+                cache.fill(miss, key, value);
+            }
+            Ok(value)
+        })
     }
 
     fn multi_get(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
@@ -587,42 +745,51 @@ impl Engine for RocksEngine {
             // A batched read of one key costs more than a plain one.
             return Ok(vec![self.get(cf, only)?]);
         }
-        let opened = self.current.load();
         // The keys the cache holds come from it, the others from one batched read, which sees
         // one snapshot. Together they are one state of the database if no write came to the
         // shards that answered meanwhile; otherwise every key is read again in one batch.
         // Either way a reader (MGET) sees all of a transaction's writes or none.
-        let Some(cache) = opened.caches.of(cf) else {
-            return opened.read_many(cf, keys.iter());
-        };
-        let found = cache.get_many(keys);
-        if found.misses.is_empty() {
-            if cache.still_current(&found) {
-                return Ok(found.values);
+        self.with(|opened| {
+            let Some(cache) = opened.caches.of(cf) else {
+                return opened.read_many(cf, keys.iter());
+            };
+            let found = cache.get_many(keys);
+            if found.misses.is_empty() {
+                if cache.still_current(&found) {
+                    return Ok(found.values);
+                }
+                return opened.read_many(cf, keys.iter());
             }
-            return opened.read_many(cf, keys.iter());
-        }
-        let missing = || {
-            keys.iter()
-                .zip(&found.values)
-                .filter(|(_, cached)| cached.is_none())
-                .map(|(key, _)| key)
-        };
-        let read = opened.read_many(cf, missing())?;
-        if !cache.still_current(&found) {
-            return opened.read_many(cf, keys.iter());
-        }
-        cache.fill_batch(found.misses, missing(), &read);
-        let mut read = read.into_iter();
-        Ok(found
-            .values
-            .into_iter()
-            .map(|cached| cached.or_else(|| read.next().flatten()))
-            .collect())
+            let missing = || {
+                keys.iter()
+                    .zip(&found.values)
+                    .filter(|(_, cached)| cached.is_none())
+                    .map(|(key, _)| key)
+            };
+            let read = opened.read_many(cf, missing())?;
+            if !cache.still_current(&found) {
+                return opened.read_many(cf, keys.iter());
+            }
+            cache.fill_batch(found.misses, missing(), &read);
+            let mut read = read.into_iter();
+            Ok(found
+                .values
+                .into_iter()
+                .map(|cached| cached.or_else(|| read.next().flatten()))
+                .collect())
+        })
     }
 
     fn write(&self, batch: WriteBatch) -> Result<(), StorageError> {
-        let opened = self.current.load();
+        // Nothing is written between a failure and the reopen that recovers from it: what
+        // RocksDB would still take may not be in the WAL the reopen replays.
+        if let Some(reason) = self.health.failure() {
+            return Err(StorageError::Unwritable(reason));
+        }
+        let guard = self.current.load();
+        let Some(opened) = guard.as_deref() else {
+            return Err(StorageError::Reopening);
+        };
         let mut raw = rocksdb::WriteBatch::default();
         for op in &batch.ops {
             match op {
@@ -654,7 +821,7 @@ impl Engine for RocksEngine {
             self.recent.notify();
         }
         note_written(&opened.caches, batch, withdrawn, result.is_ok());
-        Ok(result?)
+        result.map_err(|err| self.noted(err))
     }
 
     fn scan(
@@ -665,7 +832,6 @@ impl Engine for RocksEngine {
         direction: ScanDirection,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StorageError> {
-        let opened = self.current.load();
         let mut options = ReadOptions::default();
         // Prefix mode (the bloom filters) only going forward: a reverse seek starts from the
         // upper bound, which for a whole collection is past its prefix. Any other scan of a
@@ -679,58 +845,67 @@ impl Engine for RocksEngine {
         options.set_total_order_seek(!prefix_mode);
         options.set_iterate_lower_bound(lower);
         options.set_iterate_upper_bound(upper);
-        let mut iter = opened.db.raw_iterator_cf_opt(opened.handle(cf)?, options);
-        match direction {
-            ScanDirection::Forward => iter.seek(lower),
-            ScanDirection::Reverse => iter.seek_to_last(),
-        }
-        while let Some((key, value)) = iter.item() {
-            if !visit(key, value) {
-                return Ok(());
-            }
+        self.with(|opened| {
+            let mut iter = opened.db.raw_iterator_cf_opt(opened.handle(cf)?, options);
             match direction {
-                ScanDirection::Forward => iter.next(),
-                ScanDirection::Reverse => iter.prev(),
+                ScanDirection::Forward => iter.seek(lower),
+                ScanDirection::Reverse => iter.seek_to_last(),
             }
-        }
-        Ok(iter.status()?)
+            while let Some((key, value)) = iter.item() {
+                if !visit(key, value) {
+                    return Ok(());
+                }
+                match direction {
+                    ScanDirection::Forward => iter.next(),
+                    ScanDirection::Reverse => iter.prev(),
+                }
+            }
+            Ok(iter.status()?)
+        })
     }
 
     fn sequence(&self) -> u64 {
-        self.current.load().db.latest_sequence_number()
+        match self.current.load().as_deref() {
+            Some(opened) => opened.db.latest_sequence_number(),
+            None => self.closed_sequence.load(Ordering::Relaxed),
+        }
     }
 
     fn flush_wal(&self) -> Result<(), StorageError> {
-        let opened = self.current.load();
-        Ok(opened.db.flush_wal(false)?)
+        self.with(|opened| opened.db.flush_wal(false).map_err(|err| self.noted(err)))
     }
 
     fn sync_wal(&self) -> Result<(), StorageError> {
-        let opened = self.current.load();
-        Ok(opened.db.flush_wal(true)?)
+        self.with(|opened| opened.db.flush_wal(true).map_err(|err| self.noted(err)))
     }
 
     fn flush_memtables(&self) -> Result<(), StorageError> {
-        let opened = self.current.load();
-        let handles: Vec<&ColumnFamily> = Cf::ALL
-            .iter()
-            .filter_map(|&cf| opened.handle(cf).ok())
-            .collect();
-        Ok(opened
-            .db
-            .flush_cfs_opt(&handles, &rocksdb::FlushOptions::default())?)
+        self.with(|opened| {
+            let handles: Vec<&ColumnFamily> = Cf::ALL
+                .iter()
+                .filter_map(|&cf| opened.handle(cf).ok())
+                .collect();
+            opened
+                .db
+                .flush_cfs_opt(&handles, &rocksdb::FlushOptions::default())
+                .map_err(|err| self.noted(err))
+        })
     }
 
     fn compact_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<(), StorageError> {
-        let opened = self.current.load();
-        opened
-            .db
-            .compact_range_cf(opened.handle(cf)?, Some(start), Some(end));
-        Ok(())
+        self.with(|opened| {
+            opened
+                .db
+                .compact_range_cf(opened.handle(cf)?, Some(start), Some(end));
+            Ok(())
+        })
     }
 
     fn stats(&self) -> EngineStats {
-        let opened = self.current.load();
+        let guard = self.current.load();
+        let Some(opened) = guard.as_deref() else {
+            return EngineStats::default();
+        };
         let cache_stats = |cache: &Option<RecordCache>| {
             cache
                 .as_ref()
@@ -748,25 +923,29 @@ impl Engine for RocksEngine {
             estimated_keys: opened.int_property("rocksdb.estimate-num-keys"),
             pending_compaction_bytes: opened
                 .int_property("rocksdb.estimate-pending-compaction-bytes"),
-            running_compactions: opened
-                .db
-                .property_int_value("rocksdb.num-running-compactions")
-                .ok()
-                .flatten()
-                .unwrap_or(0),
-            running_flushes: opened
-                .db
-                .property_int_value("rocksdb.num-running-flushes")
-                .ok()
-                .flatten()
-                .unwrap_or(0),
+            running_compactions: opened.db_property("rocksdb.num-running-compactions"),
+            running_flushes: opened.db_property("rocksdb.num-running-flushes"),
             bytes_written: opened.options.get_ticker_count(Ticker::BytesWritten),
             wal_syncs: opened.options.get_ticker_count(Ticker::WalFileSynced),
             iter_seeks: opened.options.get_ticker_count(Ticker::NumberDbSeek),
             iter_nexts: opened.options.get_ticker_count(Ticker::NumberDbNext)
                 + opened.options.get_ticker_count(Ticker::NumberDbPrev),
             iter_skipped: opened.options.get_ticker_count(Ticker::NumberIterSkip),
+            stall_micros: opened.options.get_ticker_count(Ticker::StallMicros),
+            write_stopped: opened.db_property("rocksdb.is-write-stopped") > 0,
+            delayed_write_rate: opened.db_property("rocksdb.actual-delayed-write-rate"),
+            immutable_memtables: opened.int_property("rocksdb.num-immutable-mem-table"),
+            block_cache_hits: opened.options.get_ticker_count(Ticker::BlockCacheHit),
+            block_cache_misses: opened.options.get_ticker_count(Ticker::BlockCacheMiss),
         }
+    }
+
+    fn write_failure(&self) -> Option<Arc<str>> {
+        self.health.failure()
+    }
+
+    fn generation(&self) -> u64 {
+        self.health.generation()
     }
 }
 
@@ -872,10 +1051,15 @@ mod tests {
             wal::batch_span(data).expect("span"),
             (*seq, written.len() as u64)
         );
-        let read = wal::decode_batch(data, &engine.family_ids()).expect("decode");
+        let read =
+            wal::decode_batch(data, &engine.family_ids().expect("families")).expect("decode");
         assert_eq!(read.ops, written);
         assert_eq!(engine.sequence(), seq + written.len() as u64 - 1);
-        assert!(wal::decode_batch(&data[..data.len() - 1], &engine.family_ids()).is_err());
+        assert!(wal::decode_batch(
+            &data[..data.len() - 1],
+            &engine.family_ids().expect("families")
+        )
+        .is_err());
     }
 
     /// RocksDB is built without its perf context (`.cargo/config.toml`): with counting on, a

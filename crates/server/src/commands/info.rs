@@ -36,6 +36,7 @@ const ALL_SECTIONS: &[&str] = &[
     "cpu",
     "commandstats",
     "errorstats",
+    "latencystats",
     "cluster",
     "keyspace",
     "rocksdb",
@@ -85,6 +86,7 @@ pub fn render(
                     let _ = write!(out, "errorstat_{code}:count={count}\r\n");
                 }
             }
+            "latencystats" => latencystats(services, &mut out),
             // Cluster mode is yet to come.
             "cluster" => line(&mut out, "cluster_enabled", 0),
             "keyspace" => keyspace_section(keyspace, &mut out)?,
@@ -328,6 +330,11 @@ fn persistence(services: &Services, out: &mut String) {
     line(out, "rdb_saves", backups.saves());
     line(out, "aof_enabled", 1);
     line(out, "aof_rewrite_in_progress", 0);
+    // Redis's field for an AOF it cannot write; Shale's WAL in its place, with the reason.
+    let failure = services.keyspace.engine().write_failure();
+    let status = if failure.is_some() { "err" } else { "ok" };
+    line(out, "aof_last_write_status", status);
+    line(out, "wal_write_failure", failure.as_deref().unwrap_or(""));
     line(out, "appendfsync", policy);
     line(out, "wal_syncs", services.durability.syncs());
 }
@@ -412,6 +419,38 @@ fn commandstats(services: &Services, out: &mut String) {
     }
 }
 
+/// Each command's run-time percentiles, as Redis 7.0 words them: `p99.9=12.345` in µs.
+fn latencystats(services: &Services, out: &mut String) {
+    if !services.latencies.enabled() {
+        return;
+    }
+    let percentiles = services
+        .config
+        .read()
+        .latency_tracking_info_percentiles
+        .clone();
+    let mut commands: Vec<_> = ALL_COMMANDS.iter().collect();
+    commands.sort_by_key(|spec| spec.name);
+    for spec in commands {
+        let Some(histogram) = services.latencies.of(spec.index()) else {
+            continue;
+        };
+        if histogram.total() == 0 {
+            continue;
+        }
+        let values: Vec<String> = percentiles
+            .iter()
+            .map(|&p| format!("p{p}={:.3}", histogram.value_at(p) as f64 / 1000.0))
+            .collect();
+        let _ = write!(
+            out,
+            "latency_percentiles_usec_{}:{}\r\n",
+            spec.name,
+            values.join(",")
+        );
+    }
+}
+
 fn keyspace_section(keyspace: &Keyspace, out: &mut String) -> Result<(), Error> {
     for index in 0..keyspace.databases() {
         let db = keyspace.db(index);
@@ -438,6 +477,19 @@ fn rocksdb(services: &Services, keyspace: &Keyspace, out: &mut String) {
     );
     line(out, "num_running_compactions", engine.running_compactions);
     line(out, "num_running_flushes", engine.running_flushes);
+    line(out, "num_immutable_memtables", engine.immutable_memtables);
+    line(out, "is_write_stopped", engine.write_stopped as u8);
+    line(out, "actual_delayed_write_rate", engine.delayed_write_rate);
+    line(out, "write_stall_micros", engine.stall_micros);
+    line(out, "block_cache_hits", engine.block_cache_hits);
+    line(out, "block_cache_misses", engine.block_cache_misses);
+    let lookups = engine.block_cache_hits + engine.block_cache_misses;
+    let rate = if lookups == 0 {
+        0.0
+    } else {
+        engine.block_cache_hits as f64 / lookups as f64
+    };
+    line(out, "block_cache_hit_rate", format!("{rate:.4}"));
     line(out, "block_cache_usage", engine.block_cache_usage);
     line(out, "block_cache_capacity", engine.block_cache_capacity);
     line(out, "meta_cache_usage", engine.meta_cache.usage);
@@ -450,6 +502,11 @@ fn rocksdb(services: &Services, keyspace: &Keyspace, out: &mut String) {
     line(out, "data_cache_misses", engine.data_cache.misses);
     line(out, "memtable_usage", engine.memtable_usage);
     line(out, "memtable_limit", engine.memtable_limit);
+    line(
+        out,
+        "write_buffer_size",
+        services.replication.engine().memtable_size(),
+    );
     line(
         out,
         "estimate_table_readers_mem",

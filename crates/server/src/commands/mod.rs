@@ -16,6 +16,7 @@ mod hash;
 mod hyperloglog;
 mod info;
 mod keys;
+mod latency;
 mod list;
 mod migrate;
 mod notify;
@@ -36,6 +37,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use shale_protocol::{Bulks, Reply};
+use shale_storage::StorageError;
 
 use crate::error::Error;
 use crate::keyspace::{Db, HeldStripes, Keyspace, Transaction, WrittenKeys};
@@ -276,8 +278,13 @@ pub fn execute_nested(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     match outcome.spec {
         Some(spec) if outcome.rejected => stats.record_rejected(spec.index()),
         Some(spec) => {
-            let elapsed = started.elapsed().as_micros() as u64;
-            stats.record_calls(spec.index(), 1, elapsed, outcome.reply.is_error() as u64);
+            let elapsed = started.elapsed();
+            let usec = elapsed.as_micros() as u64;
+            stats.record_calls(spec.index(), 1, usec, outcome.reply.is_error() as u64);
+            let latencies = &ctx.services.latencies;
+            if latencies.enabled() {
+                latencies.record(spec.index(), elapsed.as_nanos() as u64);
+            }
             if monitored(spec) {
                 let origin = if ctx.in_script {
                     Origin::Script
@@ -321,6 +328,11 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     }
     if let Err(err) = acl::check(ctx, spec, args) {
         return Outcome::rejected(err, spec);
+    }
+    if let Some(reason) = ctx.keyspace.engine().write_failure() {
+        if !ctx.from_master && refused_while_unwritable(ctx, spec) {
+            return Outcome::rejected(StorageError::Unwritable(reason).into(), spec);
+        }
     }
     if spec.flags.contains(Flags::WRITE) && !ctx.from_master {
         // As Redis checks them: after authentication, before the transaction queues it.
@@ -371,6 +383,22 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
         error_counted,
         ..Outcome::ran(reply, Some(spec))
     }
+}
+
+/// What Redis refuses while its AOF cannot be written: writes, EXEC of a transaction with a
+/// write, and PING, so that whoever watches the server notices.
+fn refused_while_unwritable(ctx: &Context<'_>, spec: &CommandSpec) -> bool {
+    let queued_write = || {
+        ctx.client.multi.as_ref().is_some_and(|multi| {
+            multi
+                .commands()
+                .iter()
+                .any(|args| resolve(args).is_ok_and(|queued| queued.flags.contains(Flags::WRITE)))
+        })
+    };
+    spec.flags.contains(Flags::WRITE)
+        || spec.name == "ping"
+        || (spec.name == "exec" && queued_write())
 }
 
 /// The commands that run at once inside MULTI instead of being queued.

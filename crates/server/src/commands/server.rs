@@ -211,6 +211,7 @@ pub fn config_set(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error>
 /// CONFIG RESETSTAT
 pub fn config_resetstat(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     ctx.services.stats.reset();
+    ctx.services.latencies.reset();
     Ok(Reply::OK)
 }
 

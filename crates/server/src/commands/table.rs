@@ -10,9 +10,9 @@ use crate::services::acl::catalog::{Catalog, CatalogEntry, Categories};
 use crate::services::acl::user::KeyAccess;
 
 use super::{
-    acl, bitmap, connection, debug, dump, function, geo, hash, hyperloglog, keys, list, migrate,
-    pubsub, replication, roaring, scripting, server, set, sort, stream, string, transaction, zset,
-    Handler,
+    acl, bitmap, connection, debug, dump, function, geo, hash, hyperloglog, keys, latency, list,
+    migrate, pubsub, replication, roaring, scripting, server, set, sort, stream, string,
+    transaction, zset, Handler,
 };
 
 /// Command flags, named as COMMAND INFO reports them.
@@ -322,6 +322,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("flushall", -1, D, NO_KEYS, "server", "Removes all keys from all databases.", server::flushall, Events::Silent),
     spec!("swapdb", 3, DF, NO_KEYS, "server", "Swaps two Redis databases.", server::swapdb, Events::Silent),
     spec!("time", 1, Flags::LOADING.with(Flags::STALE).with(Flags::FAST), NO_KEYS, "server", "Returns the server time.", server::time),
+    container!("latency", -2, Flags::NONE, "server", "A container for latency diagnostics commands", latency::help, LATENCY),
     container!("slowlog", -2, Flags::NONE, "server", "A container for slow log commands.", server::slowlog_help, SLOWLOG),
     spec!("shutdown", -1, ADMIN.with(Flags::NO_MULTI), NO_KEYS, "server", "Shuts down the server.", server::shutdown),
     container!("memory", -2, Flags::NONE, "server", "A container for memory diagnostics commands.", server::memory_help, MEMORY),
@@ -635,11 +636,94 @@ static CONFIG: &[CommandSpec] = &[
 ];
 
 #[rustfmt::skip]
+const LATENCY_FLAGS: Flags = Flags::ADMIN
+    .with(Flags::NOSCRIPT)
+    .with(Flags::LOADING)
+    .with(Flags::STALE);
+static LATENCY: &[CommandSpec] = &[
+    spec!(
+        "latency|histogram",
+        -2,
+        LATENCY_FLAGS,
+        NO_KEYS,
+        "server",
+        "Return the cumulative distribution of latencies of a subset of commands or all.",
+        latency::histogram
+    ),
+    spec!(
+        "latency|history",
+        3,
+        LATENCY_FLAGS,
+        NO_KEYS,
+        "server",
+        "Return timestamp-latency samples for the event.",
+        latency::history
+    ),
+    spec!(
+        "latency|latest",
+        2,
+        LATENCY_FLAGS,
+        NO_KEYS,
+        "server",
+        "Return the latest latency samples for all events.",
+        latency::latest
+    ),
+    spec!(
+        "latency|reset",
+        -2,
+        LATENCY_FLAGS,
+        NO_KEYS,
+        "server",
+        "Reset latency data for one or more events.",
+        latency::reset
+    ),
+    spec!(
+        "latency|help",
+        2,
+        HELP,
+        NO_KEYS,
+        "server",
+        "Show helpful text about the different subcommands.",
+        latency::help
+    ),
+];
 static SLOWLOG: &[CommandSpec] = &[
-    spec!("slowlog|get", -2, SLOWLOG_FLAGS, NO_KEYS, "server", "Returns the slow log's entries.", server::slowlog_get),
-    spec!("slowlog|len", 2, SLOWLOG_FLAGS, NO_KEYS, "server", "Returns the number of entries in the slow log.", server::slowlog_len),
-    spec!("slowlog|reset", 2, SLOWLOG_FLAGS, NO_KEYS, "server", "Clears all entries from the slow log.", server::slowlog_reset),
-    spec!("slowlog|help", 2, HELP, NO_KEYS, "server", "Returns helpful text about the different subcommands.", server::slowlog_help),
+    spec!(
+        "slowlog|get",
+        -2,
+        SLOWLOG_FLAGS,
+        NO_KEYS,
+        "server",
+        "Returns the slow log's entries.",
+        server::slowlog_get
+    ),
+    spec!(
+        "slowlog|len",
+        2,
+        SLOWLOG_FLAGS,
+        NO_KEYS,
+        "server",
+        "Returns the number of entries in the slow log.",
+        server::slowlog_len
+    ),
+    spec!(
+        "slowlog|reset",
+        2,
+        SLOWLOG_FLAGS,
+        NO_KEYS,
+        "server",
+        "Clears all entries from the slow log.",
+        server::slowlog_reset
+    ),
+    spec!(
+        "slowlog|help",
+        2,
+        HELP,
+        NO_KEYS,
+        "server",
+        "Returns helpful text about the different subcommands.",
+        server::slowlog_help
+    ),
 ];
 
 #[rustfmt::skip]

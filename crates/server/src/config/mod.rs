@@ -67,6 +67,10 @@ pub struct Config {
     pub lua_time_limit: u64,
     /// Kept for the LATENCY commands, which do not exist yet: setting it has no effect.
     pub latency_monitor_threshold: u64,
+    /// `latency-tracking`: per-command histograms of run time.
+    pub latency_tracking: bool,
+    /// `latency-tracking-info-percentiles`: what INFO latencystats shows of them.
+    pub latency_tracking_info_percentiles: Vec<f64>,
     pub hz: u32,
     /// Threads that run connections and commands; 0 means one per core.
     pub threads: usize,
@@ -257,6 +261,8 @@ impl Default for Config {
             slowlog_max_len: 128,
             lua_time_limit: 5000,
             latency_monitor_threshold: 0,
+            latency_tracking: true,
+            latency_tracking_info_percentiles: vec![50.0, 99.0, 99.9],
             notify_keyspace_events: 0,
             hz: 10,
             threads: 0,
@@ -493,6 +499,29 @@ pub const PARAMS: &[Param] = &[
         |c| c.latency_monitor_threshold.to_string(),
         |c, v| {
             c.latency_monitor_threshold = parse_num(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "latency-tracking",
+        true,
+        |c| yes_no(c.latency_tracking),
+        |c, v| {
+            c.latency_tracking = parse_bool(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "latency-tracking-info-percentiles",
+        true,
+        |c| c
+            .latency_tracking_info_percentiles
+            .iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join(" "),
+        |c, v| {
+            c.latency_tracking_info_percentiles = parse_percentiles(v)?;
             Ok(())
         }
     ),
@@ -949,6 +978,20 @@ fn quote(value: &str) -> String {
     } else {
         value.to_string()
     }
+}
+
+/// Percentiles between 0 and 100, separated by spaces, as Redis takes them.
+fn parse_percentiles(v: &str) -> Result<Vec<f64>, String> {
+    v.split_whitespace()
+        .map(|p| match p.parse::<f64>() {
+            Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
+            Ok(_) => Err(
+                "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+                    .into(),
+            ),
+            Err(_) => Err("Invalid latency-tracking-info-percentiles parameters".into()),
+        })
+        .collect()
 }
 
 fn yes_no(b: bool) -> String {

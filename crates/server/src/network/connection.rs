@@ -88,6 +88,11 @@ pub async fn serve(
         parser: RequestParser::default(),
         tally: None,
         replica_wait: None,
+        unsynced: UnsyncedWrites {
+            replies: Vec::new(),
+            generation: services.keyspace.engine().generation(),
+        },
+        latency_samples: Vec::new(),
     };
     let ended = connection.run().await;
     connection.book_tally();
@@ -162,6 +167,53 @@ struct Connection {
     tally: Option<Tally>,
     /// What WAIT left to wait for, taken from its command's context.
     replica_wait: Option<ReplicaWait>,
+    unsynced: UnsyncedWrites,
+    /// The run-time buffer of the next tally, kept so that tallies do not allocate.
+    latency_samples: Vec<u64>,
+}
+
+/// Where the replies of writes lie in the output not sent yet, and the engine's generation
+/// when the first of those writes began. Under `appendfsync always`, if their sync fails (or
+/// a recovery came between), each of them is replaced by the failure's error: a write whose
+/// WAL record may be lost is never acknowledged.
+#[derive(Default)]
+struct UnsyncedWrites {
+    replies: Vec<std::ops::Range<usize>>,
+    generation: u64,
+}
+
+impl UnsyncedWrites {
+    /// Notes the reply at `reply` in `output`, unless it is empty (CLIENT REPLY OFF) or an
+    /// error, which acknowledges nothing.
+    fn note(&mut self, output: &[u8], reply: std::ops::Range<usize>) {
+        if !matches!(output.get(reply.start), None | Some(b'-') | Some(b'!')) {
+            self.replies.push(reply);
+        }
+    }
+
+    /// The output was cut back to `len` (a batch whose commit failed answers anew).
+    fn truncate(&mut self, len: usize) {
+        self.replies.retain(|reply| reply.end <= len);
+    }
+
+    /// Replaces each write's reply in `output` by `error`.
+    fn answer_with(&self, output: &mut BytesMut, error: &Reply, resp3: bool) {
+        let mut answered = BytesMut::with_capacity(output.len());
+        let mut copied = 0;
+        for reply in &self.replies {
+            answered.extend_from_slice(&output[copied..reply.start]);
+            error.encode(&mut answered, resp3);
+            copied = reply.end;
+        }
+        answered.extend_from_slice(&output[copied..]);
+        *output = answered;
+    }
+
+    /// The output was sent: what comes next begins in `generation`.
+    fn restart(&mut self, generation: u64) {
+        self.replies.clear();
+        self.generation = generation;
+    }
 }
 
 /// Calls of one command in a row on one connection, booked in the shared statistics together:
@@ -176,6 +228,8 @@ struct Tally {
     failed: u64,
     /// When the last call finished.
     finished: Instant,
+    /// Each call's run time, for the command's histogram.
+    nanos: Vec<u64>,
 }
 
 impl Connection {
@@ -349,9 +403,11 @@ impl Connection {
                             }
                         }
                         // Its reply was held back until now, and so was CLIENT REPLY's verdict.
+                        let from = output.len();
                         if self.client.replies.finish_command() {
                             reply.encode(output, self.client.resp3);
                         }
+                        self.unsynced.note(output, from..output.len());
                         wrote = true;
                     }
                     None => return Ok(false),
@@ -412,7 +468,7 @@ impl Connection {
     /// the commit fails, none of its writes happened: each of its commands gets the error
     /// instead of its reply, which is also returned.
     async fn commit_batch(
-        &self,
+        &mut self,
         batch: &mut Option<PipelineBatch>,
         output: &mut BytesMut,
     ) -> Option<Reply> {
@@ -425,6 +481,7 @@ impl Connection {
             }
             Err(err) => {
                 output.truncate(batch.replies_from);
+                self.unsynced.truncate(batch.replies_from);
                 let reply = err.to_reply();
                 if let Reply::Error(line) = &reply {
                     services.stats.record_errors(line, batch.commands as u64);
@@ -466,10 +523,15 @@ impl Connection {
                 Ok(Handback::Ran(ran)) => {
                     let combined = &services.stats.combined_writes;
                     combined.fetch_add(1, Ordering::Relaxed);
+                    let from = output.len();
                     if self.client.replies.finish_command() {
                         ran.outcome.reply.encode(output, self.client.resp3);
                     }
-                    return self.account(args, &ran.outcome, ran.elapsed, Instant::now());
+                    let wrote = self.account(args, &ran.outcome, ran.elapsed, Instant::now());
+                    if wrote {
+                        self.unsynced.note(output, from..output.len());
+                    }
+                    return wrote;
                 }
                 Ok(Handback::Lead(leadership, _)) => leadership,
                 Err(_) => {
@@ -508,7 +570,7 @@ impl Connection {
             let mut ctx = Context::new(&services, &mut client, Some(&*batch.txn), None);
             let outcome = execute(&mut ctx, &args);
             batch.events.append(&mut ctx.events);
-            let elapsed = started.elapsed().as_micros() as u64;
+            let elapsed = started.elapsed();
             ran.push((handback, GuestOutcome { outcome, elapsed }));
         }
         let failure = self.commit_batch(&mut Some(batch), output).await;
@@ -675,20 +737,25 @@ impl Connection {
             }
         }
         let finished = Instant::now();
-        let elapsed = finished.duration_since(started).as_micros() as u64;
+        let elapsed = finished.duration_since(started);
+        let from = output.len();
         if answered || (block.is_none() && is_push(&outcome.reply)) {
             outcome.reply.encode(output, self.client.resp3);
         }
-        (self.account(args, &outcome, elapsed, finished), block)
+        let wrote = self.account(args, &outcome, elapsed, finished);
+        if wrote {
+            self.unsynced.note(output, from..output.len());
+        }
+        (wrote, block)
     }
 
-    /// Books a command that ran for `elapsed` µs until `finished`: statistics, the slow log,
+    /// Books a command that ran for `elapsed` until `finished`: statistics, latencies, the slow log,
     /// and the dirty flag of writes. Returns whether it was a write.
     fn account(
         &mut self,
         args: &[Bytes],
         outcome: &Outcome,
-        elapsed: u64,
+        elapsed: Duration,
         finished: Instant,
     ) -> bool {
         let failed = outcome.reply.is_error();
@@ -704,10 +771,11 @@ impl Connection {
             let origin = Origin::Client(self.client.handle.addr);
             self.services.monitors.feed(self.client.db, origin, args);
         }
+        let usec = elapsed.as_micros() as u64;
         match &mut self.tally {
             Some(tally) if std::ptr::eq(tally.spec, spec) => {
                 tally.calls += 1;
-                tally.usec += elapsed;
+                tally.usec += usec;
                 tally.failed += failed as u64;
                 tally.finished = finished;
             }
@@ -716,19 +784,31 @@ impl Connection {
                 self.tally = Some(Tally {
                     spec,
                     calls: 1,
-                    usec: elapsed,
+                    usec,
                     failed: failed as u64,
                     finished,
+                    nanos: std::mem::take(&mut self.latency_samples),
                 });
             }
         }
+        if let Some(tally) = &mut self.tally {
+            if self.services.latencies.enabled() {
+                tally.nanos.push(elapsed.as_nanos() as u64);
+            }
+        }
+        let event = if spec.flags.contains(Flags::FAST) {
+            "fast-command"
+        } else {
+            "command"
+        };
+        self.services.latency_monitor.note(event, elapsed);
         if spec.keys.reported().0 <= 0 {
             // Commands without keys (INFO, CLIENT, CONFIG, ...) may read these statistics, so
             // their own calls are booked at once, as the next one expects to see them.
             self.book_tally();
         }
         let services = &self.services;
-        if services.slowlog.is_slow(elapsed) {
+        if services.slowlog.is_slow(usec) {
             let name = self
                 .client
                 .handle
@@ -739,7 +819,7 @@ impl Connection {
                 .unwrap_or_default();
             services.slowlog.push(
                 args,
-                elapsed,
+                usec,
                 self.client.handle.addr.to_string(),
                 String::from_utf8_lossy(&name).into_owned(),
             );
@@ -755,11 +835,16 @@ impl Connection {
 
     /// Puts the tally into the shared statistics and the client's last command.
     fn book_tally(&mut self) {
-        let Some(tally) = self.tally.take() else {
+        let Some(mut tally) = self.tally.take() else {
             return;
         };
         let stats = &self.services.stats;
         stats.record_calls(tally.spec.index(), tally.calls, tally.usec, tally.failed);
+        for nanos in tally.nanos.drain(..) {
+            self.services.latencies.record(tally.spec.index(), nanos);
+        }
+        // The buffer is kept for the next tally.
+        self.latency_samples = tally.nanos;
         let handle = &self.client.handle;
         handle.touch(tally.spec.name, self.client.db, tally.finished);
     }
@@ -773,15 +858,20 @@ impl Connection {
     async fn flush(&mut self, output: &mut BytesMut, wrote: bool) -> std::io::Result<()> {
         self.book_tally();
         if output.is_empty() {
+            self.unsynced
+                .restart(self.services.keyspace.engine().generation());
             return Ok(());
         }
         if wrote && self.services.durability.policy() == FsyncPolicy::Always {
-            // A reply must not acknowledge a write that may not be on disk: close instead.
-            self.services
-                .durability
-                .wait_synced()
-                .await
-                .map_err(std::io::Error::other)?;
+            let durability = &self.services.durability;
+            if let Err(err) = durability.wait_synced(self.unsynced.generation).await {
+                let error = Error::from(err).to_reply();
+                if let Reply::Error(line) = &error {
+                    let writes = self.unsynced.replies.len() as u64;
+                    self.services.stats.record_errors(line, writes);
+                }
+                self.unsynced.answer_with(output, &error, self.client.resp3);
+            }
         }
         let handle = &self.client.handle;
         handle.buffers.set_output(output.len(), output.capacity());
@@ -800,6 +890,8 @@ impl Connection {
             .fetch_add(output.len() as u64, Ordering::Relaxed);
         output.clear();
         handle.buffers.set_output(0, output.capacity());
+        self.unsynced
+            .restart(self.services.keyspace.engine().generation());
         Ok(())
     }
 
@@ -855,7 +947,7 @@ pub(crate) struct GuestCommand {
 /// A guest's outcome, and how long its command ran in µs.
 pub(crate) struct GuestOutcome {
     outcome: Outcome,
-    elapsed: u64,
+    elapsed: Duration,
 }
 
 pub(crate) type WriteCombiner = Combiner<GuestCommand, GuestOutcome>;

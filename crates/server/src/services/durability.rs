@@ -8,6 +8,11 @@
 //! ticket issued before it started (group commit). A pipeline of writes or many connections
 //! writing at once therefore share one fsync. Under `everysec` the syncer syncs once a second
 //! if anything was written.
+//!
+//! A failed flush or sync is the engine's write failure (see `shale_storage::Engine::
+//! write_failure`): writes are refused until the cron's recovery, and a write waiting for a
+//! sync that failed, or made before a recovery, is answered with the failure, never
+//! acknowledged.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -46,7 +51,8 @@ struct Shared {
     dirty: AtomicBool,
     stop: AtomicBool,
     syncs: AtomicU64,
-    failed: AtomicBool,
+    /// The longest sync since the latency monitor last asked, in µs.
+    slowest_sync: AtomicU64,
 }
 
 impl Durability {
@@ -61,7 +67,7 @@ impl Durability {
             dirty: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             syncs: AtomicU64::new(0),
-            failed: AtomicBool::new(false),
+            slowest_sync: AtomicU64::new(0),
         });
         let syncer = shared.clone();
         let syncer_policy = policy.clone();
@@ -98,8 +104,10 @@ impl Durability {
         }
     }
 
-    /// Waits until every write made before this call is synced to disk.
-    pub async fn wait_synced(&self) -> Result<(), String> {
+    /// Waits until every write made before this call is synced to disk. `generation` is the
+    /// engine's when the first of those writes began: if a recovery came since, they may be
+    /// lost.
+    pub async fn wait_synced(&self, generation: u64) -> Result<(), StorageError> {
         let ticket = {
             let mut requested = self.shared.requested.lock();
             *requested += 1;
@@ -110,9 +118,15 @@ impl Durability {
         completed
             .wait_for(|&done| done >= ticket)
             .await
-            .map_err(|_| "WAL syncer stopped".to_string())?;
-        if self.shared.failed.load(Ordering::Relaxed) {
-            return Err("WAL sync failed".into());
+            .map_err(|_| StorageError::Engine("the WAL syncer stopped".into()))?;
+        let engine = &self.shared.engine;
+        if let Some(reason) = engine.write_failure() {
+            return Err(StorageError::Unwritable(reason));
+        }
+        if engine.generation() != generation {
+            return Err(StorageError::Unwritable(
+                "the WAL was reopened before the write was synced".into(),
+            ));
         }
         Ok(())
     }
@@ -124,6 +138,11 @@ impl Durability {
 
     pub fn syncs(&self) -> u64 {
         self.shared.syncs.load(Ordering::Relaxed)
+    }
+
+    /// The longest sync since the last call (for the latency monitor's `wal-fsync` event).
+    pub fn take_slowest_sync(&self) -> Duration {
+        Duration::from_micros(self.shared.slowest_sync.swap(0, Ordering::Relaxed))
     }
 
     /// Syncs once more and stops the threads.
@@ -160,8 +179,11 @@ impl Shared {
                 && self.dirty.load(Ordering::Relaxed);
             if target > synced_ticket || periodic || stopping {
                 self.dirty.store(false, Ordering::Relaxed);
-                let synced = self.engine.sync_wal();
-                self.note_failure("sync", synced);
+                // A failure is the engine's, which its waiters read.
+                let started = std::time::Instant::now();
+                let _ = self.engine.sync_wal();
+                let took = started.elapsed().as_micros() as u64;
+                self.slowest_sync.fetch_max(took, Ordering::Relaxed);
                 self.syncs.fetch_add(1, Ordering::Relaxed);
                 synced_ticket = target;
                 done.send_replace(target);
@@ -176,20 +198,8 @@ impl Shared {
         while !self.stop.load(Ordering::Relaxed) {
             std::thread::sleep(WAL_FLUSH_INTERVAL);
             let sequence = self.engine.sequence();
-            let result = self.engine.flush_wal();
-            if result.is_ok() && sequence != *flushed.borrow() {
+            if self.engine.flush_wal().is_ok() && sequence != *flushed.borrow() {
                 flushed.send_replace(sequence);
-            }
-            self.note_failure("flush", result);
-        }
-    }
-
-    /// Remembers a failed WAL flush or sync: the engine refuses writes from then on, and
-    /// `always` clients get no acknowledgement. Logged once.
-    fn note_failure(&self, what: &str, result: Result<(), StorageError>) {
-        if let Err(err) = result {
-            if !self.failed.swap(true, Ordering::Relaxed) {
-                tracing::error!("WAL {what} failed: {err}");
             }
         }
     }

@@ -7,6 +7,7 @@ pub mod backup;
 pub mod blocking;
 mod clients;
 mod durability;
+pub mod latency;
 pub mod monitor;
 pub mod notifications;
 pub mod pubsub;
@@ -242,6 +243,9 @@ pub struct Services {
     pub clients: ClientRegistry,
     pub stats: ServerStats,
     pub slowlog: SlowLog,
+    /// Run-time histograms per command (INFO latencystats, LATENCY HISTOGRAM).
+    pub latencies: latency::CommandLatencies,
+    pub latency_monitor: latency::LatencyMonitor,
     pub pubsub: pubsub::PubSub,
     /// `client-output-buffer-limit` as message queues apply it.
     pub output_limits: Arc<pubsub::SharedOutputLimits>,
@@ -283,6 +287,8 @@ impl Services {
             clients: ClientRegistry::default(),
             stats: ServerStats::new(commands.len()),
             slowlog: SlowLog::default(),
+            latencies: latency::CommandLatencies::new(commands.len()),
+            latency_monitor: latency::LatencyMonitor::default(),
             pubsub: pubsub::PubSub::default(),
             output_limits: Default::default(),
             blocking: blocking::Blocking::default(),
@@ -317,6 +323,9 @@ impl Services {
         self.durability.set_policy(config.appendfsync);
         self.slowlog
             .configure(config.slowlog_log_slower_than, config.slowlog_max_len);
+        self.latencies.set_enabled(config.latency_tracking);
+        self.latency_monitor
+            .set_threshold(config.latency_monitor_threshold);
         self.notify_classes
             .store(config.notify_keyspace_events, Ordering::Relaxed);
         self.output_limits.set(&config.output_limits);

@@ -14,6 +14,8 @@ pub struct TestServer {
     config_file: Option<std::path::PathBuf>,
     extra: Vec<String>,
     env: Vec<(String, String)>,
+    /// A program the server runs under (`setpriv ...`), with its arguments.
+    wrapper: Vec<String>,
 }
 
 impl TestServer {
@@ -36,6 +38,7 @@ impl TestServer {
             config_file: config_file.map(|p| p.to_path_buf()),
             extra: extra.iter().map(|s| s.to_string()).collect(),
             env: Vec::new(),
+            wrapper: Vec::new(),
         };
         server.spawn();
         server
@@ -53,13 +56,22 @@ impl TestServer {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            wrapper: Vec::new(),
         };
         server.spawn();
         server
     }
 
     fn spawn(&mut self) {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_shale-server"));
+        let binary = env!("CARGO_BIN_EXE_shale-server");
+        let mut command = match self.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(binary);
+                command
+            }
+            None => Command::new(binary),
+        };
         if let Some(file) = &self.config_file {
             command.arg(file);
         }
@@ -117,6 +129,22 @@ impl TestServer {
 
     /// Starts again on the same data directory and the same port (after [`Self::kill`]), so
     /// that peers that knew its address find it there.
+    /// Starts under `wrapper` (a program and its arguments, to which the server's command line
+    /// is appended), with extra arguments.
+    pub fn start_wrapped(wrapper: &[&str], extra: &[&str]) -> TestServer {
+        let mut server = TestServer {
+            child: None,
+            port: 0,
+            dir: tempfile::tempdir().expect("temp dir"),
+            config_file: None,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
+            wrapper: wrapper.iter().map(|s| s.to_string()).collect(),
+        };
+        server.spawn();
+        server
+    }
+
     pub fn start_again_on_same_port(&mut self) {
         self.extra
             .extend(["--port".to_string(), self.port.to_string()]);
@@ -352,6 +380,16 @@ pub fn fails(con: &mut redis::Connection, args: &[&str]) -> String {
 }
 
 /// Runs a command and converts its reply.
+/// A field of an INFO section, as text (empty if missing).
+pub fn info_text(con: &mut redis::Connection, section: &str, field: &str) -> String {
+    let info: String = run(con, &["INFO", section]);
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
 /// A numeric field of an INFO section.
 pub fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> u64 {
     let info: String = run(con, &["INFO", section]);

@@ -504,7 +504,8 @@ impl Session {
         if seq != has + 1 {
             return Err(format!("master sent offset {seq}, this replica has {has}"));
         }
-        let batch = wal::decode_batch(bytes, &engine.family_ids()).map_err(|e| e.to_string())?;
+        let families = engine.family_ids().map_err(|e| e.to_string())?;
+        let batch = wal::decode_batch(bytes, &families).map_err(|e| e.to_string())?;
         pending.batch.append(batch);
         pending.last = Some(last);
         pending.bytes += bytes.len();

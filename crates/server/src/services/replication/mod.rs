@@ -126,9 +126,11 @@ impl Replication {
                 id2: recorded.unwrap_or_else(|| NO_ID.into()),
             },
         };
-        data_dir
-            .record_replication_id(&ids.id)
-            .map_err(|e| format!("can't record the replication ID: {e}"))?;
+        if let Err(err) = data_dir.record_replication_id(&ids.id) {
+            // A start on a full disk goes on: the next start then takes a new ID again, and
+            // replicas of this life resynchronize in full.
+            tracing::warn!("can't record the replication ID: {err}");
+        }
         keyspace.set_replica(match replica {
             true => ReplicaMode::OfShale,
             false => ReplicaMode::None,
@@ -272,6 +274,26 @@ impl Replication {
             self.engine.keep_recent(false);
         }
         *self.last_attached.lock() = Instant::now();
+    }
+
+    /// After the engine reopened on a write failure: writes replicas may have received are
+    /// gone from this server, so a master starts a new history (a new ID and no second one)
+    /// and its replicas, dropped, resynchronize in full. A replica keeps its master's ID and
+    /// continues from what it holds.
+    pub fn restart_history(&self) -> Result<(), String> {
+        if !self.keyspace.is_replica() {
+            let mut ids = self.ids.lock();
+            *ids = ReplicationIds {
+                id: random_id(),
+                id2: NO_ID.into(),
+                second_offset: -1,
+            };
+            self.data_dir
+                .record_replication_id(&ids.id)
+                .map_err(|e| format!("can't record the replication ID: {e}"))?;
+        }
+        self.drop_replicas();
+        Ok(())
     }
 
     /// Drops every attached replica (they reconnect): after this server's data was replaced.
