@@ -16,6 +16,7 @@ const USAGE: &str = "Usage: shale-server [/path/to/shale.conf] [--option value .
        shale-server [/path/to/shale.conf] --import-rdb dump.rdb [--option value ...]
        shale-server import-rdb dump.rdb [/path/to/shale.conf] [--option value ...]
        shale-server export-rdb dump.rdb [/path/to/shale.conf] [--option value ...]
+       shale-server repair [/path/to/shale.conf] [--option value ...]
        shale-server --version
        shale-server --help
 
@@ -26,6 +27,7 @@ Examples:
        shale-server shale.conf --appendfsync always --rocksdb.block-cache-size 1gb
        shale-server --import-rdb dump.rdb   (loads Redis's file into ./shale-data, then serves)
        shale-server export-rdb out.rdb --dir /tmp/shale   (writes a file Redis loads, exits)
+       shale-server repair --dir /tmp/shale   (rebuilds a damaged database from what is readable)
 
 Options are the config file's directives; see README.md for the list.";
 
@@ -55,6 +57,7 @@ enum Task {
     Serve { import: Option<PathBuf> },
     Import(PathBuf),
     Export(PathBuf),
+    Repair,
 }
 
 /// Takes the task's words off the arguments.
@@ -70,6 +73,10 @@ fn task(args: &mut Vec<String>) -> Result<Task, String> {
     match args.first().map(String::as_str) {
         Some("import-rdb") => return path_after(args, 0, "import-rdb").map(Task::Import),
         Some("export-rdb") => return path_after(args, 0, "export-rdb").map(Task::Export),
+        Some("repair") => {
+            args.remove(0);
+            return Ok(Task::Repair);
+        }
         _ => {}
     }
     let import = match args.iter().position(|a| a == "--import-rdb") {
@@ -155,6 +162,20 @@ fn main() {
             }
             Err(err) => fail(&err),
         },
+        Task::Repair => {
+            let path = shale_server::datadir::DataDir::new(&config.dir).current();
+            match shale_storage::RocksEngine::repair(&path) {
+                Ok(()) => {
+                    println!(
+                        "repaired {}; table files that could not be read whole are in {}",
+                        path.display(),
+                        path.join("lost").display()
+                    );
+                    return;
+                }
+                Err(err) => fail(&format!("can't repair {}: {err}", path.display())),
+            }
+        }
     };
     if let Some(path) = import {
         if let Err(err) = shale_server::interchange::import::import_rdb(&path, &config) {

@@ -129,3 +129,40 @@ fn info_shows_rocksdb_state() {
     }
     assert_eq!(info_field(&mut con, "rocksdb", "is_write_stopped"), 0);
 }
+
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").expect("send");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read");
+    response
+}
+
+#[test]
+fn prometheus_scrapes_info_under_redis_exporter_names() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let server = TestServer::start_with(&["--metrics-port", &port.to_string()]);
+    let mut con = server.client();
+    let _: () = run(&mut con, &["SET", "k", "v"]);
+    let response = http_get(port, "/metrics");
+    assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+    for expected in [
+        "redis_up 1",
+        "redis_connected_clients 1",
+        "redis_commands_total{cmd=\"set\"} 1",
+        "redis_db_keys{db=\"db0\"} 1",
+        "redis_aof_last_write_status 1",
+        "redis_latency_percentiles_usec{cmd=\"set\",quantile=\"0.5\"}",
+        "shale_rocksdb_estimate_num_keys",
+    ] {
+        assert!(
+            response.contains(expected),
+            "{expected} missing:\n{response}"
+        );
+    }
+    assert!(http_get(port, "/").starts_with("HTTP/1.1 404"));
+}

@@ -190,6 +190,14 @@ impl RocksEngine {
         Ok(())
     }
 
+    /// Rebuilds the database at `path` from what of it is readable, with RocksDB's
+    /// `RepairDB`: a table file that cannot be read whole is moved to `lost/` with its keys,
+    /// the readable records of the WAL are kept. For a database found damaged (a read or the
+    /// start names the file); the server must be stopped.
+    pub fn repair(path: &Path) -> Result<(), StorageError> {
+        Ok(DB::repair(&Options::default(), path)?)
+    }
+
     /// Sizes the memtables to the free space of the data directory's filesystem (see
     /// [`health::memtable_size_for`]), so that a filling disk leaves little to flush; returns
     /// the free bytes. Sizes are powers of two, so the options change (and RocksDB writes a

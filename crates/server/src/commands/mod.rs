@@ -401,6 +401,11 @@ fn refused_while_unwritable(ctx: &Context<'_>, spec: &CommandSpec) -> bool {
         || (spec.name == "exec" && queued_write())
 }
 
+/// Every section of INFO, for the metrics endpoint.
+pub fn info_report(services: &Services) -> Result<String, Error> {
+    info::render(services, &services.keyspace, &["everything".to_string()])
+}
+
 /// The commands that run at once inside MULTI instead of being queued.
 fn runs_in_multi(spec: &CommandSpec) -> bool {
     spec.flags.contains(Flags::RUNS_IN_MULTI)

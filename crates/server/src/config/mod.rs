@@ -35,6 +35,9 @@ impl FsyncPolicy {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub port: u16,
+    /// `metrics-port`: where Prometheus scrapes `/metrics`, on the first `bind` address; 0 is
+    /// off.
+    pub metrics_port: u16,
     pub bind: Vec<String>,
     pub dir: PathBuf,
     pub databases: usize,
@@ -242,6 +245,7 @@ impl Default for Config {
         Config {
             port: 6379,
             bind: vec!["127.0.0.1".into()],
+            metrics_port: 0,
             dir: PathBuf::from("./shale-data"),
             databases: 16,
             requirepass: None,
@@ -302,6 +306,15 @@ pub const PARAMS: &[Param] = &[
         c.port = parse_num(v)?;
         Ok(())
     }),
+    param!(
+        "metrics-port",
+        false,
+        |c| c.metrics_port.to_string(),
+        |c, v| {
+            c.metrics_port = parse_num(v)?;
+            Ok(())
+        }
+    ),
     param!("bind", false, |c| c.bind.join(" "), |c, v| {
         c.bind = v.split_whitespace().map(str::to_string).collect();
         Ok(())

@@ -3,6 +3,7 @@
 
 mod connection;
 mod cron;
+pub mod metrics;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -92,6 +93,23 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
         tracing::info!("Ready to accept connections tcp {addr}");
         println!("Ready to accept connections tcp {addr}");
         tokio::spawn(accept_loop(listener, services.clone(), combiner.clone()));
+    }
+
+    if services.config.read().metrics_port > 0 {
+        let (host, port) = {
+            let config = services.config.read();
+            let host = config
+                .bind
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "127.0.0.1".into());
+            (host, config.metrics_port)
+        };
+        let listener = TcpListener::bind((host.as_str(), port))
+            .await
+            .map_err(|e| format!("can't bind the metrics port {host}:{port}: {e}"))?;
+        tracing::info!("Prometheus metrics at http://{host}:{port}/metrics");
+        tokio::spawn(metrics::serve(listener, services.clone()));
     }
 
     let mut shutdown = services.shutdown.subscribe();
