@@ -114,10 +114,12 @@ pub(crate) fn room_to_open(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Puts the reserve back once the disk has room for it and more.
+/// Puts the reserve back once the disk has room for it and for an open.
 pub(crate) fn keep_reserve(dir: &Path, free: u64) -> std::io::Result<()> {
     let path = dir.join(RESERVE);
-    if free < RESERVE_SIZE + RECOVERY_ROOM || path.exists() {
+    // Only with room left for an open without it: otherwise the open's release and this
+    // would alternate, each reserve taking writes' space again.
+    if free < RESERVE_SIZE + OPEN_ROOM + RECOVERY_ROOM || path.exists() {
         return Ok(());
     }
     let written = write_synced(&path, RESERVE_SIZE);

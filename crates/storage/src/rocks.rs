@@ -84,6 +84,10 @@ pub struct RocksEngine {
     /// The last sequence number of a database closed to reopen, for the moment it is closed.
     closed_sequence: AtomicU64,
     health: WriteHealth,
+    /// Held by a switch and a reopen, which must not interleave.
+    switching: Mutex<()>,
+    /// WAL iterators alive (replicas' feeds catching up): each keeps the database open.
+    wal_readers: Arc<AtomicUsize>,
     /// The memtable size in force, fitted to the free space ([`RocksEngine::fit_to_free_space`]).
     memtable_size: AtomicUsize,
     config: RocksConfig,
@@ -118,6 +122,8 @@ impl RocksEngine {
             path: Mutex::new(path.to_path_buf()),
             closed_sequence: AtomicU64::new(0),
             health: WriteHealth::default(),
+            switching: Mutex::new(()),
+            wal_readers: Arc::new(AtomicUsize::new(0)),
             memtable_size: AtomicUsize::new(config.write_buffer_size),
             config: config.clone(),
             cache,
@@ -133,6 +139,7 @@ impl RocksEngine {
     /// Serves the database at `path` from now on. The one served until now closes once the
     /// calls still running on it return, when the returned handle is dropped last.
     pub fn switch_to(&self, path: &Path) -> Result<Retired, StorageError> {
+        let _switching = self.switching.lock();
         let opened = Opened::open(path, &self.config, &self.cache, &self.write_buffers)?;
         let old_path = std::mem::replace(&mut *self.path.lock(), path.to_path_buf());
         let retired = Retired {
@@ -156,9 +163,13 @@ impl RocksEngine {
     /// cannot resume after a failed WAL write when the WAL is flushed by hand (it marks the
     /// error fatal); reopening replays what reached the WAL, and the writes that did not are
     /// gone: under `appendfsync always` none of them was acknowledged. The caller keeps writes
-    /// out meanwhile; reads during the reopen fail with [`StorageError::Reopening`].
-    /// `before_reopen` runs once the probe passed, to end what holds the database open.
+    /// out meanwhile; reads during the reopen fail with [`StorageError::Reopening`]. Writes
+    /// stay refused until [`RocksEngine::resume_writes`], once the caller has caught up with
+    /// the reopened database. `before_reopen` runs once the probe passed, to end what holds
+    /// the database open (replicas' feeds); while a WAL reader is still open, no reopen is
+    /// tried, so a reader that does not let go costs reads nothing.
     pub fn recover(&self, before_reopen: impl FnOnce()) -> Result<(), StorageError> {
+        let _switching = self.switching.lock();
         if self.health.failure().is_none() {
             return Ok(());
         }
@@ -167,6 +178,9 @@ impl RocksEngine {
             .and_then(|()| health::room_to_open(&path))
             .map_err(|err| StorageError::Unwritable(health::io_reason(&err).into()))?;
         before_reopen();
+        if self.wal_readers.load(Ordering::Acquire) > 0 {
+            return Err(StorageError::Engine("a WAL reader is still open".into()));
+        }
         if let Some(old) = self.current.swap(None) {
             self.closed_sequence
                 .store(old.db.latest_sequence_number(), Ordering::Relaxed);
@@ -183,17 +197,23 @@ impl RocksEngine {
         let opened = Opened::open(&path, &self.config, &self.cache, &self.write_buffers)?;
         self.current.store(Some(Arc::new(opened)));
         self.recent.set_on(self.recent.is_on());
-        self.health.recovered();
         self.memtable_size
             .store(self.config.write_buffer_size, Ordering::Relaxed);
         let _ = self.fit_to_free_space();
         Ok(())
     }
 
+    /// Ends a write failure after [`RocksEngine::recover`]: writes work again, in a new
+    /// generation.
+    pub fn resume_writes(&self) {
+        self.health.recovered();
+    }
+
     /// Rebuilds the database at `path` from what of it is readable, with RocksDB's
-    /// `RepairDB`: a table file that cannot be read whole is moved to `lost/` with its keys,
-    /// the readable records of the WAL are kept. For a database found damaged (a read or the
-    /// start names the file); the server must be stopped.
+    /// `RepairDB`: a table file that cannot be read whole is moved to `lost/` with its keys.
+    /// For a database found damaged (a read or the start names the file), with the server
+    /// stopped, cleanly if it can be: the repair knows none of Shale's merge operators, so a
+    /// WAL holding counter or patch records may be set aside rather than replayed.
     pub fn repair(path: &Path) -> Result<(), StorageError> {
         Ok(DB::repair(&Options::default(), path)?)
     }
@@ -245,9 +265,12 @@ impl RocksEngine {
     /// Ends at the last batch written so far; a later call continues.
     pub fn updates_since(&self, after: u64) -> Result<WalUpdates, StorageError> {
         let opened = self.current.load_full().ok_or(StorageError::Reopening)?;
+        let inner = opened.db.get_updates_since(after)?;
+        self.wal_readers.fetch_add(1, Ordering::AcqRel);
         Ok(WalUpdates {
-            inner: opened.db.get_updates_since(after)?,
+            inner,
             _opened: opened,
+            readers: self.wal_readers.clone(),
         })
     }
 
@@ -262,10 +285,10 @@ impl RocksEngine {
         }
     }
 
-    /// Notes an error of a WAL write, sync or flush, or of a memtable flush, as a write
-    /// failure if it is one of I/O.
-    fn noted(&self, err: rocksdb::Error) -> StorageError {
-        if err.kind() != rocksdb::ErrorKind::IOError {
+    /// Notes an error of a write as a write failure if it is one of I/O; `always` notes any
+    /// error (of a WAL flush or sync, or a memtable flush, none of which fails otherwise).
+    fn noted(&self, err: rocksdb::Error, always: bool) -> StorageError {
+        if !always && err.kind() != rocksdb::ErrorKind::IOError {
             return err.into();
         }
         let message = err.into_string();
@@ -345,6 +368,13 @@ pub struct WalUpdates {
     inner: rocksdb::DBWALIterator,
     /// The iterator reads the database's files: it stays open (a reopen waits) until done.
     _opened: Arc<Opened>,
+    readers: Arc<AtomicUsize>,
+}
+
+impl Drop for WalUpdates {
+    fn drop(&mut self) {
+        self.readers.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Iterator for WalUpdates {
@@ -829,7 +859,7 @@ impl Engine for RocksEngine {
             self.recent.notify();
         }
         note_written(&opened.caches, batch, withdrawn, result.is_ok());
-        result.map_err(|err| self.noted(err))
+        result.map_err(|err| self.noted(err, false))
     }
 
     fn scan(
@@ -880,11 +910,21 @@ impl Engine for RocksEngine {
     }
 
     fn flush_wal(&self) -> Result<(), StorageError> {
-        self.with(|opened| opened.db.flush_wal(false).map_err(|err| self.noted(err)))
+        self.with(|opened| {
+            opened
+                .db
+                .flush_wal(false)
+                .map_err(|err| self.noted(err, true))
+        })
     }
 
     fn sync_wal(&self) -> Result<(), StorageError> {
-        self.with(|opened| opened.db.flush_wal(true).map_err(|err| self.noted(err)))
+        self.with(|opened| {
+            opened
+                .db
+                .flush_wal(true)
+                .map_err(|err| self.noted(err, true))
+        })
     }
 
     fn flush_memtables(&self) -> Result<(), StorageError> {
@@ -896,7 +936,7 @@ impl Engine for RocksEngine {
             opened
                 .db
                 .flush_cfs_opt(&handles, &rocksdb::FlushOptions::default())
-                .map_err(|err| self.noted(err))
+                .map_err(|err| self.noted(err, true))
         })
     }
 

@@ -183,10 +183,11 @@ struct UnsyncedWrites {
 }
 
 impl UnsyncedWrites {
-    /// Notes the reply at `reply` in `output`, unless it is empty (CLIENT REPLY OFF) or an
-    /// error, which acknowledges nothing.
+    /// Notes the reply at `reply` in `output`, unless it is empty (CLIENT REPLY OFF), an
+    /// error, or QUEUED (a write in MULTI, not made yet), none of which acknowledges a write.
     fn note(&mut self, output: &[u8], reply: std::ops::Range<usize>) {
-        if !matches!(output.get(reply.start), None | Some(b'-') | Some(b'!')) {
+        let bytes = &output[reply.clone()];
+        if !matches!(bytes.first(), None | Some(b'-') | Some(b'!')) && bytes != b"+QUEUED\r\n" {
             self.replies.push(reply);
         }
     }
@@ -330,6 +331,9 @@ impl Connection {
             },
         };
         self.services.pause.wait().await;
+        // What these requests write begins now: in this generation of the engine.
+        self.unsynced
+            .restart(self.services.keyspace.engine().generation());
         let mut wrote = false;
         let mut batch: Option<PipelineBatch> = None;
         loop {

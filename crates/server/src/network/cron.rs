@@ -114,6 +114,7 @@ fn recover_writes(services: &Services, reported: &mut Option<Arc<str>>) {
     if let Err(err) = replication.restart_history() {
         tracing::error!("{err}");
     }
+    engine.resume_writes();
     *reported = None;
     tracing::warn!("the WAL write error looks solved: writes work again");
 }

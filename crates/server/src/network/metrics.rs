@@ -81,88 +81,99 @@ fn http(status: u16, content_type: &str, body: &str) -> String {
     )
 }
 
-/// redis_exporter's names for INFO fields, with whether each is a counter.
-const NAMES: &[(&str, &str, bool)] = &[
-    ("uptime_in_seconds", "uptime_in_seconds", false),
-    ("process_id", "process_id", false),
-    ("connected_clients", "connected_clients", false),
-    ("blocked_clients", "blocked_clients", false),
-    ("tracking_clients", "tracking_clients", false),
-    ("maxclients", "max_clients", false),
-    ("used_memory", "memory_used_bytes", false),
-    ("used_memory_rss", "memory_used_rss_bytes", false),
-    ("used_memory_peak", "memory_used_peak_bytes", false),
-    ("used_memory_lua", "memory_used_lua_bytes", false),
-    ("maxmemory", "memory_max_bytes", false),
-    ("mem_clients_normal", "mem_clients_normal", false),
-    ("loading", "loading_dump_file", false),
-    (
-        "rdb_changes_since_last_save",
-        "rdb_changes_since_last_save",
-        false,
-    ),
-    ("rdb_bgsave_in_progress", "rdb_bgsave_in_progress", false),
-    (
-        "rdb_last_save_time",
-        "rdb_last_save_timestamp_seconds",
-        false,
-    ),
-    ("rdb_last_bgsave_status", "rdb_last_bgsave_status", false),
-    (
-        "rdb_last_bgsave_time_sec",
-        "rdb_last_bgsave_duration_sec",
-        false,
-    ),
+/// redis_exporter's names for INFO fields.
+const NAMES: &[(&str, &str)] = &[
+    ("uptime_in_seconds", "uptime_in_seconds"),
+    ("process_id", "process_id"),
+    ("connected_clients", "connected_clients"),
+    ("blocked_clients", "blocked_clients"),
+    ("tracking_clients", "tracking_clients"),
+    ("maxclients", "max_clients"),
+    ("used_memory", "memory_used_bytes"),
+    ("used_memory_rss", "memory_used_rss_bytes"),
+    ("used_memory_peak", "memory_used_peak_bytes"),
+    ("used_memory_lua", "memory_used_lua_bytes"),
+    ("maxmemory", "memory_max_bytes"),
+    ("mem_clients_normal", "mem_clients_normal"),
+    ("loading", "loading_dump_file"),
+    ("rdb_changes_since_last_save", "rdb_changes_since_last_save"),
+    ("rdb_bgsave_in_progress", "rdb_bgsave_in_progress"),
+    ("rdb_last_save_time", "rdb_last_save_timestamp_seconds"),
+    ("rdb_last_bgsave_status", "rdb_last_bgsave_status"),
+    ("rdb_last_bgsave_time_sec", "rdb_last_bgsave_duration_sec"),
     (
         "rdb_current_bgsave_time_sec",
         "rdb_current_bgsave_duration_sec",
-        false,
     ),
-    ("aof_enabled", "aof_enabled", false),
-    ("aof_rewrite_in_progress", "aof_rewrite_in_progress", false),
-    ("aof_last_write_status", "aof_last_write_status", false),
-    ("pubsub_channels", "pubsub_channels", false),
-    ("pubsub_patterns", "pubsub_patterns", false),
-    (
-        "instantaneous_ops_per_sec",
-        "instantaneous_ops_per_sec",
-        false,
-    ),
-    ("connected_slaves", "connected_slaves", false),
-    ("repl_backlog_size", "replication_backlog_bytes", false),
-    ("repl_backlog_active", "repl_backlog_is_active", false),
+    ("aof_enabled", "aof_enabled"),
+    ("aof_rewrite_in_progress", "aof_rewrite_in_progress"),
+    ("aof_last_write_status", "aof_last_write_status"),
+    ("pubsub_channels", "pubsub_channels"),
+    ("pubsub_patterns", "pubsub_patterns"),
+    ("instantaneous_ops_per_sec", "instantaneous_ops_per_sec"),
+    ("connected_slaves", "connected_slaves"),
+    ("repl_backlog_size", "replication_backlog_bytes"),
+    ("repl_backlog_active", "repl_backlog_is_active"),
     (
         "repl_backlog_first_byte_offset",
         "repl_backlog_first_byte_offset",
-        false,
     ),
-    ("repl_backlog_histlen", "repl_backlog_history_bytes", false),
-    ("master_repl_offset", "master_repl_offset", false),
-    ("second_repl_offset", "second_repl_offset", false),
-    ("slave_priority", "slave_priority", false),
-    ("sync_full", "replica_resyncs_full", false),
-    ("sync_partial_ok", "replica_partial_resync_accepted", false),
-    ("sync_partial_err", "replica_partial_resync_denied", false),
-    (
-        "total_connections_received",
-        "connections_received_total",
-        true,
-    ),
-    ("total_commands_processed", "commands_processed_total", true),
-    ("rejected_connections", "rejected_connections_total", true),
-    ("total_net_input_bytes", "net_input_bytes_total", true),
-    ("total_net_output_bytes", "net_output_bytes_total", true),
-    ("expired_keys", "expired_keys_total", true),
-    ("evicted_keys", "evicted_keys_total", true),
-    ("keyspace_hits", "keyspace_hits_total", true),
-    ("keyspace_misses", "keyspace_misses_total", true),
-    ("used_cpu_sys", "cpu_sys_seconds_total", true),
-    ("used_cpu_user", "cpu_user_seconds_total", true),
+    ("repl_backlog_histlen", "repl_backlog_history_bytes"),
+    ("master_repl_offset", "master_repl_offset"),
+    ("second_repl_offset", "second_repl_offset"),
+    ("slave_priority", "slave_priority"),
+    ("sync_full", "replica_resyncs_full"),
+    ("sync_partial_ok", "replica_partial_resync_accepted"),
+    ("sync_partial_err", "replica_partial_resync_denied"),
+    ("total_connections_received", "connections_received_total"),
+    ("total_commands_processed", "commands_processed_total"),
+    ("rejected_connections", "rejected_connections_total"),
+    ("total_net_input_bytes", "net_input_bytes_total"),
+    ("total_net_output_bytes", "net_output_bytes_total"),
+    ("expired_keys", "expired_keys_total"),
+    ("evicted_keys", "evicted_keys_total"),
+    ("keyspace_hits", "keyspace_hits_total"),
+    ("keyspace_misses", "keyspace_misses_total"),
+    ("used_cpu_sys", "cpu_sys_seconds_total"),
+    ("used_cpu_user", "cpu_user_seconds_total"),
 ];
+
+/// Samples by metric, each metric's together as the text format wants them, in the order
+/// metrics first appear.
+#[derive(Default)]
+struct Families {
+    order: Vec<String>,
+    samples: std::collections::HashMap<String, String>,
+}
+
+impl Families {
+    fn add(&mut self, name: &str, labels: &str, value: f64) {
+        let lines = self.samples.entry(name.to_string()).or_insert_with(|| {
+            self.order.push(name.to_string());
+            String::new()
+        });
+        let _ = writeln!(lines, "{name}{labels} {value}");
+    }
+
+    /// With a TYPE line for each: counters end in `_total`, as redis_exporter names them.
+    fn text(&self) -> String {
+        let mut out = String::new();
+        for name in &self.order {
+            let kind = if name.ends_with("_total") {
+                "counter"
+            } else {
+                "gauge"
+            };
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            out.push_str(&self.samples[name]);
+        }
+        out
+    }
+}
 
 /// The metrics of an INFO report (every section).
 pub fn render(info: &str) -> String {
-    let mut out = String::new();
+    let mut out = Families::default();
     let mut section = "";
     let mut instance: Vec<(&str, &str)> = Vec::new();
     for line in info.lines() {
@@ -175,17 +186,16 @@ pub fn render(info: &str) -> String {
         };
         if section == "RocksDB" {
             if let Ok(number) = value.parse::<f64>() {
-                gauge(&mut out, &format!("shale_rocksdb_{field}"), "", number);
+                out.add(&format!("shale_rocksdb_{field}"), "", number);
             }
-        } else if let Some(&(_, name, counter)) = NAMES.iter().find(|(f, _, _)| *f == field) {
+        } else if let Some(&(_, name)) = NAMES.iter().find(|(f, _)| *f == field) {
             let number = match value {
                 "ok" => Some(1.0),
                 "err" => Some(0.0),
                 other => other.parse().ok(),
             };
             if let Some(number) = number {
-                let kind = if counter { "counter" } else { "gauge" };
-                let _ = writeln!(out, "# TYPE redis_{name} {kind}\nredis_{name} {number}");
+                out.add(&format!("redis_{name}"), "", number);
             }
         } else if matches!(field, "role" | "redis_version" | "run_id" | "tcp_port") {
             instance.push((field, value));
@@ -194,7 +204,7 @@ pub fn render(info: &str) -> String {
         } else if let Some(code) = field.strip_prefix("errorstat_") {
             if let Some(count) = pair(value, "count") {
                 let labels = format!("{{err=\"{}\"}}", escape(code));
-                counter(&mut out, "redis_errors_total", &labels, count);
+                out.add("redis_errors_total", &labels, count);
             }
         } else if let Some(command) = field.strip_prefix("latency_percentiles_usec_") {
             for (name, usec) in pairs(value) {
@@ -209,7 +219,7 @@ pub fn render(info: &str) -> String {
                     // 0.9990000000000001).
                     (percentile * 1e4).round() / 1e6
                 );
-                gauge(&mut out, "redis_latency_percentiles_usec", &labels, usec);
+                out.add("redis_latency_percentiles_usec", &labels, usec);
             }
         } else if field.starts_with("db") && field[2..].parse::<u32>().is_ok() {
             let labels = format!("{{db=\"{field}\"}}");
@@ -218,16 +228,11 @@ pub fn render(info: &str) -> String {
                 ("expires", "redis_db_keys_expiring"),
             ] {
                 if let Some(number) = pair(value, name) {
-                    gauge(&mut out, metric, &labels, number);
+                    out.add(metric, &labels, number);
                 }
             }
             if let Some(ttl_ms) = pair(value, "avg_ttl") {
-                gauge(
-                    &mut out,
-                    "redis_db_avg_ttl_seconds",
-                    &labels,
-                    ttl_ms / 1000.0,
-                );
+                out.add("redis_db_avg_ttl_seconds", &labels, ttl_ms / 1000.0);
             }
         }
     }
@@ -235,40 +240,28 @@ pub fn render(info: &str) -> String {
         .iter()
         .map(|(name, value)| format!("{name}=\"{}\"", escape(value)))
         .collect();
-    gauge(
-        &mut out,
+    out.add(
         "redis_instance_info",
         &format!("{{{}}}", labels.join(",")),
         1.0,
     );
-    gauge(&mut out, "redis_up", "", 1.0);
-    out
+    out.add("redis_up", "", 1.0);
+    out.text()
 }
 
-fn command_stats(out: &mut String, command: &str, value: &str) {
+fn command_stats(out: &mut Families, command: &str, value: &str) {
     let labels = format!("{{cmd=\"{}\"}}", escape(command));
-    if let Some(calls) = pair(value, "calls") {
-        counter(out, "redis_commands_total", &labels, calls);
+    for (field, metric) in [
+        ("calls", "redis_commands_total"),
+        ("rejected_calls", "redis_commands_rejected_calls_total"),
+        ("failed_calls", "redis_commands_failed_calls_total"),
+    ] {
+        if let Some(number) = pair(value, field) {
+            out.add(metric, &labels, number);
+        }
     }
     if let Some(usec) = pair(value, "usec") {
-        let seconds = usec / 1e6;
-        counter(
-            out,
-            "redis_commands_duration_seconds_total",
-            &labels,
-            seconds,
-        );
-    }
-    if let Some(rejected) = pair(value, "rejected_calls") {
-        counter(
-            out,
-            "redis_commands_rejected_calls_total",
-            &labels,
-            rejected,
-        );
-    }
-    if let Some(failed) = pair(value, "failed_calls") {
-        counter(out, "redis_commands_failed_calls_total", &labels, failed);
+        out.add("redis_commands_duration_seconds_total", &labels, usec / 1e6);
     }
 }
 
@@ -284,14 +277,6 @@ fn pair(value: &str, wanted: &str) -> Option<f64> {
     pairs(value)
         .find(|(name, _)| *name == wanted)
         .map(|(_, n)| n)
-}
-
-fn gauge(out: &mut String, name: &str, labels: &str, value: f64) {
-    let _ = writeln!(out, "{name}{labels} {value}");
-}
-
-fn counter(out: &mut String, name: &str, labels: &str, value: f64) {
-    gauge(out, name, labels, value);
 }
 
 /// A label value as the text format wants it.
@@ -311,7 +296,8 @@ mod tests {
         let info = "# Server\r\nredis_version:7.0.15\r\nrun_id:abc\r\ntcp_port:6379\r\n\
             uptime_in_seconds:12\r\n\r\n# Persistence\r\naof_last_write_status:err\r\n\r\n\
             # Stats\r\ntotal_commands_processed:40\r\n\r\n# Replication\r\nrole:master\r\n\r\n\
-            # Commandstats\r\ncmdstat_get:calls=3,usec=12,usec_per_call=4.00,rejected_calls=0,failed_calls=1\r\n\r\n\
+            # Commandstats\r\ncmdstat_get:calls=3,usec=12,usec_per_call=4.00,rejected_calls=0,failed_calls=1\r\n\
+            cmdstat_set:calls=1,usec=2,usec_per_call=2.00,rejected_calls=0,failed_calls=0\r\n\r\n\
             # Errorstats\r\nerrorstat_WRONGTYPE:count=2\r\n\r\n\
             # Latencystats\r\nlatency_percentiles_usec_get:p50=1.003,p99.9=8.191\r\n\r\n\
             # Keyspace\r\ndb0:keys=5,expires=1,avg_ttl=2000\r\n\r\n\
@@ -321,6 +307,7 @@ mod tests {
             "redis_uptime_in_seconds 12",
             "redis_aof_last_write_status 0",
             "# TYPE redis_commands_processed_total counter\nredis_commands_processed_total 40",
+            "# TYPE redis_commands_total counter\nredis_commands_total{cmd=\"get\"} 3\nredis_commands_total{cmd=\"set\"} 1\n",
             "redis_commands_total{cmd=\"get\"} 3",
             "redis_commands_duration_seconds_total{cmd=\"get\"} 0.000012",
             "redis_commands_failed_calls_total{cmd=\"get\"} 1",

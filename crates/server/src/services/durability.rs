@@ -14,6 +14,7 @@
 //! sync that failed, or made before a recovery, is answered with the failure, never
 //! acknowledged.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -53,7 +54,13 @@ struct Shared {
     syncs: AtomicU64,
     /// The longest sync since the latency monitor last asked, in µs.
     slowest_sync: AtomicU64,
+    /// The tickets of the latest syncs that failed, as (first, last) ranges: their waiters
+    /// get the failure, and the waiters of a sync that worked do not, whatever failed after.
+    failed: Mutex<VecDeque<(u64, u64)>>,
 }
+
+/// Failed syncs remembered; a waiter wakes long before this many more have run.
+const FAILED_SYNCS_KEPT: usize = 64;
 
 impl Durability {
     pub fn start(engine: Arc<dyn Engine>, policy: FsyncPolicy) -> Result<Self, String> {
@@ -68,6 +75,7 @@ impl Durability {
             stop: AtomicBool::new(false),
             syncs: AtomicU64::new(0),
             slowest_sync: AtomicU64::new(0),
+            failed: Mutex::new(VecDeque::new()),
         });
         let syncer = shared.clone();
         let syncer_policy = policy.clone();
@@ -120,9 +128,18 @@ impl Durability {
             .await
             .map_err(|_| StorageError::Engine("the WAL syncer stopped".into()))?;
         let engine = &self.shared.engine;
-        if let Some(reason) = engine.write_failure() {
+        let failed = self.shared.failed.lock();
+        if failed
+            .iter()
+            .any(|&(first, last)| (first..=last).contains(&ticket))
+        {
+            drop(failed);
+            let reason = engine
+                .write_failure()
+                .unwrap_or_else(|| "the WAL sync failed".into());
             return Err(StorageError::Unwritable(reason));
         }
+        drop(failed);
         if engine.generation() != generation {
             return Err(StorageError::Unwritable(
                 "the WAL was reopened before the write was synced".into(),
@@ -179,11 +196,20 @@ impl Shared {
                 && self.dirty.load(Ordering::Relaxed);
             if target > synced_ticket || periodic || stopping {
                 self.dirty.store(false, Ordering::Relaxed);
-                // A failure is the engine's, which its waiters read.
                 let started = std::time::Instant::now();
-                let _ = self.engine.sync_wal();
+                // A sync on an engine that has failed may find nothing left to write: what a
+                // failed flush held is gone, so it fails too.
+                let synced =
+                    self.engine.sync_wal().is_ok() && self.engine.write_failure().is_none();
                 let took = started.elapsed().as_micros() as u64;
                 self.slowest_sync.fetch_max(took, Ordering::Relaxed);
+                if !synced && target > synced_ticket {
+                    let mut failed = self.failed.lock();
+                    if failed.len() == FAILED_SYNCS_KEPT {
+                        failed.pop_front();
+                    }
+                    failed.push_back((synced_ticket + 1, target));
+                }
                 self.syncs.fetch_add(1, Ordering::Relaxed);
                 synced_ticket = target;
                 done.send_replace(target);
