@@ -17,6 +17,15 @@ pub struct Report {
     pub latency: Histogram<u64>,
     /// Operations completed in each second of the measured run.
     pub per_second: Vec<u64>,
+    /// The tail latency of each whole second of the run.
+    pub tails: Vec<Tail>,
+}
+
+/// The tail latency of one second, in microseconds.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Tail {
+    pub p99_us: u64,
+    pub p999_us: u64,
 }
 
 impl Report {
@@ -93,8 +102,11 @@ impl Report {
 
     pub fn json(&self) -> String {
         let per_second: Vec<String> = self.per_second.iter().map(u64::to_string).collect();
+        let ms = |us: u64| format!("{:.3}", us as f64 / 1000.0);
+        let p99: Vec<String> = self.tails.iter().map(|t| ms(t.p99_us)).collect();
+        let p999: Vec<String> = self.tails.iter().map(|t| ms(t.p999_us)).collect();
         format!(
-            "{{\"command\":{},\"connections\":{},\"ops\":{},\"errors\":{},\"value_bytes\":{},\"seconds\":{:.3},\"qps\":{:.1},\"latency_ms\":{{\"avg\":{:.4},\"p50\":{:.4},\"p90\":{:.4},\"p99\":{:.4},\"p999\":{:.4},\"max\":{:.4}}},\"per_second\":[{}]}}",
+            "{{\"command\":{},\"connections\":{},\"ops\":{},\"errors\":{},\"value_bytes\":{},\"seconds\":{:.3},\"qps\":{:.1},\"latency_ms\":{{\"avg\":{:.4},\"p50\":{:.4},\"p90\":{:.4},\"p99\":{:.4},\"p999\":{:.4},\"max\":{:.4}}},\"per_second\":[{}],\"per_second_p99_ms\":[{}],\"per_second_p999_ms\":[{}]}}",
             json_string(&self.command),
             self.connections,
             self.ops,
@@ -108,7 +120,9 @@ impl Report {
             self.ms(0.99),
             self.ms(0.999),
             self.latency.max() as f64 / 1000.0,
-            per_second.join(",")
+            per_second.join(","),
+            p99.join(","),
+            p999.join(",")
         )
     }
 }
@@ -148,6 +162,13 @@ mod tests {
             elapsed: Duration::from_secs(2),
             latency,
             per_second: vec![600, 400],
+            tails: vec![
+                Tail {
+                    p99_us: 1500,
+                    p999_us: 2000,
+                },
+                Tail::default(),
+            ],
         };
         assert_eq!(report.qps(), 500.0);
         let text = report.text();
@@ -161,6 +182,11 @@ mod tests {
             ),
             "{json}"
         );
-        assert!(json.ends_with("\"per_second\":[600,400]}"), "{json}");
+        assert!(
+            json.ends_with(
+                "\"per_second\":[600,400],\"per_second_p99_ms\":[1.500,0.000],\"per_second_p999_ms\":[2.000,0.000]}"
+            ),
+            "{json}"
+        );
     }
 }

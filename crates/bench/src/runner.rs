@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+
+use crate::report::Tail;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -23,6 +25,8 @@ struct Shared {
     completed: AtomicU64,
     errors: AtomicU64,
     value_bytes: AtomicU64,
+    /// Latencies of the current second, for its percentiles (one lock per round trip).
+    second: std::sync::Mutex<Histogram<u64>>,
 }
 
 impl Shared {
@@ -144,6 +148,11 @@ async fn connection(
             latency
                 .record_n(elapsed, ops)
                 .map_err(std::io::Error::other)?;
+            if let Ok(mut second) = shared.second.lock() {
+                second
+                    .record_n(elapsed, ops)
+                    .map_err(std::io::Error::other)?;
+            }
             shared.completed.fetch_add(ops, Ordering::Relaxed);
             shared.errors.fetch_add(errors, Ordering::Relaxed);
             shared
@@ -167,6 +176,9 @@ pub async fn run(options: Options, progress: impl Fn(String)) -> Result<Report, 
         completed: AtomicU64::new(0),
         errors: AtomicU64::new(0),
         value_bytes: AtomicU64::new(0),
+        second: std::sync::Mutex::new(
+            Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string())?,
+        ),
     });
     let sequence = Arc::new(AtomicU64::new(0));
     let payloads = Arc::new(Payloads::new(
@@ -192,6 +204,7 @@ pub async fn run(options: Options, progress: impl Fn(String)) -> Result<Report, 
     }
     let started = Instant::now();
     let mut per_second = Vec::new();
+    let mut tails = Vec::new();
     let mut last = 0;
     let mut ticker = tokio::time::interval_at(
         tokio::time::Instant::now() + Duration::from_secs(1),
@@ -206,7 +219,22 @@ pub async fn run(options: Options, progress: impl Fn(String)) -> Result<Report, 
             _ = ticker.tick() => {
                 let now = shared.completed.load(Ordering::Relaxed);
                 per_second.push(now - last);
-                progress(format!("second {:>4}: {:>10} ops/s", per_second.len(), now - last));
+                let tail = shared.second.lock().map_or(Tail::default(), |mut second| {
+                    let tail = Tail {
+                        p99_us: second.value_at_quantile(0.99),
+                        p999_us: second.value_at_quantile(0.999),
+                    };
+                    second.reset();
+                    tail
+                });
+                tails.push(tail);
+                progress(format!(
+                    "second {:>4}: {:>10} ops/s  p99 {:.3} ms  p99.9 {:.3} ms",
+                    per_second.len(),
+                    now - last,
+                    tail.p99_us as f64 / 1000.0,
+                    tail.p999_us as f64 / 1000.0
+                ));
                 last = now;
                 if options.total.is_none() && started.elapsed() >= options.duration {
                     shared.stop.store(true, Ordering::Relaxed);
@@ -238,5 +266,6 @@ pub async fn run(options: Options, progress: impl Fn(String)) -> Result<Report, 
         elapsed,
         latency,
         per_second,
+        tails,
     })
 }
