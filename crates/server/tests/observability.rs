@@ -3,17 +3,13 @@
 
 mod common;
 
-use common::{fails, info_field, run, TestServer};
+use common::{fails, info_field, info_text, run, TestServer};
 
 /// The `name=value` pairs of an INFO line.
 fn info_pairs(con: &mut redis::Connection, section: &str, field: &str) -> Vec<(String, f64)> {
-    let info: String = run(con, &["INFO", section]);
-    let line = info
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("{field} missing from INFO {section}: {info}"));
-    line.trim()
-        .split(',')
+    let line = info_text(con, section, field);
+    assert!(!line.is_empty(), "{field} missing from INFO {section}");
+    line.split(',')
         .map(|pair| {
             let (name, value) = pair.split_once('=').expect("name=value");
             (name.to_string(), value.parse().expect("a number"))

@@ -157,12 +157,12 @@ impl RocksEngine {
         Ok(retired)
     }
 
-    /// After a write failure, reopens the database once its directory takes writes again
-    /// (a probe of [`health::RECOVERY_ROOM`] bytes is written and synced first) and has the
-    /// room an open needs. RocksDB
-    /// cannot resume after a failed WAL write when the WAL is flushed by hand (it marks the
-    /// error fatal); reopening replays what reached the WAL, and the writes that did not are
-    /// gone: under `appendfsync always` none of them was acknowledged. The caller keeps writes
+    /// After a write failure, reopens the database once its directory takes writes again (a
+    /// probe of [`health::RECOVERY_ROOM`] bytes is written and synced first) and has the
+    /// room an open needs. RocksDB cannot resume after a failed WAL write when the WAL is
+    /// flushed by hand (it marks the error fatal); reopening replays what reached the WAL,
+    /// and the writes that did not are gone: under `appendfsync always` none of them was
+    /// acknowledged. The caller keeps writes
     /// out meanwhile; reads during the reopen fail with [`StorageError::Reopening`]. Writes
     /// stay refused until [`RocksEngine::resume_writes`], once the caller has caught up with
     /// the reopened database. `before_reopen` runs once the probe passed, to end what holds

@@ -435,12 +435,13 @@ fn latencystats(services: &Services, out: &mut String) {
         let Some(histogram) = services.latencies.of(spec.index()) else {
             continue;
         };
-        if histogram.total() == 0 {
+        let counts = histogram.snapshot();
+        if counts.total() == 0 {
             continue;
         }
         let values: Vec<String> = percentiles
             .iter()
-            .map(|&p| format!("p{p}={:.3}", histogram.value_at(p) as f64 / 1000.0))
+            .map(|&p| format!("p{p}={:.3}", counts.value_at(p) as f64 / 1000.0))
             .collect();
         let _ = write!(
             out,

@@ -6,7 +6,7 @@ use shale_protocol::Reply;
 use super::table::{lookup, CommandSpec};
 use super::{help_reply, Context};
 use crate::error::Error;
-use crate::services::latency::Histogram;
+use crate::services::latency::Counts;
 
 /// LATENCY LATEST: each event's last sample and its maximum.
 pub fn latest(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
@@ -66,24 +66,21 @@ pub fn histogram(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> 
     let pairs = specs
         .into_iter()
         .filter_map(|spec| {
-            let histogram = latencies.of(spec.index())?;
-            (histogram.total() > 0).then(|| (Reply::bulk(spec.name), distribution(histogram)))
+            let counts = latencies.of(spec.index())?.snapshot();
+            (counts.total() > 0).then(|| (Reply::bulk(spec.name), distribution(&counts)))
         })
         .collect();
     Ok(Reply::Map(pairs))
 }
 
-fn distribution(histogram: &Histogram) -> Reply {
-    let buckets = histogram
+fn distribution(counts: &Counts) -> Reply {
+    let buckets = counts
         .cumulative_usec()
         .into_iter()
         .map(|(usec, count)| (Reply::Integer(usec as i64), Reply::Integer(count as i64)))
         .collect();
     Reply::Map(vec![
-        (
-            Reply::bulk("calls"),
-            Reply::Integer(histogram.total() as i64),
-        ),
+        (Reply::bulk("calls"), Reply::Integer(counts.total() as i64)),
         (Reply::bulk("histogram_usec"), Reply::Map(buckets)),
     ])
 }

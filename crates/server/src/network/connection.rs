@@ -183,11 +183,11 @@ struct UnsyncedWrites {
 }
 
 impl UnsyncedWrites {
-    /// Notes the reply at `reply` in `output`, unless it is empty (CLIENT REPLY OFF), an
-    /// error, or QUEUED (a write in MULTI, not made yet), none of which acknowledges a write.
+    /// Notes the reply at `reply` in `output`, unless it is empty (CLIENT REPLY OFF) or an
+    /// error, which acknowledges nothing. (A write queued in MULTI is no write here: its
+    /// outcome names no command, so `account` does not count it.)
     fn note(&mut self, output: &[u8], reply: std::ops::Range<usize>) {
-        let bytes = &output[reply.clone()];
-        if !matches!(bytes.first(), None | Some(b'-') | Some(b'!')) && bytes != b"+QUEUED\r\n" {
+        if !matches!(output.get(reply.start), None | Some(b'-') | Some(b'!')) {
             self.replies.push(reply);
         }
     }

@@ -56,28 +56,41 @@ impl Histogram {
         self.buckets[bucket_of(nanos)].fetch_add(1, Ordering::Relaxed);
     }
 
-    fn counts(&self) -> Vec<u64> {
-        self.buckets
+    /// The counts as they are now, read once for what a report derives from them: a
+    /// histogram taken bucket by bucket for each figure could differ between figures.
+    pub fn snapshot(&self) -> Counts {
+        let buckets: Vec<u64> = self
+            .buckets
             .iter()
             .map(|b| b.load(Ordering::Relaxed))
-            .collect()
+            .collect();
+        Counts {
+            total: buckets.iter().sum(),
+            buckets,
+        }
     }
+}
 
+/// A histogram's counts at one moment.
+pub struct Counts {
+    buckets: Vec<u64>,
+    total: u64,
+}
+
+impl Counts {
     pub fn total(&self) -> u64 {
-        self.counts().iter().sum()
+        self.total
     }
 
     /// The value below which `percentile` % of the runs fall, in nanoseconds (the highest
     /// value of its bucket, as Redis's histograms answer).
     pub fn value_at(&self, percentile: f64) -> u64 {
-        let counts = self.counts();
-        let total: u64 = counts.iter().sum();
-        if total == 0 {
+        if self.total == 0 {
             return 0;
         }
-        let wanted = ((percentile / 100.0) * total as f64).ceil().max(1.0) as u64;
+        let wanted = ((percentile / 100.0) * self.total as f64).ceil().max(1.0) as u64;
         let mut seen = 0;
-        for (bucket, count) in counts.iter().enumerate() {
+        for (bucket, count) in self.buckets.iter().enumerate() {
             seen += count;
             if seen >= wanted {
                 return highest_in(bucket);
@@ -90,7 +103,6 @@ impl Histogram {
     /// the count grows: LATENCY HISTOGRAM's `histogram_usec`, keyed as Redis keys it (the
     /// bound in µs, rounded down).
     pub fn cumulative_usec(&self) -> Vec<(u64, u64)> {
-        let counts = self.counts();
         let mut out = Vec::new();
         let mut cumulative = 0;
         let mut reported = 0;
@@ -98,7 +110,7 @@ impl Histogram {
         let mut bucket = 0;
         while bucket < BUCKETS {
             while bucket < BUCKETS && highest_in(bucket) < bound {
-                cumulative += counts[bucket];
+                cumulative += self.buckets[bucket];
                 bucket += 1;
             }
             if cumulative > reported {
@@ -278,13 +290,14 @@ mod tests {
         }
         histogram.record(10_000);
         histogram.record(3_000_000);
-        assert_eq!(histogram.total(), 100);
-        assert_eq!(histogram.value_at(50.0), 1_535);
-        assert_eq!(histogram.value_at(99.0), 10_239);
-        assert!(histogram.value_at(99.9) >= 3_000_000);
+        let counts = histogram.snapshot();
+        assert_eq!(counts.total(), 100);
+        assert_eq!(counts.value_at(50.0), 1_535);
+        assert_eq!(counts.value_at(99.0), 10_239);
+        assert!(counts.value_at(99.9) >= 3_000_000);
         // Redis's keys: 1024 ns is 1 µs, 2048 ns 2 µs, 16384 ns 16 µs, ...
         assert_eq!(
-            histogram.cumulative_usec(),
+            counts.cumulative_usec(),
             vec![(2, 98), (16, 99), (4194, 100)]
         );
     }
