@@ -164,8 +164,13 @@ fn main() {
         },
         Task::Repair => {
             let path = shale_server::datadir::DataDir::new(&config.dir).current();
-            match shale_storage::RocksEngine::repair(&path) {
-                Ok(()) => {
+            match shale_storage::RocksEngine::repair(&path, &config.rocks) {
+                Ok(salvage_failed) => {
+                    if let Some(err) = salvage_failed {
+                        eprintln!(
+                            "the WAL could not be replayed before the repair ({err}): RocksDB's repair replayed it, into the column families it found table files of"
+                        );
+                    }
                     println!(
                         "repaired {}; table files that could not be read whole are in {}",
                         path.display(),

@@ -220,6 +220,13 @@ pub enum StorageError {
     /// The database is closed for a moment while it reopens after a write failure.
     #[error("the database is reopening after a write failure")]
     Reopening,
+    /// A WAL record the open would replay is damaged and intact ones follow it.
+    #[error(
+        "WAL file {} is damaged at byte {}, and intact writes follow it; `shale-server repair` recovers what is readable",
+        .0.file.display(),
+        .0.offset
+    )]
+    DamagedWal(crate::WalDamage),
 }
 
 impl From<rocksdb::Error> for StorageError {

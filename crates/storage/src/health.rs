@@ -114,6 +114,22 @@ pub(crate) fn room_to_open(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Whether the probe and then an open could find their room: [`RECOVERY_ROOM`] free, and
+/// [`OPEN_ROOM`] counting the reserve the open may give back. Asked before a recovery's
+/// probe, so that a disk that stays full is not written to ten times a second.
+pub(crate) fn could_open(dir: &Path) -> std::io::Result<()> {
+    let reserve = match std::fs::metadata(dir.join(RESERVE)) {
+        Ok(meta) => meta.len(),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(err) => return Err(err),
+    };
+    let free = free_space(dir)?;
+    if free < RECOVERY_ROOM || free + reserve < OPEN_ROOM {
+        return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+    }
+    Ok(())
+}
+
 /// Puts the reserve back once the disk has room for it and for an open.
 pub(crate) fn keep_reserve(dir: &Path, free: u64) -> std::io::Result<()> {
     let path = dir.join(RESERVE);

@@ -13,6 +13,7 @@
 //! - [`Overlay`] stages writes over an engine and lets reads see them, for transactions.
 //! - `recent` keeps the latest write batches in memory for replicas that have caught up.
 //! - [`wal`] reads RocksDB's write batches back into [`WriteBatch`]es, for replicas.
+//! - `wal_damage` finds a damaged record in the WAL files an open replays.
 //! - `health` tracks whether writes work (a full disk, a read-only directory) and what room
 //!   the data directory has.
 //! - `patch` encodes the byte patches that change part of a record without rewriting it.
@@ -28,6 +29,7 @@ mod recent;
 mod record_cache;
 mod rocks;
 pub mod wal;
+mod wal_damage;
 
 pub use engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
 pub use memory::MemoryEngine;
@@ -35,3 +37,4 @@ pub use overlay::Overlay;
 pub use recent::Recent;
 pub use record_cache::RecordCacheStats;
 pub use rocks::{Retired, RocksConfig, RocksEngine, WalUpdates};
+pub use wal_damage::WalDamage;

@@ -13,8 +13,8 @@ use rocksdb::compaction_filter::Decision;
 use rocksdb::statistics::{StatsLevel, Ticker};
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType,
-    DataBlockIndexType, MergeOperands, Options, ReadOptions, SliceTransform, WriteBufferManager,
-    WriteOptions, DB,
+    DBRecoveryMode, DataBlockIndexType, MergeOperands, Options, ReadOptions, SliceTransform,
+    WriteBufferManager, WriteOptions, DB,
 };
 
 use crate::engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
@@ -25,6 +25,7 @@ use crate::patch;
 use crate::recent::{Recent, RecentBatches};
 use crate::record_cache::{RecordCache, RecordCacheStats};
 use crate::wal::{self, FamilyIds};
+use crate::wal_damage::{self, WalDamage};
 
 /// Engine settings, from the `rocksdb.*` options of the config file.
 #[derive(Debug, Clone)]
@@ -39,6 +40,10 @@ pub struct RocksConfig {
     /// Bound on the memtables of all column families together.
     pub memtable_budget: usize,
     pub max_background_jobs: i32,
+    /// Bytes per second flushes and compactions may write together; 0 leaves them unlimited.
+    pub rate_limit: u64,
+    /// The limit is a ceiling RocksDB moves the rate under, by how much of it is asked for.
+    pub rate_limit_auto_tune: bool,
     pub block_size: usize,
     pub bloom_bits_per_key: f64,
     pub max_open_files: i32,
@@ -49,6 +54,9 @@ pub struct RocksConfig {
     /// that opens it next took 2.1M keys of 1000 bytes from 36 s to 34 s, but left 2.1 GB of
     /// uncompressed level-0 files and made every read before a write probe each one's filter.)
     pub bulk_load: bool,
+    /// Replays every intact WAL record and skips damaged ones, wherever they lie: the first
+    /// step of a repair, never a server's open.
+    pub salvage_wal: bool,
 }
 
 impl Default for RocksConfig {
@@ -61,6 +69,8 @@ impl Default for RocksConfig {
             max_write_buffer_number: 4,
             memtable_budget: 256 << 20,
             max_background_jobs: 4,
+            rate_limit: 0,
+            rate_limit_auto_tune: true,
             // A point read of a key not in the block cache decompresses one whole block: with
             // a data set 16x the cache, 4 KB blocks (RocksDB's default) served MGET 1.2x faster
             // than 16 KB ones, for 14% more disk (bench/compare's larger-than-memory experiment).
@@ -69,6 +79,7 @@ impl Default for RocksConfig {
             max_open_files: 4096,
             statistics: true,
             bulk_load: false,
+            salvage_wal: false,
         }
     }
 }
@@ -107,6 +118,8 @@ struct Opened {
     /// C++ `ReadOptions` per call.
     point_reads: ReadOptions,
     families: FamilyIds,
+    /// A damaged last record of the WAL this open dropped (a write torn by a power loss).
+    torn_wal_tail: Option<WalDamage>,
 }
 
 impl RocksEngine {
@@ -174,7 +187,8 @@ impl RocksEngine {
             return Ok(());
         }
         let path = self.path.lock().clone();
-        health::probe_writable(&path)
+        health::could_open(&path)
+            .and_then(|()| health::probe_writable(&path))
             .and_then(|()| health::room_to_open(&path))
             .map_err(|err| StorageError::Unwritable(health::io_reason(&err).into()))?;
         before_reopen();
@@ -203,19 +217,40 @@ impl RocksEngine {
         Ok(())
     }
 
+    /// The damaged last record of the WAL the database's open dropped, if it met one.
+    pub fn torn_wal_tail(&self) -> Option<WalDamage> {
+        self.current.load().as_ref()?.torn_wal_tail.clone()
+    }
+
     /// Ends a write failure after [`RocksEngine::recover`]: writes work again, in a new
     /// generation.
     pub fn resume_writes(&self) {
         self.health.recovered();
     }
 
-    /// Rebuilds the database at `path` from what of it is readable, with RocksDB's
-    /// `RepairDB`: a table file that cannot be read whole is moved to `lost/` with its keys.
-    /// For a database found damaged (a read or the start names the file), with the server
-    /// stopped, cleanly if it can be: the repair knows none of Shale's merge operators, so a
-    /// WAL holding counter or patch records may be set aside rather than replayed.
-    pub fn repair(path: &Path) -> Result<(), StorageError> {
-        Ok(DB::repair(&Options::default(), path)?)
+    /// Rebuilds the database at `path` from what of it is readable. First the WAL: an open
+    /// that replays every intact record, skipping damaged ones, flushes what it replayed into
+    /// table files (RocksDB's `RepairDB` knows only the families it finds in table files, so
+    /// it would drop the WAL's writes to any other). Then RocksDB's `RepairDB`: a table file
+    /// that cannot be read whole is moved to `lost/` with its keys. For a database found
+    /// damaged (a read or the start names the file), with the server stopped. Returns why the
+    /// first step failed, if it did (a table file damaged beyond opening): `RepairDB` alone
+    /// replayed the WAL then.
+    pub fn repair(path: &Path, config: &RocksConfig) -> Result<Option<StorageError>, StorageError> {
+        if !path.join("CURRENT").exists() {
+            return Err(StorageError::Engine(format!(
+                "no database in {}",
+                path.display()
+            )));
+        }
+        let salvage = RocksConfig {
+            salvage_wal: true,
+            ..config.clone()
+        };
+        let salvaged =
+            RocksEngine::open(path, &salvage).and_then(|engine| engine.flush_memtables());
+        DB::repair(&Options::default(), path)?;
+        Ok(salvaged.err())
     }
 
     /// Sizes the memtables to the free space of the data directory's filesystem (see
@@ -417,6 +452,14 @@ impl Opened {
         db_options.set_max_open_files(config.max_open_files);
         db_options.set_bytes_per_sync(1 << 20);
         db_options.set_wal_bytes_per_sync(512 << 10);
+        if config.rate_limit > 0 {
+            let rate = i64::try_from(config.rate_limit).unwrap_or(i64::MAX);
+            if config.rate_limit_auto_tune {
+                db_options.set_auto_tuned_ratelimiter(rate, RATE_REFILL_MICROS, RATE_FAIRNESS);
+            } else {
+                db_options.set_ratelimiter(rate, RATE_REFILL_MICROS, RATE_FAIRNESS);
+            }
+        }
         // WAL records collect in RocksDB's buffer and reach the OS when the server's syncer
         // flushes them (every few milliseconds, and before any fsync), not with a write(2) per
         // write group: that syscall was 8-12% of the server's CPU under single-key writes.
@@ -432,11 +475,40 @@ impl Opened {
             db_options.set_statistics_level(StatsLevel::ExceptHistogramOrTimers);
         }
 
-        let descriptors = Cf::ALL.map(|cf| {
-            let options = family_options(cf, &db_options, cache, config);
-            ColumnFamilyDescriptor::new(cf.name(), options)
+        let open = |db_options: &Options| {
+            let descriptors = Cf::ALL.map(|cf| {
+                let options = family_options(cf, db_options, cache, config);
+                ColumnFamilyDescriptor::new(cf.name(), options)
+            });
+            DB::open_cf_descriptors(db_options, path, descriptors)
+        };
+        // Only an incomplete last record (a process killed mid-write) is taken for the WAL's
+        // end; other damage fails the open, and `wal_damage` says where (see there).
+        db_options.set_wal_recovery_mode(if config.salvage_wal {
+            DBRecoveryMode::SkipAnyCorruptedRecord
+        } else {
+            DBRecoveryMode::TolerateCorruptedTailRecords
         });
-        let db = DB::open_cf_descriptors(&db_options, path, descriptors)?;
+        let (db, torn_wal_tail) = match open(&db_options) {
+            Ok(db) => (db, None),
+            Err(err) if err.kind() == rocksdb::ErrorKind::Corruption => {
+                match wal_damage::find(path) {
+                    Ok(Some(damage)) if !damage.intact_after => {
+                        db_options.set_wal_recovery_mode(DBRecoveryMode::PointInTime);
+                        let db = open(&db_options)?;
+                        // The damaged WAL stays live until what it replayed is flushed, and
+                        // the next open would meet its damage with a newer WAL's writes after.
+                        for cf in Cf::ALL {
+                            db.flush_cf(handle_in(&db, cf)?)?;
+                        }
+                        (db, Some(damage))
+                    }
+                    Ok(Some(damage)) => return Err(StorageError::DamagedWal(damage)),
+                    _ => return Err(err.into()),
+                }
+            }
+            Err(err) => return Err(err.into()),
+        };
         // Blocks a flush writes go into the block cache as well, so the reads that follow
         // (every write reads its key's metadata first) do not load them back from the new
         // file. The crate has no setter for this table option; RocksDB takes it this way.
@@ -451,7 +523,12 @@ impl Opened {
                         "block_based_table_factory",
                         "{prepopulate_block_cache=kFlushOnly;}",
                     ),
-                    ("disable_auto_compactions", "false"),
+                    // A repair's open compacts nothing: a compaction reading a damaged
+                    // table file would fail the flush the repair needs.
+                    (
+                        "disable_auto_compactions",
+                        if config.salvage_wal { "true" } else { "false" },
+                    ),
                 ],
             )?;
         }
@@ -465,6 +542,7 @@ impl Opened {
             },
             point_reads: ReadOptions::default(),
             families,
+            torn_wal_tail,
         })
     }
 
@@ -508,6 +586,11 @@ impl Opened {
             .collect()
     }
 }
+
+/// RocksDB's defaults for its rate limiter: tokens refill every 100 ms, and a low-priority
+/// (compaction) request is served first once in 10.
+const RATE_REFILL_MICROS: i64 = 100_000;
+const RATE_FAIRNESS: i32 = 10;
 
 /// Archived WAL files are kept this long by RocksDB itself: in effect until the server
 /// deletes them, as `repl-backlog-size` and `repl-backlog-ttl` say.

@@ -760,6 +760,24 @@ pub const PARAMS: &[Param] = &[
         }
     ),
     param!(
+        "rocksdb.rate-limit",
+        false,
+        |c| c.rocks.rate_limit.to_string(),
+        |c, v| {
+            c.rocks.rate_limit = parse_memory(v)? as u64;
+            Ok(())
+        }
+    ),
+    param!(
+        "rocksdb.rate-limit-auto-tune",
+        false,
+        |c| yes_no(c.rocks.rate_limit_auto_tune),
+        |c, v| {
+            c.rocks.rate_limit_auto_tune = parse_bool(v)?;
+            Ok(())
+        }
+    ),
+    param!(
         "rocksdb.block-size",
         false,
         |c| c.rocks.block_size.to_string(),
@@ -812,15 +830,18 @@ impl Config {
                 )
             })?;
             for (number, line) in text.lines().enumerate() {
-                let args = shale_protocol::split_args(line.trim().as_bytes())
+                // A comment is skipped before it is split, as Redis does: its quotes need not
+                // balance.
+                let line = line.trim();
+                if line.starts_with('#') {
+                    continue;
+                }
+                let args = shale_protocol::split_args(line.as_bytes())
                     .ok_or_else(|| format!("line {}: unbalanced quotes", number + 1))?;
                 let Some((name, values)) = args.split_first() else {
                     continue;
                 };
                 let name = String::from_utf8_lossy(name).to_ascii_lowercase();
-                if name.starts_with('#') {
-                    continue;
-                }
                 let values: Vec<String> = values
                     .iter()
                     .map(|v| String::from_utf8_lossy(v).into_owned())
@@ -1059,7 +1080,7 @@ mod tests {
         let path = dir.path().join("shale.conf");
         std::fs::write(
             &path,
-            "# comment\nport 7000\nbind 127.0.0.1 ::1\nrequirepass \"a b\"\nrocksdb.block-cache-size 64mb\nhash-max-listpack-entries 512\n",
+            "# comment, \"quoted\", it's\nport 7000\nbind 127.0.0.1 ::1\nrequirepass \"a b\"\nrocksdb.block-cache-size 64mb\nhash-max-listpack-entries 512\n",
         )
         .unwrap();
         let overrides = vec![("port".to_string(), vec!["7001".to_string()])];
@@ -1078,6 +1099,20 @@ mod tests {
         assert!(Config::default().apply("no-such-thing", "1").is_err());
         assert!(Config::default().apply("appendfsync", "sometimes").is_err());
         assert!(Config::default().apply("port", "x").is_err());
+    }
+
+    #[test]
+    fn rate_limit_takes_memory_units_and_a_tuning_switch() {
+        let mut config = Config::default();
+        assert_eq!(config.rocks.rate_limit, 0);
+        config.apply("rocksdb.rate-limit", "64mb").unwrap();
+        config.apply("rocksdb.rate-limit-auto-tune", "no").unwrap();
+        assert_eq!(config.rocks.rate_limit, 64 << 20);
+        assert!(!config.rocks.rate_limit_auto_tune);
+        assert!(config.apply("rocksdb.rate-limit", "fast").is_err());
+        assert!(config
+            .apply("rocksdb.rate-limit-auto-tune", "maybe")
+            .is_err());
     }
 
     #[test]

@@ -31,6 +31,14 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
         RocksEngine::open(&data_dir.current(), &config.rocks)
             .map_err(|e| format!("can't open database in {}: {e}", config.dir.display()))?,
     );
+    if let Some(torn) = rocks.torn_wal_tail() {
+        tracing::warn!(
+            "the WAL ended in a damaged record (at byte {} of {}), as a machine that stopped mid-write leaves it: replayed up to it, {} bytes dropped",
+            torn.offset,
+            torn.file.display(),
+            torn.bytes_after
+        );
+    }
     let engine: Arc<dyn Engine> = rocks.clone();
     let keyspace = Arc::new(
         Keyspace::open(engine.clone(), config.databases)
