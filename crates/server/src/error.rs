@@ -82,6 +82,14 @@ pub enum Error {
     /// MIGRATE's link to its target failed while doing what it names.
     #[error("error or timeout {0}")]
     IoErr(&'static str),
+    /// Cluster mode: the key's slot is served by the node at `addr` (`host:port`).
+    #[error("{slot} {addr}")]
+    Moved { slot: u16, addr: String },
+    #[error("Keys in request don't hash to the same slot")]
+    CrossSlot,
+    /// Cluster mode: the slot has no owner, or the node has no topology yet.
+    #[error("{0}")]
+    ClusterDown(&'static str),
     /// A RESTORE payload that is not one: its own line, after `ERR`.
     #[error("{0}")]
     Dump(#[from] shale_rdb::dump::DumpError),
@@ -139,6 +147,9 @@ impl Error {
             Error::BusyGroup => "BUSYGROUP",
             Error::NoPerm(_) => "NOPERM",
             Error::IoErr(_) => "IOERR",
+            Error::Moved { .. } => "MOVED",
+            Error::CrossSlot => "CROSSSLOT",
+            Error::ClusterDown(_) => "CLUSTERDOWN",
             _ => "ERR",
         }
     }
@@ -192,6 +203,17 @@ mod tests {
                 command: "CONFIG".into()
             }),
             "ERR unknown subcommand 'x'. Try CONFIG HELP."
+        );
+        assert_eq!(
+            line(Error::Moved {
+                slot: 3999,
+                addr: "127.0.0.1:7001".into()
+            }),
+            "MOVED 3999 127.0.0.1:7001"
+        );
+        assert_eq!(
+            line(Error::CrossSlot),
+            "CROSSSLOT Keys in request don't hash to the same slot"
         );
     }
 }

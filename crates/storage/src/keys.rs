@@ -103,6 +103,22 @@ pub fn db_range(db: u8) -> (Vec<u8>, Vec<u8>) {
     (vec![db], vec![db + 1])
 }
 
+/// `[start, end)` covering the slots `first..=last` of one database in the meta, data and
+/// score families.
+pub fn slot_range(db: u8, first: u16, last: u16) -> (Vec<u8>, Vec<u8>) {
+    let mut start = vec![db];
+    start.extend_from_slice(&first.to_be_bytes());
+    let end = match last.checked_add(1).filter(|&next| next < SLOTS) {
+        Some(next) => {
+            let mut end = vec![db];
+            end.extend_from_slice(&next.to_be_bytes());
+            end
+        }
+        None => vec![db + 1],
+    };
+    (start, end)
+}
+
 /// `[start, end)` covering every database (and no internal record).
 pub fn all_dbs_range() -> (Vec<u8>, Vec<u8>) {
     (vec![0], vec![INTERNAL_PREFIX])
@@ -325,6 +341,18 @@ mod tests {
         assert_eq!(slot(b"{user1000}.following"), slot(b"{user1000}.followers"));
         assert_eq!(slot(b"foo{}{bar}"), slot(b"foo{}{bar}"));
         assert_eq!(slot(b"{}x"), crc16(b"{}x") % SLOTS);
+    }
+
+    #[test]
+    fn a_slot_range_holds_its_slots_keys_and_no_others() {
+        let (start, end) = slot_range(1, 12182, 12182);
+        let foo = meta_key(1, b"foo");
+        assert!(start <= foo && foo < end);
+        let element = element_key(1, b"foo", 7, b"f");
+        assert!(start <= element && element < end);
+        assert!(meta_key(1, b"bar") < start || meta_key(1, b"bar") >= end);
+        let (all_start, all_end) = slot_range(2, 0, SLOTS - 1);
+        assert_eq!((all_start, all_end), (vec![2, 0, 0], vec![3]));
     }
 
     #[test]

@@ -122,6 +122,10 @@ pub fn hello(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 }
 
 pub fn select(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    // As Redis: the number is read, then refused in cluster mode, then checked.
+    if ctx.services.cluster.is_some() && int(&args[1])? != 0 {
+        return Err(Error::msg("SELECT is not allowed in cluster mode"));
+    }
     ctx.client.db = db_index(&args[1], ctx.keyspace.databases())?;
     Ok(Reply::OK)
 }
@@ -142,6 +146,7 @@ pub fn reset(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Error> {
     ctx.client.handle.info.lock().monitor = false;
     ctx.client.db = 0;
     ctx.client.resp3 = false;
+    ctx.client.cluster_readonly = false;
     let acl = &ctx.services.acl;
     ctx.client.authenticated = acl.default_needs_no_password();
     ctx.client.user = acl.default_user();

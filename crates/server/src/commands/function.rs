@@ -9,7 +9,7 @@ use shale_rdb::dump::{decode_functions, encode_functions};
 
 use super::args::{is, subcommand_syntax};
 use super::scripting::{check_declared, run_timed};
-use super::{help_reply, Context};
+use super::{help_reply, Context, ScriptSlot};
 use crate::error::Error;
 use crate::keyspace::off_worker;
 use crate::scripting::flags::ScriptFlags;
@@ -59,6 +59,8 @@ fn call(ctx: &mut Context<'_>, args: &[Bytes], read_only: bool) -> Result<Reply,
     check_declared(ctx, function.flags, read_only)?;
     let read_only = read_only || function.flags.contains(ScriptFlags::NO_WRITES);
     let (keys, argv) = args[3..].split_at(numkeys as usize);
+    let cross_slot = function.flags.contains(ScriptFlags::ALLOW_CROSS_SLOT);
+    ctx.script_slot = ScriptSlot::of(keys, cross_slot);
     let invocation = Invocation {
         target: Target::Function {
             name: &function.name,

@@ -87,9 +87,12 @@ pub fn render(
                 }
             }
             "latencystats" => latencystats(services, &mut out),
-            // Cluster mode is yet to come.
-            "cluster" => line(&mut out, "cluster_enabled", 0),
-            "keyspace" => keyspace_section(keyspace, &mut out)?,
+            "cluster" => line(
+                &mut out,
+                "cluster_enabled",
+                services.cluster.is_some() as u8,
+            ),
+            "keyspace" => keyspace_section(services, keyspace, &mut out)?,
             "rocksdb" => rocksdb(services, keyspace, &mut out),
             _ => {}
         }
@@ -452,7 +455,13 @@ fn latencystats(services: &Services, out: &mut String) {
     }
 }
 
-fn keyspace_section(keyspace: &Keyspace, out: &mut String) -> Result<(), Error> {
+/// Each database with keys; in cluster mode also Kvrocks's `sequence`, the replication
+/// offset, by which Apache Kvrocks Controller picks the replica to promote.
+fn keyspace_section(
+    services: &Services,
+    keyspace: &Keyspace,
+    out: &mut String,
+) -> Result<(), Error> {
     for index in 0..keyspace.databases() {
         let db = keyspace.db(index);
         let keys = db.size()?;
@@ -463,6 +472,9 @@ fn keyspace_section(keyspace: &Keyspace, out: &mut String) -> Result<(), Error> 
                 db.expiring_size()?
             );
         }
+    }
+    if services.cluster.is_some() {
+        line(out, "sequence", services.replication.offset());
     }
     Ok(())
 }

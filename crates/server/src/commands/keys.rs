@@ -153,6 +153,11 @@ pub fn copy(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         }
         i += 1;
     }
+    if target != ctx.client.db && ctx.services.cluster.is_some() {
+        return Err(Error::msg(
+            "Copying to another database is not allowed in cluster mode",
+        ));
+    }
     if target == ctx.client.db && args[1] == args[2] {
         return Err(Error::msg("source and destination objects are the same"));
     }
@@ -164,6 +169,9 @@ pub fn copy(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 }
 
 pub fn move_key(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    if ctx.services.cluster.is_some() {
+        return Err(Error::msg("MOVE is not allowed in cluster mode"));
+    }
     let target = db_index(&args[2], ctx.keyspace.databases())?;
     if target == ctx.client.db {
         return Err(Error::msg("source and destination objects are the same"));

@@ -7,6 +7,7 @@
 mod acl;
 mod args;
 mod bitmap;
+mod cluster;
 mod connection;
 mod debug;
 mod dump;
@@ -47,6 +48,7 @@ use crate::services::notifications::Event;
 use crate::services::{ClientState, Closing, Services};
 use crate::types::ScanBuffer;
 
+pub use cluster::ScriptSlot;
 pub use replication::{run_for_master, ReplicaWait};
 use table::KeyEvent;
 pub use table::{
@@ -84,6 +86,8 @@ pub struct Context<'a> {
     pub replica_wait: Option<ReplicaWait>,
     /// The command comes from this replica's Redis master: it may write.
     pub from_master: bool,
+    /// In cluster mode, the slot the running script's keys must share.
+    pub script_slot: ScriptSlot,
 }
 
 impl<'a> Context<'a> {
@@ -109,6 +113,7 @@ impl<'a> Context<'a> {
             reported: Vec::new(),
             replica_wait: None,
             from_master: false,
+            script_slot: ScriptSlot::default(),
         }
     }
 
@@ -328,6 +333,18 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     }
     if let Err(err) = acl::check(ctx, spec, args) {
         return Outcome::rejected(err, spec);
+    }
+    if let Err(err) = cluster::check_route(ctx, spec, args) {
+        if spec.name != "exec" {
+            return Outcome::rejected(err, spec);
+        }
+        // As Redis: a redirected EXEC discards its transaction and answers with the
+        // redirection itself.
+        if ctx.client.multi.take().is_some() {
+            ctx.keyspace.unwatch(&mut ctx.client.watching);
+            ctx.client.share_state();
+        }
+        return Outcome::ran(err.to_reply(), Some(spec));
     }
     if let Some(reason) = ctx.keyspace.engine().write_failure() {
         if !ctx.from_master && refused_while_unwritable(ctx, spec) {

@@ -25,6 +25,10 @@ pub struct ReplicaWait {
 /// REPLICAOF host port | NO ONE.
 pub fn replicaof(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     let services = ctx.services;
+    // The topology says whom a cluster node replicates.
+    if services.cluster.is_some() {
+        return Err(Error::msg("REPLICAOF not allowed in cluster mode."));
+    }
     let replication = &services.replication;
     if is(&args[1], "no") && is(&args[2], "one") {
         if replication.master().is_some() {

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use shale_protocol::Reply;
 
 use super::args::{int, is};
-use super::{execute_nested, help_reply, resolve, CommandSpec, Context, Flags};
+use super::{execute_nested, help_reply, resolve, CommandSpec, Context, Flags, ScriptSlot};
 use crate::error::Error;
 use crate::keyspace::{off_worker, Transaction};
 use crate::scripting::flags::{eval_shebang, ScriptFlags};
@@ -69,6 +69,8 @@ fn run(
         None => &source[..],
     };
     let read_only = read_only || shebang.is_some_and(|s| s.flags.contains(ScriptFlags::NO_WRITES));
+    let cross_slot = shebang.is_some_and(|s| s.flags.contains(ScriptFlags::ALLOW_CROSS_SLOT));
+    ctx.script_slot = ScriptSlot::of(keys, cross_slot);
     let invocation = Invocation {
         target: Target::Script { sha: &sha, body },
         keys,
@@ -84,6 +86,11 @@ pub(super) fn check_declared(
     flags: ScriptFlags,
     read_only: bool,
 ) -> Result<(), Error> {
+    if flags.contains(ScriptFlags::NO_CLUSTER) && ctx.services.cluster.is_some() {
+        return Err(Error::msg(
+            "Can not run script on cluster, 'no-cluster' flag is set.",
+        ));
+    }
     if flags.contains(ScriptFlags::NO_WRITES) || ctx.from_master {
         return Ok(());
     }
@@ -170,6 +177,7 @@ fn run_script(
     let mut inner = Context::new(services, &mut *ctx.client, Some(txn), None);
     inner.in_script = true;
     inner.from_master = ctx.from_master;
+    inner.script_slot = ctx.script_slot;
     let mut host = Host { inner, read_only };
     let (reply, error_counted) = vm.run(invocation, &running.script, &mut host);
     ctx.error_counted = error_counted;

@@ -334,6 +334,9 @@ pub fn flushall(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 
 /// SWAPDB index1 index2: O(1) whatever the databases hold (see `types::databases`).
 pub fn swapdb(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    if ctx.services.cluster.is_some() {
+        return Err(Error::msg("SWAPDB is not allowed in cluster mode"));
+    }
     // As Redis reads them: C ints, then checked against the number of databases.
     let c_int = |arg: &Bytes| int(arg).ok().filter(|n| i32::try_from(*n).is_ok());
     let first = c_int(&args[1]).ok_or_else(|| Error::msg("invalid first DB index"))?;

@@ -10,8 +10,8 @@ use crate::services::acl::catalog::{Catalog, CatalogEntry, Categories};
 use crate::services::acl::user::KeyAccess;
 
 use super::{
-    acl, bitmap, connection, debug, dump, function, geo, hash, hyperloglog, keys, latency, list,
-    migrate, pubsub, replication, roaring, scripting, server, set, sort, stream, string,
+    acl, bitmap, cluster, connection, debug, dump, function, geo, hash, hyperloglog, keys, latency,
+    list, migrate, pubsub, replication, roaring, scripting, server, set, sort, stream, string,
     transaction, zset, Handler,
 };
 
@@ -553,6 +553,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("publish", 3, Flags::PUBSUB.with(Flags::LOADING).with(Flags::STALE).with(Flags::FAST), NO_KEYS, "pubsub", "Posts a message to a channel.", pubsub::publish),
     spec!("spublish", 3, Flags::PUBSUB.with(Flags::LOADING).with(Flags::STALE).with(Flags::FAST), NO_KEYS, "pubsub", "Post a message to a shard channel.", pubsub::spublish),
     container!("pubsub", -2, Flags::NONE, "pubsub", "A container for Pub/Sub commands.", pubsub::pubsub_help, PUBSUB_SUBCOMMANDS),
+    // cluster
+    container!("cluster", -2, Flags::NONE, "cluster", "A container for Redis Cluster commands.", cluster::cluster_help, CLUSTER),
+    container!("clusterx", -2, Flags::NONE, "cluster", "A container for the commands a cluster's control plane sends.", cluster::clusterx_help, CLUSTERX),
+    spec!("readonly", 1, SCRIPTABLE, NO_KEYS, "cluster", "Enables read queries for a connection to a cluster replica node.", cluster::readonly),
+    spec!("readwrite", 1, SCRIPTABLE, NO_KEYS, "cluster", "Disables read queries for a connection to a cluster replica node.", cluster::readwrite),
+    spec!("asking", 1, Flags::FAST, NO_KEYS, "cluster", "Sent by cluster clients after an -ASK redirect.", cluster::asking),
 ];
 
 /// Flags of the subcommands that only read or change the connection or the server.
@@ -829,6 +835,35 @@ static OBJECT: &[CommandSpec] = &[
     ),
 ];
 
+/// CLUSTER's subcommands that only read the topology, as Redis flags them.
+const CLUSTER_READ: Flags = Flags::STALE;
+
+#[rustfmt::skip]
+static CLUSTER: &[CommandSpec] = &[
+    spec!("cluster|info", 2, CLUSTER_READ, NO_KEYS, "cluster", "Returns information about the state of a node.", cluster::cluster_info),
+    spec!("cluster|nodes", 2, CLUSTER_READ, NO_KEYS, "cluster", "Returns the cluster configuration for a node.", cluster::cluster_nodes),
+    spec!("cluster|slots", 2, CLUSTER_READ, NO_KEYS, "cluster", "Returns the mapping of cluster slots to nodes.", cluster::cluster_slots),
+    spec!("cluster|shards", 2, CLUSTER_READ, NO_KEYS, "cluster", "Returns the mapping of cluster slots to shards.", cluster::cluster_shards),
+    spec!("cluster|myid", 2, CLUSTER_READ, NO_KEYS, "cluster", "Returns the ID of a node.", cluster::cluster_myid),
+    spec!("cluster|keyslot", 3, CLUSTER_READ, NO_KEYS, "cluster", "Returns the hash slot for a key.", cluster::cluster_keyslot),
+    spec!("cluster|countkeysinslot", 3, CLUSTER_READ, NO_KEYS, "cluster", "Returns the number of keys in a hash slot.", cluster::cluster_countkeysinslot),
+    spec!("cluster|getkeysinslot", 4, CLUSTER_READ, NO_KEYS, "cluster", "Returns the key names in a hash slot.", cluster::cluster_getkeysinslot),
+    spec!("cluster|replicas", 3, Flags::ADMIN.with(Flags::STALE), NO_KEYS, "cluster", "Lists the replica nodes of a master node.", cluster::cluster_replicas),
+    spec!("cluster|slaves", 3, Flags::ADMIN.with(Flags::STALE), NO_KEYS, "cluster", "Lists the replica nodes of a master node.", cluster::cluster_replicas),
+    spec!("cluster|reset", -2, Flags::ADMIN.with(Flags::STALE).with(Flags::NOSCRIPT), NO_KEYS, "cluster", "Resets a node.", cluster::cluster_reset),
+    spec!("cluster|help", 2, HELP, NO_KEYS, "cluster", "Returns helpful text about the different subcommands.", cluster::cluster_help),
+];
+
+#[rustfmt::skip]
+static CLUSTERX: &[CommandSpec] = &[
+    spec!("clusterx|version", 2, SUB_ADMIN, NO_KEYS, "cluster", "Returns the version of the node's topology.", cluster::clusterx_version),
+    spec!("clusterx|myid", 2, SUB_ADMIN, NO_KEYS, "cluster", "Returns the ID of the node.", cluster::cluster_myid),
+    spec!("clusterx|setnodeid", 3, SUB_ADMIN, NO_KEYS, "cluster", "Sets the ID of the node.", cluster::clusterx_setnodeid),
+    spec!("clusterx|setnodes", -4, SUB_ADMIN, NO_KEYS, "cluster", "Sets the cluster's topology.", cluster::clusterx_setnodes),
+    spec!("clusterx|setslot", 6, SUB_ADMIN, NO_KEYS, "cluster", "Gives one slot to a master.", cluster::clusterx_setslot),
+    spec!("clusterx|help", 2, HELP, NO_KEYS, "cluster", "Returns helpful text about the different subcommands.", cluster::clusterx_help),
+];
+
 #[rustfmt::skip]
 static PUBSUB_SUBCOMMANDS: &[CommandSpec] = &[
     spec!("pubsub|channels", -2, PUBSUB_INFO, NO_KEYS, "pubsub", "Returns the active channels.", pubsub::pubsub_channels),
@@ -1032,6 +1067,9 @@ const EXTRA_CATEGORIES: &[(&str, &[&str])] = &[
     ("sort", &["set", "sortedset", "list", "dangerous"]),
     ("sort_ro", &["set", "sortedset", "list", "dangerous"]),
     ("wait", &["connection"]),
+    ("readonly", &["connection"]),
+    ("readwrite", &["connection"]),
+    ("asking", &["connection"]),
 ];
 
 /// The category every command of a group has (Redis's `generic` group is `@keyspace`).

@@ -75,6 +75,8 @@ pub struct Config {
     /// `latency-tracking-info-percentiles`: what INFO latencystats shows of them.
     pub latency_tracking_info_percentiles: Vec<f64>,
     pub hz: u32,
+    /// `cluster-enabled`: cluster mode (see `services::cluster`); set at start only.
+    pub cluster_enabled: bool,
     /// Threads that run connections and commands; 0 means one per core.
     pub threads: usize,
     pub rocks: RocksConfig,
@@ -269,6 +271,7 @@ impl Default for Config {
             latency_tracking_info_percentiles: vec![50.0, 99.0, 99.9],
             notify_keyspace_events: 0,
             hz: 10,
+            cluster_enabled: false,
             threads: 0,
             rocks: RocksConfig::default(),
             replication: ReplicationConfig::default(),
@@ -323,6 +326,15 @@ pub const PARAMS: &[Param] = &[
         c.dir = PathBuf::from(v);
         Ok(())
     }),
+    param!(
+        "cluster-enabled",
+        false,
+        |c| yes_no(c.cluster_enabled),
+        |c, v| {
+            c.cluster_enabled = parse_bool(v)?;
+            Ok(())
+        }
+    ),
     param!("databases", false, |c| c.databases.to_string(), |c, v| {
         let n: usize = parse_num(v)?;
         if n == 0 || n > shale_storage::keys::MAX_DATABASES {
@@ -863,6 +875,10 @@ impl Config {
                 continue;
             }
             config.apply(&name.to_ascii_lowercase(), &values.join(" "))?;
+        }
+        // As Redis: in cluster mode the topology says whom a node replicates.
+        if config.cluster_enabled && config.replication.replicaof.is_some() {
+            return Err("replicaof directive not allowed in cluster mode".into());
         }
         Ok(config)
     }

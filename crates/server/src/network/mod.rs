@@ -16,6 +16,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use crate::config::Config;
 use crate::datadir::DataDir;
 use crate::keyspace::{Keyspace, STRIPES};
+use crate::services::cluster::{Cluster, WantedRole};
 use crate::services::replication::{link, Replication};
 use crate::services::{Durability, Services};
 use connection::WriteCombiner;
@@ -44,15 +45,27 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
         Keyspace::open(engine.clone(), config.databases)
             .map_err(|e| format!("can't open keyspace: {e}"))?,
     );
+    let cluster = match config.cluster_enabled {
+        true => Some(Arc::new(Cluster::open(&config.dir)?)),
+        false => None,
+    };
     let master = config.replication.replicaof.clone();
+    let cluster_replica = cluster
+        .as_ref()
+        .is_some_and(|c| matches!(c.wanted_role(), WantedRole::ReplicaOf(..)));
     let replication = Arc::new(Replication::open(
         rocks,
         keyspace.clone(),
         data_dir,
-        master.is_some(),
+        master.is_some() || cluster_replica,
     )?);
     if let Some((host, port)) = master {
         replication.follow(host, port);
+    }
+    if let Some(cluster) = &cluster {
+        cluster
+            .apply_role(&replication)
+            .map_err(|e| format!("can't take the role the cluster topology gives: {e}"))?;
     }
     tracing::info!("database opened in {} ms", opened.elapsed().as_millis());
     // Before the first client can connect: until a handler is installed, SIGTERM ends the
@@ -81,10 +94,10 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
     let services = Services::new(
         keyspace,
         replication,
+        cluster,
         config,
         config_file,
         durability,
-        tcp_port,
         commands,
     );
     services.load_users()?;

@@ -6,6 +6,7 @@ pub mod acl;
 pub mod backup;
 pub mod blocking;
 mod clients;
+pub mod cluster;
 mod durability;
 pub mod latency;
 pub mod monitor;
@@ -61,6 +62,8 @@ pub struct ClientState {
     pub replies: ReplyMode,
     /// What a replica said of itself (REPLCONF) and asked for (PSYNC) before its stream.
     pub replica: ReplicaHandshake,
+    /// READONLY: in cluster mode, a replica serves its master's reads to this connection.
+    pub cluster_readonly: bool,
 }
 
 /// REPLCONF's and PSYNC's arguments, kept until the connection becomes a replica's feed.
@@ -132,6 +135,7 @@ impl ClientState {
             watching: Default::default(),
             replies: ReplyMode::default(),
             replica: ReplicaHandshake::default(),
+            cluster_readonly: false,
         }
     }
 
@@ -166,6 +170,7 @@ impl ClientState {
             watching: Default::default(),
             replies: ReplyMode::default(),
             replica: ReplicaHandshake::default(),
+            cluster_readonly: self.cluster_readonly,
         }
     }
 }
@@ -238,6 +243,8 @@ pub struct Services {
     pub pause: Pause,
     pub keyspace: Arc<Keyspace>,
     pub replication: Arc<replication::Replication>,
+    /// The cluster state, in cluster mode (`cluster-enabled yes`).
+    pub cluster: Option<Arc<cluster::Cluster>>,
     pub config: RwLock<Config>,
     pub config_file: Option<PathBuf>,
     pub clients: ClientRegistry,
@@ -265,23 +272,25 @@ pub struct Services {
 }
 
 impl Services {
-    /// The services of a server whose commands (for their statistics and ACL rules) are
-    /// those of `commands`.
+    /// The services of a server listening on `config.port` whose commands (for their
+    /// statistics and ACL rules) are those of `commands`.
     pub fn new(
         keyspace: Arc<Keyspace>,
         replication: Arc<replication::Replication>,
+        cluster: Option<Arc<cluster::Cluster>>,
         config: Config,
         config_file: Option<PathBuf>,
         durability: Durability,
-        tcp_port: u16,
         commands: acl::catalog::Catalog,
     ) -> Services {
         let (sender, _) = watch::channel(false);
         let sequence = keyspace.engine().sequence();
+        let tcp_port = config.port;
         let services = Services {
             pause: Pause::default(),
             keyspace,
             replication,
+            cluster,
             config: RwLock::new(config),
             config_file,
             clients: ClientRegistry::default(),

@@ -417,6 +417,43 @@ impl<'a> Db<'a> {
         Ok(ScanPage { cursor, keys })
     }
 
+    /// Up to `count` live keys of a cluster slot, in key order (CLUSTER GETKEYSINSLOT).
+    pub fn keys_in_slot(&self, slot: u16, count: usize) -> Result<Vec<Bytes>, Error> {
+        let mut keys = Vec::new();
+        if count > 0 {
+            self.each_key_in_slot(slot, &mut |key: &[u8]| {
+                keys.push(Bytes::copy_from_slice(key));
+                keys.len() < count
+            })?;
+        }
+        Ok(keys)
+    }
+
+    /// The live keys of a cluster slot (CLUSTER COUNTKEYSINSLOT): a scan of the slot's
+    /// metadata, where Redis keeps a count.
+    pub fn count_in_slot(&self, slot: u16) -> Result<usize, Error> {
+        let mut count = 0;
+        self.each_key_in_slot(slot, &mut |_| {
+            count += 1;
+            true
+        })?;
+        Ok(count)
+    }
+
+    /// Calls `f` with each live key of `slot` until it returns false.
+    fn each_key_in_slot(&self, slot: u16, f: &mut dyn FnMut(&[u8]) -> bool) -> Result<(), Error> {
+        let (start, end) = k::slot_range(self.index, slot, slot);
+        let now = now_ms();
+        self.engine().scan(
+            Cf::Meta,
+            &start,
+            &end,
+            ScanDirection::Forward,
+            &mut |raw, value| is_expired_record(value, now) || f(k::user_key_of_meta(raw)),
+        )?;
+        Ok(())
+    }
+
     /// A random live key, found by seeking to a random slot.
     pub fn random_key(&self) -> Result<Option<Bytes>, Error> {
         let (db_start, db_end) = k::db_range(self.index);

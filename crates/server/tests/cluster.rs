@@ -1,0 +1,339 @@
+//! Cluster mode with real shale-server processes: the topology pushed as Apache Kvrocks
+//! Controller pushes it (CLUSTERX SETNODEID and SETNODES), the replies the controller parses,
+//! redirections, replicas that follow the topology, a failover by a new topology, and
+//! redis-py's cluster client across the nodes.
+
+mod common;
+
+use std::process::Command;
+
+use common::{fails, info_text, python, run, wait_until, TestServer};
+
+/// Node IDs as the controller makes them: 40 characters of `[a-zA-Z0-9]`.
+const IDS: [&str; 4] = [
+    "kvrocksNode0000000000000000000000000000A",
+    "kvrocksNode0000000000000000000000000000B",
+    "kvrocksNode0000000000000000000000000000C",
+    "kvrocksNode0000000000000000000000000000D",
+];
+
+fn start_node() -> TestServer {
+    TestServer::start_with(&["--cluster-enabled", "yes"])
+}
+
+/// Sends every node its ID and the topology, as the controller's sync does.
+fn push(nodes: &[&TestServer], topology: &str, version: i64) {
+    for (node, id) in nodes.iter().zip(IDS) {
+        let mut con = node.client();
+        run::<()>(&mut con, &["CLUSTERX", "SETNODEID", id]);
+        run::<()>(
+            &mut con,
+            &["CLUSTERX", "SETNODES", topology, &version.to_string()],
+        );
+    }
+}
+
+/// Three masters splitting the slots as the controller does, and a replica of the first,
+/// written the way `Shard.ToSlotsString` writes them (the replica's line first).
+fn topology(ports: [u16; 4]) -> String {
+    let [a, b, c, d] = IDS;
+    format!(
+        "{d} 127.0.0.1 {} slave {a}\n{a} 127.0.0.1 {} master - 0-5460\n{b} 127.0.0.1 {} master - 5461-10922\n{c} 127.0.0.1 {} master - 10923-16383\n",
+        ports[3], ports[0], ports[1], ports[2]
+    )
+}
+
+#[test]
+fn cluster_commands_need_cluster_mode() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    assert_eq!(
+        fails(&mut con, &["CLUSTER", "INFO"]),
+        "ERR Cluster mode is not enabled"
+    );
+    assert_eq!(
+        fails(&mut con, &["CLUSTERX", "VERSION"]),
+        "ERR Cluster mode is not enabled"
+    );
+    assert_eq!(
+        fails(&mut con, &["READONLY"]),
+        "ERR This instance has cluster support disabled"
+    );
+    assert_eq!(info_text(&mut con, "cluster", "cluster_enabled"), "0");
+    // Without cluster mode nothing is redirected and every database is there.
+    run::<()>(&mut con, &["SELECT", "3"]);
+    run::<()>(&mut con, &["SET", "foo", "bar"]);
+}
+
+#[test]
+fn a_node_without_a_topology_serves_no_slot() {
+    let node = start_node();
+    let mut con = node.client();
+    assert_eq!(info_text(&mut con, "cluster", "cluster_enabled"), "1");
+    // The controller looks for this text to know a node is new.
+    assert_eq!(
+        fails(&mut con, &["CLUSTER", "INFO"]),
+        "CLUSTERDOWN The cluster is not initialized"
+    );
+    assert_eq!(run::<String>(&mut con, &["CLUSTERX", "VERSION"]), "-1");
+    assert_eq!(run::<String>(&mut con, &["CLUSTERX", "MYID"]), "");
+    assert_eq!(
+        fails(&mut con, &["GET", "foo"]),
+        "CLUSTERDOWN Hash slot not served"
+    );
+    assert_eq!(run::<i64>(&mut con, &["CLUSTER", "KEYSLOT", "foo"]), 12182);
+    assert_eq!(run::<String>(&mut con, &["PING"]), "PONG");
+    assert_eq!(
+        fails(&mut con, &["SELECT", "1"]),
+        "ERR SELECT is not allowed in cluster mode"
+    );
+    run::<()>(&mut con, &["SELECT", "0"]);
+    assert_eq!(
+        fails(&mut con, &["REPLICAOF", "127.0.0.1", "1"]),
+        "ERR REPLICAOF not allowed in cluster mode."
+    );
+    assert_eq!(
+        fails(&mut con, &["CLUSTERX", "SETNODES", "x", "1"]),
+        "ERR Invalid cluster nodes info"
+    );
+    assert_eq!(
+        fails(&mut con, &["CLUSTERX", "SETNODEID", "short"]),
+        "ERR Invalid node id"
+    );
+}
+
+#[test]
+fn a_cluster_redirects_replicates_fails_over_and_survives_restarts() {
+    let mut nodes: Vec<TestServer> = (0..4).map(|_| start_node()).collect();
+    let ports = [nodes[0].port, nodes[1].port, nodes[2].port, nodes[3].port];
+    let text = topology(ports);
+    push(&nodes.iter().collect::<Vec<_>>(), &text, 1);
+    let [a, b, _, d] = IDS;
+    let mut first = nodes[0].client();
+
+    // CLUSTER INFO as the controller splits it: by "\r\n", then by ":".
+    let info: String = run(&mut first, &["CLUSTER", "INFO"]);
+    let fields: Vec<(&str, &str)> = info
+        .split("\r\n")
+        .filter_map(|line| line.split_once(':'))
+        .collect();
+    for expected in [
+        ("cluster_state", "ok"),
+        ("cluster_slots_assigned", "16384"),
+        ("cluster_known_nodes", "4"),
+        ("cluster_size", "3"),
+        ("cluster_current_epoch", "1"),
+        ("cluster_my_epoch", "1"),
+    ] {
+        assert!(fields.contains(&expected), "{expected:?} in {info:?}");
+    }
+    assert!(!info.contains("migrating_slot"), "{info}");
+
+    // CLUSTER NODES as the controller parses it: "\n" lines, single spaces, 'myself' first.
+    let nodes_text: String = run(&mut first, &["CLUSTER", "NODES"]);
+    assert!(!nodes_text.contains('\r'));
+    let mine = nodes_text
+        .lines()
+        .find(|l| l.starts_with(a))
+        .expect("own line");
+    let fields: Vec<&str> = mine.split(' ').collect();
+    assert_eq!(
+        fields[1],
+        format!("127.0.0.1:{}@{}", ports[0], u32::from(ports[0]) + 10000)
+    );
+    assert_eq!(fields[2], "myself,master");
+    assert_eq!(fields[6], "1");
+    assert_eq!(fields[8..], ["0-5460"]);
+    let replica_line = nodes_text
+        .lines()
+        .find(|l| l.starts_with(d))
+        .expect("replica");
+    assert_eq!(replica_line.split(' ').nth(3), Some(a));
+
+    // Keys go to the master that owns their slot ("foo" is in slot 12182, the third
+    // master's); hash tags keep keys together.
+    let slot =
+        |con: &mut redis::Connection, key: &str| run::<i64>(con, &["CLUSTER", "KEYSLOT", key]);
+    let low_key = (0..)
+        .map(|i| format!("key:{i}"))
+        .find(|k| slot(&mut first, k) <= 5460)
+        .expect("a key of the first master");
+    run::<()>(&mut first, &["SET", &low_key, "1"]);
+    let moved = fails(&mut first, &["GET", "foo"]);
+    assert_eq!(moved, format!("MOVED 12182 127.0.0.1:{}", ports[2]));
+    assert_eq!(
+        fails(&mut first, &["MSET", &low_key, "1", "foo", "2"]),
+        "CROSSSLOT Keys in request don't hash to the same slot"
+    );
+    let tagged = format!("{{{low_key}}}");
+    run::<()>(
+        &mut first,
+        &[
+            "MSET",
+            &format!("{tagged}.a"),
+            "1",
+            &format!("{tagged}.b"),
+            "2",
+        ],
+    );
+
+    // A transaction: each command is checked as it is queued, and EXEC with all of them.
+    run::<()>(&mut first, &["MULTI"]);
+    let queued = fails(&mut first, &["SET", "foo", "x"]);
+    assert!(queued.starts_with("MOVED 12182"), "{queued}");
+    assert_eq!(
+        fails(&mut first, &["EXEC"]),
+        "EXECABORT Transaction discarded because of previous errors."
+    );
+    let other_low = (0..)
+        .map(|i| format!("other:{i}"))
+        .find(|k| slot(&mut first, k) <= 5460 && slot(&mut first, k) != slot(&mut first, &low_key))
+        .expect("a second slot of the first master");
+    run::<()>(&mut first, &["MULTI"]);
+    run::<()>(&mut first, &["SET", &low_key, "2"]);
+    run::<()>(&mut first, &["SET", &other_low, "2"]);
+    assert_eq!(
+        fails(&mut first, &["EXEC"]),
+        "CROSSSLOT Keys in request don't hash to the same slot"
+    );
+    // The transaction is gone: a second EXEC has none.
+    assert_eq!(fails(&mut first, &["EXEC"]), "ERR EXEC without MULTI");
+    assert_eq!(run::<String>(&mut first, &["GET", &low_key]), "1");
+
+    // Scripts: declared keys are routed like a command's; an undeclared key elsewhere fails.
+    let moved = fails(&mut first, &["EVAL", "return 1", "1", "foo"]);
+    assert!(moved.starts_with("MOVED 12182"), "{moved}");
+    let refused = fails(
+        &mut first,
+        &["EVAL", "return redis.call('GET', 'foo')", "0"],
+    );
+    assert!(
+        refused.contains("Script attempted to access a non local key in a cluster node"),
+        "{refused}"
+    );
+    let crossing = format!("redis.call('GET', '{other_low}') return redis.call('GET', KEYS[1])");
+    let refused = fails(&mut first, &["EVAL", &crossing, "1", &low_key]);
+    assert!(
+        refused.contains("Script attempted to access keys that do not hash to the same slot"),
+        "{refused}"
+    );
+    let allowed = format!("#!lua flags=allow-cross-slot-keys\n{crossing}");
+    assert_eq!(
+        run::<String>(&mut first, &["EVAL", &allowed, "1", &low_key]),
+        "1"
+    );
+    // The key and the two tagged with it share a slot.
+    let low_slot = slot(&mut first, &low_key).to_string();
+    assert_eq!(
+        run::<i64>(&mut first, &["CLUSTER", "COUNTKEYSINSLOT", &low_slot]),
+        3
+    );
+    let in_slot: Vec<String> = run(&mut first, &["CLUSTER", "GETKEYSINSLOT", &low_slot, "2"]);
+    assert_eq!(in_slot, vec![low_key.clone(), format!("{tagged}.a")]);
+
+    // The replica follows its master, serves its reads after READONLY, redirects otherwise.
+    let mut replica = nodes[3].client();
+    wait_until("the replica has the first master's keys", || {
+        run::<i64>(&mut replica, &["DBSIZE"]) == 3
+    });
+    assert_eq!(info_text(&mut replica, "replication", "role"), "slave");
+    let sequence: u64 = info_text(&mut replica, "keyspace", "sequence")
+        .parse()
+        .expect("sequence");
+    assert!(sequence > 0);
+    let moved = fails(&mut replica, &["GET", &low_key]);
+    assert_eq!(
+        moved,
+        format!(
+            "MOVED {} 127.0.0.1:{}",
+            slot(&mut replica, &low_key),
+            ports[0]
+        )
+    );
+    run::<()>(&mut replica, &["READONLY"]);
+    assert_eq!(run::<String>(&mut replica, &["GET", &low_key]), "1");
+    assert!(fails(&mut replica, &["SET", &low_key, "2"]).starts_with("MOVED"));
+    assert!(fails(&mut replica, &["GET", "foo"]).starts_with("MOVED 12182"));
+
+    // Versions: an older topology is refused, the same one changes nothing.
+    assert_eq!(
+        fails(&mut first, &["CLUSTERX", "SETNODES", &text, "0"]),
+        "ERR Invalid cluster version"
+    );
+    run::<()>(&mut first, &["CLUSTERX", "SETNODES", "ignored", "1"]);
+
+    // A crash keeps the ID and the topology.
+    nodes[0].kill();
+    nodes[0].start_again_on_same_port();
+    let mut first = nodes[0].client();
+    assert_eq!(run::<String>(&mut first, &["CLUSTERX", "VERSION"]), "1");
+    assert_eq!(run::<String>(&mut first, &["CLUSTERX", "MYID"]), a);
+    assert_eq!(run::<String>(&mut first, &["GET", &low_key]), "1");
+
+    // A failover as the controller makes one: the replica becomes the master, the old
+    // master its replica, by a new version of the topology.
+    let failed_over = text
+        .replace(
+            &format!("{d} 127.0.0.1 {} slave {a}", ports[3]),
+            &format!("{d} 127.0.0.1 {} master - 0-5460", ports[3]),
+        )
+        .replace(
+            &format!("{a} 127.0.0.1 {} master - 0-5460", ports[0]),
+            &format!("{a} 127.0.0.1 {} slave {d}", ports[0]),
+        );
+    push(&nodes.iter().collect::<Vec<_>>(), &failed_over, 2);
+    let mut promoted = nodes[3].client();
+    run::<()>(&mut promoted, &["SET", &low_key, "after"]);
+    assert_eq!(info_text(&mut promoted, "replication", "role"), "master");
+    run::<()>(&mut first, &["READONLY"]);
+    wait_until("the old master follows the new one", || {
+        run::<Option<String>>(&mut first, &["GET", &low_key]).as_deref() == Some("after")
+    });
+    assert_eq!(info_text(&mut first, "replication", "role"), "slave");
+    let mut second = nodes[1].client();
+    let moved = fails(&mut second, &["GET", &low_key]);
+    assert!(
+        moved.ends_with(&format!("127.0.0.1:{}", ports[3])),
+        "{moved}"
+    );
+    assert_eq!(run::<String>(&mut second, &["CLUSTERX", "MYID"]), b);
+
+    // A master with keys refuses CLUSTER RESET; a replica drops its data and its topology.
+    assert_eq!(
+        fails(&mut promoted, &["CLUSTER", "RESET"]),
+        "ERR CLUSTER RESET can't be called with master nodes containing keys"
+    );
+    run::<()>(&mut first, &["CLUSTER", "RESET", "HARD"]);
+    assert_eq!(run::<String>(&mut first, &["CLUSTERX", "VERSION"]), "-1");
+    assert_eq!(run::<String>(&mut first, &["CLUSTERX", "MYID"]), "");
+    assert_eq!(info_text(&mut first, "replication", "role"), "master");
+    assert_eq!(
+        fails(&mut first, &["CLUSTER", "NODES"]),
+        "CLUSTERDOWN The cluster is not initialized"
+    );
+}
+
+#[test]
+fn redis_py_cluster_client_spreads_keys_over_the_masters() {
+    let nodes: Vec<TestServer> = (0..4).map(|_| start_node()).collect();
+    let ports = [nodes[0].port, nodes[1].port, nodes[2].port, nodes[3].port];
+    push(&nodes.iter().collect::<Vec<_>>(), &topology(ports), 1);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/cluster_check.py");
+    let output = Command::new(python())
+        .arg(script)
+        .arg(ports[0].to_string())
+        .output()
+        .expect("run python");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "redis-py cluster checks failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("cluster checks passed"), "{stdout}");
+    // Every master got a share of the keys the client wrote through the first node.
+    for node in &nodes[..3] {
+        let keys: i64 = run(&mut node.client(), &["DBSIZE"]);
+        assert!(keys > 100, "a master holds {keys} keys");
+    }
+}
