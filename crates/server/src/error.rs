@@ -90,6 +90,9 @@ pub enum Error {
     /// Cluster mode: the slot has no owner, or the node has no topology yet.
     #[error("{0}")]
     ClusterDown(&'static str),
+    /// Cluster mode: the slot is moving; the client may try again in a moment.
+    #[error("{0}")]
+    TryAgain(&'static str),
     /// A RESTORE payload that is not one: its own line, after `ERR`.
     #[error("{0}")]
     Dump(#[from] shale_rdb::dump::DumpError),
@@ -150,6 +153,7 @@ impl Error {
             Error::Moved { .. } => "MOVED",
             Error::CrossSlot => "CROSSSLOT",
             Error::ClusterDown(_) => "CLUSTERDOWN",
+            Error::TryAgain(_) => "TRYAGAIN",
             _ => "ERR",
         }
     }

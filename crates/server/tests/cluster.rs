@@ -337,3 +337,241 @@ fn redis_py_cluster_client_spreads_keys_over_the_masters() {
         assert!(keys > 100, "a master holds {keys} keys");
     }
 }
+
+/// Names of `count` keys in slots `first..=last`, `prefix` and a number.
+fn names_in_slots(prefix: &str, first: u16, last: u16, count: usize) -> Vec<String> {
+    (0..)
+        .map(|i| format!("{prefix}{i}"))
+        .filter(|key| (first..=last).contains(&shale_storage::keys::slot(key.as_bytes())))
+        .take(count)
+        .collect()
+}
+
+/// `count` keys of every type in slots `first..=last`, written in one pipeline.
+fn fill_slots(con: &mut redis::Connection, first: u16, last: u16, count: usize) -> Vec<String> {
+    let keys = names_in_slots("k", first, last, count);
+    let mut pipe = redis::pipe();
+    for (i, key) in keys.iter().enumerate() {
+        let value = format!("v{i}");
+        match i % 5 {
+            0 => pipe.cmd("SET").arg(key).arg(&value).arg("EX").arg(1000),
+            1 => pipe
+                .cmd("HSET")
+                .arg(key)
+                .arg("f")
+                .arg(&value)
+                .arg("g")
+                .arg("x"),
+            2 => pipe.cmd("RPUSH").arg(key).arg("a").arg("b").arg(&value),
+            3 => pipe.cmd("SADD").arg(key).arg("a").arg(&value),
+            _ => pipe.cmd("ZADD").arg(key).arg(1).arg("a").arg(2).arg(&value),
+        };
+        pipe.ignore();
+    }
+    pipe.query::<()>(con).expect("filled");
+    keys
+}
+
+/// DEBUG DIGEST-VALUE of each key, and whether it has a TTL: what must arrive unchanged.
+fn values(con: &mut redis::Connection, keys: &[String]) -> Vec<String> {
+    let mut pipe = redis::pipe();
+    for key in keys {
+        pipe.cmd("DEBUG")
+            .arg("DIGEST-VALUE")
+            .arg(key)
+            .cmd("PTTL")
+            .arg(key);
+    }
+    let replies: Vec<redis::Value> = pipe.query(con).expect("digests");
+    replies
+        .chunks(2)
+        .zip(keys)
+        .map(|(pair, key)| {
+            let ttl: i64 = redis::from_redis_value(pair[1].clone()).expect("ttl");
+            format!("{key} {:?} {}", pair[0], ttl > 0)
+        })
+        .collect()
+}
+
+#[test]
+fn slots_migrate_with_their_keys_while_clients_write_them() {
+    let nodes: Vec<TestServer> = (0..3).map(|_| start_node()).collect();
+    let [a, b, c, _] = IDS;
+    let text = |version: &str| {
+        let ranges = match version {
+            "1" => ("0-8191", "8192-16383"),
+            _ => ("1001-8191", "0-1000 8192-16383"),
+        };
+        format!(
+            "{a} 127.0.0.1 {} master - {}\n{b} 127.0.0.1 {} master - {}\n{c} 127.0.0.1 {} slave {b}\n",
+            nodes[0].port, ranges.0, nodes[1].port, ranges.1, nodes[2].port
+        )
+    };
+    push(&nodes.iter().collect::<Vec<_>>(), &text("1"), 1);
+    let mut source = nodes[0].client();
+    let mut destination = nodes[1].client();
+    let keys = fill_slots(&mut source, 0, 1000, 20000);
+    let staying = names_in_slots("s", 1001, 8191, 1);
+    run::<()>(&mut source, &["SET", &staying[0], "stays"]);
+
+    // Refusals, in Kvrocks's words.
+    assert_eq!(
+        fails(&mut source, &["CLUSTERX", "MIGRATE", "9000", b]),
+        "ERR Can't migrate slot which doesn't belong to me"
+    );
+    assert_eq!(
+        fails(&mut source, &["CLUSTERX", "MIGRATE", "0-10", a]),
+        "ERR Can't migrate slot to myself"
+    );
+    assert_eq!(
+        fails(&mut source, &["CLUSTERX", "MIGRATE", "0-10", c]),
+        "ERR Can't migrate slot to a slave"
+    );
+    assert_eq!(
+        fails(&mut source, &["CLUSTERX", "MIGRATE", "0-10", "unknown"]),
+        "ERR Can't find the destination node id"
+    );
+    assert_eq!(
+        fails(&mut source, &["CLUSTERX", "MIGRATE", "5-1", b]),
+        "ERR Invalid slot range: `5-1`"
+    );
+
+    // A writer sets 500 keys of the slots over and over throughout, following the cluster's
+    // answers as a cluster client does; the last value acknowledged for each must arrive.
+    let ports = (nodes[0].port, nodes[1].port);
+    let written = names_in_slots("w", 0, 1000, 500);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (stop, written) = (stop.clone(), written.clone());
+        std::thread::spawn(move || {
+            let connect = |port: u16| {
+                redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+                    .and_then(|c| c.get_connection())
+                    .expect("connects")
+            };
+            let mut model = std::collections::HashMap::new();
+            let mut con = connect(ports.0);
+            let (mut n, mut refused) = (0u64, 0u64);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) || n < 5000 {
+                let key = &written[(n % 500) as usize];
+                match redis::cmd("SET").arg(key).arg(n).query::<()>(&mut con) {
+                    Ok(()) => {
+                        model.insert(key.clone(), n);
+                        n += 1;
+                    }
+                    Err(err) if err.code() == Some("MOVED") => con = connect(ports.1),
+                    Err(err) if err.code() == Some("TRYAGAIN") => {
+                        refused += 1;
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    Err(err) => panic!("SET failed: {err}"),
+                }
+            }
+            (model, refused)
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let before = values(&mut source, &keys);
+    run::<()>(&mut source, &["CLUSTERX", "MIGRATE", "0-1000", b]);
+    let info = |con: &mut redis::Connection| run::<String>(con, &["CLUSTER", "INFO"]);
+    // The controller polls for these lines from the reply on.
+    let first = info(&mut source);
+    assert!(first.contains("migrating_slot(s):0-1000\r\n"), "{first}");
+    assert!(
+        first.contains(&format!("destination_node:{b}\r\n")),
+        "{first}"
+    );
+    wait_until("the migration ended", || {
+        info(&mut source).contains("migrating_state:success")
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (model, refused) = writer.join().expect("writer");
+    assert_eq!(model.len(), 500);
+    eprintln!("writes refused with TRYAGAIN during the migration: {refused}");
+
+    // The destination serves the slots before the topology changes; the source redirects.
+    assert!(info(&mut destination).contains("import_state:success"));
+    assert_eq!(values(&mut destination, &keys), before);
+    for (key, value) in &model {
+        let stored: u64 = run(&mut destination, &["GET", key]);
+        assert_eq!(stored, *value, "{key}");
+    }
+    let moved = fails(&mut source, &["GET", &keys[1]]);
+    assert!(
+        moved.ends_with(&format!("127.0.0.1:{}", nodes[1].port)),
+        "{moved}"
+    );
+    // The source drops the keys it gave away, and keeps the others.
+    wait_until("the source deleted the migrated keys", || {
+        run::<usize>(&mut source, &["DBSIZE"]) == staying.len()
+    });
+    // The destination's replica has them too.
+    let mut replica = nodes[2].client();
+    wait_until("the replica has the imported keys", || {
+        run::<usize>(&mut replica, &["DBSIZE"]) == keys.len() + written.len()
+    });
+
+    // The controller's next topology gives the slots to the destination; the state stays
+    // reported until the next migration.
+    push(&nodes.iter().collect::<Vec<_>>(), &text("2"), 2);
+    assert!(info(&mut source).contains("migrating_state:success"));
+    let slot = shale_storage::keys::slot(keys[1].as_bytes()).to_string();
+    assert_eq!(
+        run::<i64>(&mut source, &["CLUSTER", "COUNTKEYSINSLOT", &slot]),
+        0
+    );
+    run::<()>(&mut destination, &["SET", &keys[1], "new"]);
+}
+
+#[test]
+fn a_failed_migration_leaves_both_sides_as_they_were() {
+    let nodes: Vec<TestServer> = (0..2).map(|_| start_node()).collect();
+    let [a, b, c, _] = IDS;
+    // The third master listens nowhere.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let text = format!(
+        "{a} 127.0.0.1 {} master - 0-8191\n{b} 127.0.0.1 {} master - 8192-16000\n{c} 127.0.0.1 {closed} master - 16001-16383\n",
+        nodes[0].port, nodes[1].port
+    );
+    push(&nodes.iter().collect::<Vec<_>>(), &text, 1);
+    let mut source = nodes[0].client();
+    let keys = fill_slots(&mut source, 0, 100, 50);
+    run::<()>(&mut source, &["CLUSTERX", "MIGRATE", "0-100", c]);
+    let info = |con: &mut redis::Connection| run::<String>(con, &["CLUSTER", "INFO"]);
+    wait_until("the migration failed", || {
+        info(&mut source).contains("migrating_state:fail")
+    });
+    assert!(info(&mut source).contains("migrating_slot(s):0-100\r\n"));
+    assert_eq!(run::<usize>(&mut source, &["DBSIZE"]), keys.len());
+    run::<()>(&mut source, &["SET", &keys[0], "still here"]);
+
+    // An import whose source goes away is dropped by the destination.
+    let payload: Vec<u8> = run(&mut source, &["DUMP", &keys[1]]);
+    let slot: i64 = run(&mut source, &["CLUSTER", "KEYSLOT", &keys[1]]);
+    let mut destination = nodes[1].client();
+    {
+        let mut link = nodes[1].client();
+        run::<()>(&mut link, &["CLUSTER", "IMPORT", &slot.to_string(), "0"]);
+        redis::cmd("RESTORE")
+            .arg(&keys[1])
+            .arg(0)
+            .arg(payload)
+            .query::<()>(&mut link)
+            .expect("restored on the import's connection");
+        // Only that connection may write the slot meanwhile.
+        assert!(fails(&mut destination, &["GET", &keys[1]]).starts_with("MOVED"));
+        assert_eq!(
+            fails(&mut destination, &["CLUSTER", "IMPORT", "5", "0"]),
+            format!("ERR only one importing job is allowed, current importing: {slot}")
+        );
+    }
+    wait_until("the destination dropped the import", || {
+        info(&mut destination).contains("import_state:error")
+    });
+    wait_until("the imported key is gone", || {
+        run::<usize>(&mut destination, &["DBSIZE"]) == 0
+    });
+}

@@ -2,6 +2,8 @@
 //! Kvrocks Controller drives a data node, READONLY, READWRITE and ASKING; and the check that
 //! sends a command to the node serving its keys (MOVED, CROSSSLOT, CLUSTERDOWN).
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use shale_protocol::Reply;
 use shale_storage::keys::{slot, SLOTS};
@@ -9,8 +11,9 @@ use shale_storage::keys::{slot, SLOTS};
 use super::args::{int, is, text};
 use super::{command_keys, help_reply, resolve, CommandSpec, Context, Flags};
 use crate::error::Error;
-use crate::keyspace::now_ms;
-use crate::services::cluster::{Cluster, Listening, Topology, NODE_ID_LEN};
+use crate::keyspace::{now_ms, off_worker, FORBIDDEN};
+use crate::services::cluster::migration::{self, Job};
+use crate::services::cluster::{Cluster, Connection, Listening, SlotRange, Topology, NODE_ID_LEN};
 
 /// The slot a script's keys must share in cluster mode, as Redis checks a script's commands:
 /// that of the keys it declared, else of the first key one of its commands touched.
@@ -57,16 +60,28 @@ pub(super) fn check_route(
     let Some((slot, write)) = keyed? else {
         return Ok(());
     };
-    // Shard channels are served on a replica as its master's, READONLY or not.
-    let readonly = ctx.client.cluster_readonly || is_shard_channel_command(spec);
-    let routed = cluster.route(slot, write, readonly);
+    let connection = Connection {
+        // Shard channels are served on a replica as its master's, READONLY or not.
+        readonly: ctx.client.cluster_readonly || is_shard_channel_command(spec),
+        import_link: ctx.client.cluster_import_link,
+    };
+    let mut routed = cluster.route(slot, write, connection);
+    // The last phase of a migration of the slot.
+    if routed.is_ok() && write && ctx.keyspace.slot_moves.forbids(slot) {
+        routed = Err(Error::TryAgain(FORBIDDEN));
+    }
     if !ctx.in_script {
         return routed;
     }
-    if routed.is_err() {
-        return Err(Error::msg(
-            "Script attempted to access a non local key in a cluster node",
-        ));
+    match routed {
+        Ok(()) => {}
+        // Worth a retry by the script's client too.
+        Err(err @ Error::TryAgain(_)) => return Err(err),
+        Err(_) => {
+            return Err(Error::msg(
+                "Script attempted to access a non local key in a cluster node",
+            ))
+        }
     }
     let script = &mut ctx.script_slot;
     match script.slot {
@@ -144,14 +159,20 @@ fn is_shard_channel_command(spec: &CommandSpec) -> bool {
 
 /// The cluster state, or the error CLUSTER and CLUSTERX give outside cluster mode.
 fn cluster<'a>(ctx: &'a Context<'_>) -> Result<&'a Cluster, Error> {
-    ctx.services
-        .cluster
-        .as_deref()
-        .ok_or_else(|| Error::msg("Cluster mode is not enabled"))
+    ctx.services.cluster.as_deref().ok_or_else(not_enabled)
+}
+
+/// [`cluster`], for a thread that outlives the command.
+fn shared_cluster(ctx: &Context<'_>) -> Result<Arc<Cluster>, Error> {
+    ctx.services.cluster.clone().ok_or_else(not_enabled)
+}
+
+fn not_enabled() -> Error {
+    Error::msg("Cluster mode is not enabled")
 }
 
 /// The topology, or Kvrocks's error before the first one (which the controller looks for).
-fn topology(cluster: &Cluster) -> Result<std::sync::Arc<Topology>, Error> {
+fn topology(cluster: &Cluster) -> Result<Arc<Topology>, Error> {
     cluster
         .topology()
         .ok_or(Error::ClusterDown("The cluster is not initialized"))
@@ -174,10 +195,31 @@ pub fn cluster_info(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Err
         ("cluster_current_epoch", topology.version.to_string()),
         ("cluster_my_epoch", topology.version.to_string()),
     ];
-    let text: String = lines
+    let mut text: String = lines
         .iter()
         .map(|(name, value)| format!("{name}:{value}\r\n"))
         .collect();
+    // What Kvrocks adds on a master, and the controller polls: the last migration (from its
+    // start until the next one; never `-1`, which the controller cannot parse) and import.
+    let cluster = cluster(ctx)?;
+    if cluster.is_master() {
+        let (migration, import) = cluster.moves();
+        if let Some(m) = migration {
+            text.push_str(&format!(
+                "migrating_slot(s):{}\r\ndestination_node:{}\r\nmigrating_state:{}\r\n",
+                m.range,
+                m.destination,
+                m.state.name()
+            ));
+        }
+        if let Some(i) = import {
+            text.push_str(&format!(
+                "importing_slot(s):{}\r\nimport_state:{}\r\n",
+                i.range,
+                i.state.name()
+            ));
+        }
+    }
     Ok(Reply::Verbatim(text.into()))
 }
 
@@ -380,6 +422,9 @@ pub fn cluster_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Er
         "    Return the number of keys in <slot>.",
         "GETKEYSINSLOT <slot> <count>",
         "    Return key names stored by current node in a slot.",
+        "IMPORT <slot>|<first-last> 0|1|2",
+        "    Sent by a migrating master: receive the slots on this connection (0), they are",
+        "    all here (1), or the migration failed (2).",
         "INFO",
         "    Return information about the cluster.",
         "KEYSLOT <key>",
@@ -415,6 +460,8 @@ pub fn clusterx_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, E
         "    '<id> <ip> <port> slave <master-id>'; FORCE also takes an older version.",
         "SETSLOT <slot> NODE <node-id> <version>",
         "    Give a slot to a master, as the version after the current one.",
+        "MIGRATE <slot>|<first-last> <node-id>",
+        "    Move the slots with their keys to another master; CLUSTER INFO follows it.",
     ]))
 }
 
@@ -483,6 +530,69 @@ pub fn clusterx_setslot(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, 
     }
     cluster.set_slot(slot, id, version)?;
     Ok(Reply::OK)
+}
+
+/// CLUSTERX MIGRATE slot|first-last destination-id: moves the slots with their keys to
+/// another master, in the background; CLUSTER INFO reports how it goes.
+pub fn clusterx_migrate(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let cluster = shared_cluster(ctx)?;
+    let range = slot_range(&args[2])?;
+    let destination = std::str::from_utf8(&args[3]).unwrap_or_default();
+    let destination = cluster.begin_migration(range, destination)?;
+    let password = ctx.services.config.read().requirepass.clone();
+    let job = Job {
+        range,
+        destination,
+        password,
+    };
+    migration::spawn(cluster, ctx.services.keyspace.clone(), job);
+    Ok(Reply::OK)
+}
+
+/// CLUSTER IMPORT slot|first-last 0|1|2, which a migrating source sends its destination:
+/// the import starts on this connection, succeeded, or failed.
+pub fn cluster_import(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
+    let cluster = shared_cluster(ctx)?;
+    let range = slot_range(&args[2])?;
+    let keyspace = &ctx.services.keyspace;
+    match &args[3][..] {
+        b"0" => {
+            if cluster.begin_import(range)? {
+                // Slots that once migrated away are written here again.
+                let moves = &keyspace.slot_moves;
+                if range.slots().any(|slot| moves.forbids(slot)) && !cluster.migrating() {
+                    moves.stop();
+                }
+                // What an earlier import left of these slots.
+                off_worker(|| migration::delete_all(keyspace, range))?;
+            }
+            ctx.client.cluster_import_link = true;
+        }
+        b"1" => {
+            cluster.end_import(range, true)?;
+            ctx.client.cluster_import_link = false;
+        }
+        b"2" => {
+            cluster.end_import(range, false)?;
+            ctx.client.cluster_import_link = false;
+            migration::delete_in_background(cluster, keyspace.clone(), range, "failed import");
+        }
+        _ => return Err(Error::msg("Invalid import state")),
+    }
+    Ok(Reply::OK)
+}
+
+/// A slot or a range of them, `N` or `first-last`, as Kvrocks reads them.
+fn slot_range(arg: &[u8]) -> Result<SlotRange, Error> {
+    std::str::from_utf8(arg)
+        .ok()
+        .and_then(SlotRange::parse)
+        .ok_or_else(|| {
+            Error::msg(format!(
+                "Invalid slot range: `{}`",
+                String::from_utf8_lossy(arg)
+            ))
+        })
 }
 
 /// An error's text without its code, to be quoted in another error.

@@ -850,6 +850,7 @@ static CLUSTER: &[CommandSpec] = &[
     spec!("cluster|getkeysinslot", 4, CLUSTER_READ, NO_KEYS, "cluster", "Returns the key names in a hash slot.", cluster::cluster_getkeysinslot),
     spec!("cluster|replicas", 3, Flags::ADMIN.with(Flags::STALE), NO_KEYS, "cluster", "Lists the replica nodes of a master node.", cluster::cluster_replicas),
     spec!("cluster|slaves", 3, Flags::ADMIN.with(Flags::STALE), NO_KEYS, "cluster", "Lists the replica nodes of a master node.", cluster::cluster_replicas),
+    spec!("cluster|import", 4, SUB_ADMIN.with(Flags::WRITE).with(Flags::NO_MULTI), NO_KEYS, "cluster", "Receives slots a migrating master sends.", cluster::cluster_import, Events::Silent),
     spec!("cluster|reset", -2, Flags::ADMIN.with(Flags::STALE).with(Flags::NOSCRIPT), NO_KEYS, "cluster", "Resets a node.", cluster::cluster_reset),
     spec!("cluster|help", 2, HELP, NO_KEYS, "cluster", "Returns helpful text about the different subcommands.", cluster::cluster_help),
 ];
@@ -860,6 +861,7 @@ static CLUSTERX: &[CommandSpec] = &[
     spec!("clusterx|myid", 2, SUB_ADMIN, NO_KEYS, "cluster", "Returns the ID of the node.", cluster::cluster_myid),
     spec!("clusterx|setnodeid", 3, SUB_ADMIN, NO_KEYS, "cluster", "Sets the ID of the node.", cluster::clusterx_setnodeid),
     spec!("clusterx|setnodes", -4, SUB_ADMIN, NO_KEYS, "cluster", "Sets the cluster's topology.", cluster::clusterx_setnodes),
+    spec!("clusterx|migrate", 4, SUB_ADMIN, NO_KEYS, "cluster", "Moves slots with their keys to another master.", cluster::clusterx_migrate),
     spec!("clusterx|setslot", 6, SUB_ADMIN, NO_KEYS, "cluster", "Gives one slot to a master.", cluster::clusterx_setslot),
     spec!("clusterx|help", 2, HELP, NO_KEYS, "cluster", "Returns helpful text about the different subcommands.", cluster::clusterx_help),
 ];
@@ -1410,7 +1412,10 @@ mod tests {
         assert_eq!(marked(Flags::WHILE_SUBSCRIBED), subscribed);
         assert_eq!(marked(Flags::LOCKS_LATE), ["copy", "move"]);
         assert_eq!(marked(Flags::SELECTS_DB), ["select"]);
-        assert_eq!(marked(Flags::NO_MULTI), ["psync", "save", "shutdown"]);
+        assert_eq!(
+            marked(Flags::NO_MULTI),
+            ["cluster|import", "psync", "save", "shutdown"]
+        );
         let no_keymiss = [
             "memory|usage",
             "object|encoding",

@@ -14,6 +14,10 @@ pub(crate) struct Change {
     pub(super) resets: Vec<u8>,
     /// Whether the batch deletes an expiry-index entry that is already due.
     pub removes_due_expiry: bool,
+    /// The batch only deletes keys that may lie in slots moving to another node (cluster
+    /// mode), and passes while clients' writes to them are refused (see `slot_moves`): the
+    /// keys of slots that moved away, and expired keys, which expire on the destination alike.
+    pub ignores_slot_moves: bool,
 }
 
 impl Change {

@@ -82,7 +82,10 @@ impl<'a> Db<'a> {
                 continue;
             }
             reaped += 1;
-            let mut change = Change::default();
+            let mut change = Change {
+                ignores_slot_moves: true,
+                ..Change::default()
+            };
             match self.raw_meta(key)? {
                 Some(meta) if meta.expire_at == *at => {
                     self.stage_replace(&mut change, key, Some(&meta), None)?;

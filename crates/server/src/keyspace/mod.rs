@@ -20,6 +20,7 @@ mod locks;
 mod ready;
 mod replica;
 pub(crate) mod sampling;
+mod slot_moves;
 mod transaction;
 mod version;
 mod watch;
@@ -42,6 +43,7 @@ pub use libraries::LibraryEdit;
 pub use locks::{lock_off_worker, off_worker, HeldStripes, KeyGuard, LockTable, STRIPES};
 pub use ready::ReadyKeys;
 pub use replica::ReplicaMode;
+pub use slot_moves::{SlotMoves, FORBIDDEN};
 pub use transaction::Transaction;
 pub use version::VersionGenerator;
 pub use watch::WatchSet;
@@ -102,6 +104,8 @@ pub struct Keyspace {
     db_map: databases::DbMap,
     /// Changes to the stored function libraries (see `libraries`).
     library_changes: AtomicU64,
+    /// Writes to slots moving to another node (cluster mode).
+    pub slot_moves: SlotMoves,
 }
 
 impl Keyspace {
@@ -138,6 +142,7 @@ impl Keyspace {
             replica: AtomicU8::new(ReplicaMode::None as u8),
             db_map,
             library_changes: AtomicU64::new(0),
+            slot_moves: SlotMoves::default(),
         })
     }
 
@@ -192,6 +197,11 @@ impl Keyspace {
     }
 
     /// The number clients select for stored database `stored` (the first byte of its keys).
+    /// The stored database that database `number` names (see `databases`).
+    pub fn stored_db(&self, number: usize) -> u8 {
+        self.db_map.stored(number)
+    }
+
     pub fn db_number(&self, stored: u8) -> u8 {
         self.db_map.number(stored)
     }
@@ -552,6 +562,9 @@ impl Keyspace {
         // a replica goes through.
         if !batch.is_empty() {
             self.check_writable()?;
+            if !change.ignores_slot_moves {
+                self.slot_moves.note(&batch)?;
+            }
         }
         // Noted before the write so the batch need not be copied: a write that fails only
         // costs a watcher a retry.

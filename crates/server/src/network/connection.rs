@@ -31,6 +31,7 @@ use crate::error::Error;
 use crate::keyspace::combine::{Combiner, Entry, Guest, Handback, Leadership};
 use crate::keyspace::{HeldStripes, Transaction};
 use crate::services::blocking::BlockRequest;
+use crate::services::cluster::migration;
 use crate::services::monitor::Origin;
 use crate::services::replication::feed;
 use crate::services::{pubsub, ClientState, Closing, Services};
@@ -101,6 +102,15 @@ pub async fn serve(
         .forget(handle.id, &connection.client.subscriptions);
     services.keyspace.unwatch(&mut connection.client.watching);
     services.monitors.remove(handle.id);
+    if connection.client.cluster_import_link {
+        // The source of an import went away before it ended: what it sent is dropped.
+        if let Some(cluster) = &services.cluster {
+            if let Some(range) = cluster.import_link_lost() {
+                let keyspace = services.keyspace.clone();
+                migration::delete_in_background(cluster.clone(), keyspace, range, "failed import");
+            }
+        }
+    }
     match ended {
         // PSYNC: the connection carries a replica's stream from now on, still listed as a
         // client (flag S) so that CLIENT KILL TYPE replica finds it.

@@ -16,7 +16,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use crate::config::Config;
 use crate::datadir::DataDir;
 use crate::keyspace::{Keyspace, STRIPES};
-use crate::services::cluster::{Cluster, WantedRole};
+use crate::services::cluster::{migration, Cluster, WantedRole};
 use crate::services::replication::{link, Replication};
 use crate::services::{Durability, Services};
 use connection::WriteCombiner;
@@ -102,6 +102,12 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
     );
     services.load_users()?;
     let services = Arc::new(services);
+    if let Some(cluster) = &services.cluster {
+        for range in cluster.recover() {
+            let keyspace = services.keyspace.clone();
+            migration::delete_in_background(cluster.clone(), keyspace, range, "moved slots");
+        }
+    }
     let cron = cron::start(services.clone());
     tokio::spawn(link::supervise(
         services.clone(),

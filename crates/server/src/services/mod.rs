@@ -64,6 +64,8 @@ pub struct ClientState {
     pub replica: ReplicaHandshake,
     /// READONLY: in cluster mode, a replica serves its master's reads to this connection.
     pub cluster_readonly: bool,
+    /// The connection carries the import of slots running here (CLUSTER IMPORT ... 0).
+    pub cluster_import_link: bool,
 }
 
 /// REPLCONF's and PSYNC's arguments, kept until the connection becomes a replica's feed.
@@ -136,6 +138,7 @@ impl ClientState {
             replies: ReplyMode::default(),
             replica: ReplicaHandshake::default(),
             cluster_readonly: false,
+            cluster_import_link: false,
         }
     }
 
@@ -171,6 +174,7 @@ impl ClientState {
             replies: ReplyMode::default(),
             replica: ReplicaHandshake::default(),
             cluster_readonly: self.cluster_readonly,
+            cluster_import_link: self.cluster_import_link,
         }
     }
 }

@@ -45,8 +45,15 @@ impl<'a> Db<'a> {
     }
 
     pub fn delete(&self, keys: &[Bytes]) -> Result<i64, Error> {
+        self.delete_keys(keys, false)
+    }
+
+    /// DEL; `moved` for keys of slots that moved to another node, which clients may no longer
+    /// write here.
+    fn delete_keys(&self, keys: &[Bytes], moved: bool) -> Result<i64, Error> {
         let _guard = self.lock(keys)?;
         let mut change = Change::default();
+        change.ignores_slot_moves = moved;
         let mut deleted = 0;
         let first = super::first_occurrences(keys);
         let now = now_ms();
@@ -419,39 +426,73 @@ impl<'a> Db<'a> {
 
     /// Up to `count` live keys of a cluster slot, in key order (CLUSTER GETKEYSINSLOT).
     pub fn keys_in_slot(&self, slot: u16, count: usize) -> Result<Vec<Bytes>, Error> {
+        self.keys_in_slots(slot, slot, None, count, false)
+    }
+
+    /// Up to `count` keys of the slots `first..=last` after `after`, in slot and key order;
+    /// with `expired`, also keys past their expiry that are still stored.
+    pub fn keys_in_slots(
+        &self,
+        first: u16,
+        last: u16,
+        after: Option<&[u8]>,
+        count: usize,
+        expired: bool,
+    ) -> Result<Vec<Bytes>, Error> {
         let mut keys = Vec::new();
-        if count > 0 {
-            self.each_key_in_slot(slot, &mut |key: &[u8]| {
-                keys.push(Bytes::copy_from_slice(key));
-                keys.len() < count
-            })?;
+        if count == 0 {
+            return Ok(keys);
         }
-        Ok(keys)
-    }
-
-    /// The live keys of a cluster slot (CLUSTER COUNTKEYSINSLOT): a scan of the slot's
-    /// metadata, where Redis keeps a count.
-    pub fn count_in_slot(&self, slot: u16) -> Result<usize, Error> {
-        let mut count = 0;
-        self.each_key_in_slot(slot, &mut |_| {
-            count += 1;
-            true
-        })?;
-        Ok(count)
-    }
-
-    /// Calls `f` with each live key of `slot` until it returns false.
-    fn each_key_in_slot(&self, slot: u16, f: &mut dyn FnMut(&[u8]) -> bool) -> Result<(), Error> {
-        let (start, end) = k::slot_range(self.index, slot, slot);
+        let (mut start, end) = k::slot_range(self.index, first, last);
+        if let Some(after) = after {
+            start = k::meta_key(self.index, after);
+            start.push(0);
+        }
         let now = now_ms();
         self.engine().scan(
             Cf::Meta,
             &start,
             &end,
             ScanDirection::Forward,
-            &mut |raw, value| is_expired_record(value, now) || f(k::user_key_of_meta(raw)),
+            &mut |raw, value| {
+                if expired || !is_expired_record(value, now) {
+                    keys.push(Bytes::copy_from_slice(k::user_key_of_meta(raw)));
+                }
+                keys.len() < count
+            },
         )?;
-        Ok(())
+        Ok(keys)
+    }
+
+    /// The live keys of a cluster slot (CLUSTER COUNTKEYSINSLOT): a scan of the slot's
+    /// metadata, where Redis keeps a count.
+    pub fn count_in_slot(&self, slot: u16) -> Result<usize, Error> {
+        let (start, end) = k::slot_range(self.index, slot, slot);
+        let now = now_ms();
+        let mut count = 0;
+        self.engine().scan(
+            Cf::Meta,
+            &start,
+            &end,
+            ScanDirection::Forward,
+            &mut |_, value| {
+                count += !is_expired_record(value, now) as usize;
+                true
+            },
+        )?;
+        Ok(count)
+    }
+
+    /// Deletes a batch of keys of the slots `first..=last` (a few hundred, as DEL deletes
+    /// them, while clients' writes to the slots may be refused) and returns the first, or
+    /// `None` when none is left. For slots that moved away, or that an import left half done.
+    pub fn delete_slot_batch(&self, first: u16, last: u16) -> Result<Option<Bytes>, Error> {
+        let keys = self.keys_in_slots(first, last, None, 256, true)?;
+        let Some(head) = keys.first().cloned() else {
+            return Ok(None);
+        };
+        self.delete_keys(&keys, true)?;
+        Ok(Some(head))
     }
 
     /// A random live key, found by seeking to a random slot.

@@ -1,0 +1,315 @@
+//! Moving slots to another master (CLUSTERX MIGRATE), on a thread of its own, as Kvrocks's
+//! source does it, in Redis's commands:
+//!
+//! 1. `CLUSTER IMPORT <range> 0` on a connection to the destination, which from then on
+//!    takes the slots' keys from that connection only;
+//! 2. every key of the slots, as `RESTORE key <expiry> <DUMP payload> REPLACE ABSTTL`
+//!    (`DEL` for one gone meanwhile), pipelined, while clients go on reading and writing
+//!    them here; every key written meanwhile is recorded (`keyspace::SlotMoves`);
+//! 3. the recorded keys again, in rounds, until few are left;
+//! 4. writes to the slots refused (`-TRYAGAIN`); once the writes already past that check are
+//!    done (every key lock taken once), the last recorded keys;
+//! 5. `CLUSTER IMPORT <range> 1`: the destination serves the slots; here they are
+//!    redirected to it (`-MOVED`), and their keys deleted.
+//!
+//! Any failure (the link, a reply, FLUSHALL meanwhile) sends `CLUSTER IMPORT <range> 2`, on
+//! which the destination drops what it took, and writes resume here: both sides are as
+//! before, and CLUSTER INFO says `fail`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use shale_protocol::encode_request;
+
+use super::{Cluster, Node, SlotRange};
+use crate::error::Error;
+use crate::keyspace::{Db, Keyspace};
+
+/// Keys sent per pipelined round trip.
+const PIPELINE: usize = 128;
+/// Catch-up rounds end once this few recorded keys are left, or after `ROUNDS`.
+const FEW_LEFT: usize = 64;
+const ROUNDS: usize = 10;
+/// How long the destination may take to answer.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A migration to run: the slots, where to, and the password this node's clients use, which
+/// the destination, a node of the same cluster, shares.
+pub struct Job {
+    pub range: SlotRange,
+    pub destination: Node,
+    pub password: Option<String>,
+}
+
+/// Runs `job` on a thread of its own; its end is recorded in `cluster`.
+pub fn spawn(cluster: Arc<Cluster>, keyspace: Arc<Keyspace>, job: Job) {
+    let spawned = std::thread::Builder::new()
+        .name("slot-migration".into())
+        .spawn({
+            let cluster = cluster.clone();
+            move || run(&cluster, &keyspace, &job)
+        });
+    if let Err(err) = spawned {
+        tracing::warn!("can't start the slot migration: {err}");
+        if let Err(err) = cluster.end_migration(false) {
+            tracing::warn!("{}", super::err_text(&err));
+        }
+    }
+}
+
+fn run(cluster: &Cluster, keyspace: &Keyspace, job: &Job) {
+    let range = job.range;
+    let target = job.destination.addr();
+    tracing::info!("migrating slots {range} to {target}");
+    let mut link = None;
+    let outcome = migrate(keyspace, job, &mut link);
+    let success = outcome.is_ok();
+    if let Err(reason) = &outcome {
+        tracing::warn!("the migration of slots {range} to {target} failed: {reason}");
+        // Had the destination taken IMPORT 1 and only its reply been lost, it would refuse
+        // this and serve the slots as this node does again: a gap Kvrocks has too
+        // (apache/kvrocks#3147).
+        if let Some(link) = link.as_mut() {
+            let _ = link.call(&[b"CLUSTER", b"IMPORT", range.to_string().as_bytes(), b"2"]);
+        }
+    }
+    if let Err(err) = cluster.end_migration(success) {
+        tracing::warn!("{}", super::err_text(&err));
+    }
+    if !success {
+        keyspace.slot_moves.stop();
+        return;
+    }
+    // Clients' writes to the slots stay refused here: one that passed its check before the
+    // slots were redirected must not land where no one reads it.
+    keyspace.slot_moves.finish();
+    tracing::info!("slots {range} migrated to {target}; deleting their keys here");
+    report_deletion(
+        delete_leftover(cluster, keyspace, range),
+        range,
+        "migrated slots",
+    );
+}
+
+/// Deletes the keys of `range` here, batch by batch, while they are a leftover (an import of
+/// the slots stops it, and deletes what is here itself). Returns whether it got to the end.
+pub fn delete_leftover(
+    cluster: &Cluster,
+    keyspace: &Keyspace,
+    range: SlotRange,
+) -> Result<bool, Error> {
+    let db = keyspace.db(0);
+    let mut previous: Option<Bytes> = None;
+    loop {
+        let _cleaning = cluster.cleaning();
+        if !cluster.is_leftover(range) {
+            return Ok(false);
+        }
+        let Some(head) = db.delete_slot_batch(range.first, range.last)? else {
+            cluster.cleaned(range)?;
+            return Ok(true);
+        };
+        if previous.as_ref() == Some(&head) {
+            return Err(Error::msg("a key of the slots could not be deleted"));
+        }
+        previous = Some(head);
+    }
+}
+
+/// Deletes every key of `range` here (an import's start, for what an earlier one left).
+pub fn delete_all(keyspace: &Keyspace, range: SlotRange) -> Result<(), Error> {
+    let db = keyspace.db(0);
+    let mut previous: Option<Bytes> = None;
+    while let Some(head) = db.delete_slot_batch(range.first, range.last)? {
+        if previous.as_ref() == Some(&head) {
+            return Err(Error::msg("a key of the slots could not be deleted"));
+        }
+        previous = Some(head);
+    }
+    Ok(())
+}
+
+fn report_deletion(outcome: Result<bool, Error>, range: SlotRange, what: &str) {
+    match outcome {
+        Ok(true) => tracing::info!("the keys of {what} {range} are deleted here"),
+        Ok(false) => tracing::info!("the keys of {what} {range} are being imported again"),
+        Err(err) => tracing::warn!(
+            "deleting the keys of {what} {range} stopped: {}",
+            super::err_text(&err)
+        ),
+    }
+}
+
+/// Deletes the keys of `range` here on a thread of its own, while they are a leftover:
+/// slots that moved away, or that an import left half done.
+pub fn delete_in_background(
+    cluster: Arc<Cluster>,
+    keyspace: Arc<Keyspace>,
+    range: SlotRange,
+    what: &'static str,
+) {
+    let spawned = std::thread::Builder::new()
+        .name("slot-cleanup".into())
+        .spawn(move || report_deletion(delete_leftover(&cluster, &keyspace, range), range, what));
+    if let Err(err) = spawned {
+        tracing::warn!("can't delete the keys of {what} {range}: {err}");
+    }
+}
+
+fn migrate(keyspace: &Keyspace, job: &Job, link: &mut Option<Link>) -> Result<(), String> {
+    let range = job.range;
+    let range_text = range.to_string();
+    let link = link.insert(Link::connect(&job.destination, job.password.as_deref())?);
+    link.call(&[b"CLUSTER", b"IMPORT", range_text.as_bytes(), b"0"])?;
+    let moves = &keyspace.slot_moves;
+    moves.track(keyspace.stored_db(0), range.first, range.last);
+    let db = keyspace.db(0);
+    let failed = |err: Error| super::err_text(&err);
+    let started = Instant::now();
+
+    let mut after: Option<Bytes> = None;
+    let mut sent = 0usize;
+    loop {
+        let keys = db
+            .keys_in_slots(range.first, range.last, after.as_deref(), PIPELINE, false)
+            .map_err(failed)?;
+        let Some(last) = keys.last().cloned() else {
+            break;
+        };
+        sent += keys.len();
+        send(&db, link, &keys)?;
+        after = Some(last);
+        flushed(keyspace)?;
+    }
+    for _ in 0..ROUNDS {
+        if moves.written_count() <= FEW_LEFT {
+            break;
+        }
+        let keys: Vec<Bytes> = moves.take_written().into_iter().map(Bytes::from).collect();
+        sent += keys.len();
+        send(&db, link, &keys)?;
+        flushed(keyspace)?;
+    }
+    moves.forbid();
+    let forbidden = Instant::now();
+    // Writes that passed the check before hold their keys' locks until they are written.
+    drop(db.lock_all().map_err(failed)?);
+    let keys: Vec<Bytes> = moves.take_written().into_iter().map(Bytes::from).collect();
+    sent += keys.len();
+    send(&db, link, &keys)?;
+    flushed(keyspace)?;
+    link.call(&[b"CLUSTER", b"IMPORT", range_text.as_bytes(), b"1"])?;
+    tracing::info!(
+        "slots {range}: {sent} keys sent in {} ms, writes to them refused for the last {} ms",
+        started.elapsed().as_millis(),
+        forbidden.elapsed().as_millis()
+    );
+    Ok(())
+}
+
+/// FLUSHDB or FLUSHALL during a migration fails it, as in Kvrocks.
+fn flushed(keyspace: &Keyspace) -> Result<(), String> {
+    match keyspace.slot_moves.was_flushed() {
+        true => Err("the database was flushed during the migration".into()),
+        false => Ok(()),
+    }
+}
+
+/// Sends `keys` as they are now: RESTORE with the key's DUMP payload and absolute expiry,
+/// or DEL for a key that no longer exists; every reply must be a success.
+fn send(db: &Db<'_>, link: &mut Link, keys: &[Bytes]) -> Result<(), String> {
+    for chunk in keys.chunks(PIPELINE) {
+        let mut request = Vec::new();
+        for key in chunk {
+            match db.dump_value(key).map_err(|e| super::err_text(&e))? {
+                Some((value, expire_at)) => {
+                    let payload = shale_rdb::dump::encode(&value);
+                    let expire_at = expire_at.to_string();
+                    let args: [&[u8]; 6] = [
+                        b"RESTORE",
+                        key,
+                        expire_at.as_bytes(),
+                        &payload,
+                        b"REPLACE",
+                        b"ABSTTL",
+                    ];
+                    encode_request(&mut request, &args);
+                }
+                None => {
+                    let args: [&[u8]; 2] = [b"DEL", key];
+                    encode_request(&mut request, &args);
+                }
+            }
+        }
+        link.exchange(&request, chunk.len())?;
+    }
+    Ok(())
+}
+
+/// The connection to the destination.
+struct Link {
+    writer: TcpStream,
+    reader: BufReader<TcpStream>,
+}
+
+impl Link {
+    fn connect(node: &Node, password: Option<&str>) -> Result<Link, String> {
+        let addr = (node.host.as_str(), node.port)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut all| all.next())
+            .ok_or_else(|| format!("can't resolve {}", node.addr()))?;
+        let stream = TcpStream::connect_timeout(&addr, REPLY_TIMEOUT)
+            .map_err(|e| format!("can't connect to {}: {e}", node.addr()))?;
+        let configured = stream
+            .set_read_timeout(Some(REPLY_TIMEOUT))
+            .and_then(|()| stream.set_write_timeout(Some(REPLY_TIMEOUT)))
+            .and_then(|()| stream.set_nodelay(true));
+        configured.map_err(|e| e.to_string())?;
+        let reader = BufReader::new(stream.try_clone().map_err(|e| e.to_string())?);
+        let mut link = Link {
+            writer: stream,
+            reader,
+        };
+        if let Some(password) = password {
+            link.call(&[b"AUTH", password.as_bytes()])?;
+        }
+        Ok(link)
+    }
+
+    fn call(&mut self, args: &[&[u8]]) -> Result<(), String> {
+        let mut request = Vec::new();
+        encode_request(&mut request, args);
+        self.exchange(&request, 1)
+    }
+
+    /// Sends `request` and reads `replies` replies, each of which must be a status or an
+    /// integer (what RESTORE, DEL, AUTH and CLUSTER IMPORT answer).
+    fn exchange(&mut self, request: &[u8], replies: usize) -> Result<(), String> {
+        self.writer
+            .write_all(request)
+            .map_err(|e| format!("writing to the destination: {e}"))?;
+        let mut line = Vec::new();
+        for _ in 0..replies {
+            line.clear();
+            let read = (&mut self.reader)
+                .take(64 * 1024)
+                .read_until(b'\n', &mut line)
+                .map_err(|e| format!("reading from the destination: {e}"))?;
+            if read == 0 || !line.ends_with(b"\n") {
+                return Err("the destination closed the connection".into());
+            }
+            match line.first() {
+                Some(b'+') | Some(b':') => {}
+                _ => {
+                    let text = String::from_utf8_lossy(&line);
+                    return Err(format!("the destination replied {}", text.trim_end()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
