@@ -68,7 +68,7 @@ impl Default for RocksConfig {
             write_buffer_size: 64 << 20,
             max_write_buffer_number: 4,
             memtable_budget: 256 << 20,
-            max_background_jobs: 2,
+            max_background_jobs: 4,
             rate_limit: 0,
             rate_limit_auto_tune: true,
             // A point read of a key not in the block cache decompresses one whole block: with
