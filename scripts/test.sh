@@ -41,6 +41,19 @@ if ! command -v redis-sentinel >/dev/null; then
     $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq redis-sentinel >/dev/null
 fi
 
+# Apache Kvrocks Controller, the control plane the cluster test runs against: built from
+# third_party/ with its dependencies from the Go module proxy (Debian's Go, if none is
+# installed, fetches the toolchain go.mod asks for from the proxy too).
+if ! command -v go >/dev/null; then
+    echo "installing golang-go (to build Apache Kvrocks Controller for the cluster test)" >&2
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
+    $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq golang-go >/dev/null
+fi
+export SHALE_KVCTL="$CARGO_TARGET_DIR/kvrocks-controller/kvctl-server"
+(cd third_party/kvrocks-controller && GOTOOLCHAIN=auto go build -o "$SHALE_KVCTL" ./cmd/server)
+
 cargo fmt --all --check
 cargo clippy --release --all-targets -- -D warnings
 log=$(mktemp)
