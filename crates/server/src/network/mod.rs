@@ -115,13 +115,7 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
     ));
     let combiner = Arc::new(WriteCombiner::new(STRIPES));
 
-    for listener in listeners {
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        tracing::info!("Ready to accept connections tcp {addr}");
-        println!("Ready to accept connections tcp {addr}");
-        tokio::spawn(accept_loop(listener, services.clone(), combiner.clone()));
-    }
-
+    // Before "Ready": whoever waits for that line may scrape at once.
     if services.config.read().metrics_port > 0 {
         let (host, port) = {
             let config = services.config.read();
@@ -137,6 +131,13 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
             .map_err(|e| format!("can't bind the metrics port {host}:{port}: {e}"))?;
         tracing::info!("Prometheus metrics at http://{host}:{port}/metrics");
         tokio::spawn(metrics::serve(listener, services.clone()));
+    }
+
+    for listener in listeners {
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        tracing::info!("Ready to accept connections tcp {addr}");
+        println!("Ready to accept connections tcp {addr}");
+        tokio::spawn(accept_loop(listener, services.clone(), combiner.clone()));
     }
 
     let mut shutdown = services.shutdown.subscribe();
