@@ -528,10 +528,7 @@ fn a_failed_migration_leaves_both_sides_as_they_were() {
     let nodes: Vec<TestServer> = (0..2).map(|_| start_node()).collect();
     let [a, b, c, _] = IDS;
     // The third master listens nowhere.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let closed = common::free_port();
     let text = format!(
         "{a} 127.0.0.1 {} master - 0-8191\n{b} 127.0.0.1 {} master - 8192-16000\n{c} 127.0.0.1 {closed} master - 16001-16383\n",
         nodes[0].port, nodes[1].port

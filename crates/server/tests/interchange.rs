@@ -499,10 +499,7 @@ fn migrate_moves_keys_both_ways_with_redis_replies() {
 #[test]
 fn migrate_errors_match_redis() {
     let target = RedisServer::start(&["--requirepass", "secret"]);
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port");
+    let closed = common::free_port();
     let redis = RedisServer::start(&[]);
     let shale = TestServer::start();
     let (mut r, mut s) = (redis.client(), shale.client());

@@ -7,7 +7,7 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -28,13 +28,6 @@ impl Drop for Controller {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
 impl Controller {
     /// A single-node Raft controller that probes every second and fails a master over after
     /// three failed probes.
@@ -42,7 +35,7 @@ impl Controller {
         let binary = std::env::var("SHALE_KVCTL")
             .expect("SHALE_KVCTL names Apache Kvrocks Controller's server: run ./scripts/test.sh");
         let dir = tempfile::tempdir().expect("temp dir");
-        let (port, raft) = (free_port(), free_port());
+        let (port, raft) = (common::free_port(), common::free_port());
         let config = format!(
             "addr: \"127.0.0.1:{port}\"\nstorage_type: raft\nraft:\n  id: 1\n  data_dir: \"{}\"\n  cluster_state: \"new\"\n  peers:\n    - \"http://127.0.0.1:{raft}\"\n  heartbeat_seconds: 1\n  election_seconds: 3\ncontroller:\n  failover:\n    ping_interval_seconds: 1\n    max_ping_count: 3\n",
             dir.path().join("raft").display()

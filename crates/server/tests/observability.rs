@@ -137,10 +137,7 @@ fn http_get(port: u16, path: &str) -> String {
 
 #[test]
 fn prometheus_scrapes_info_under_redis_exporter_names() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = common::free_port();
     let server = TestServer::start_with(&["--metrics-port", &port.to_string()]);
     let mut con = server.client();
     let _: () = run(&mut con, &["SET", "k", "v"]);

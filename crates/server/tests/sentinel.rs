@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,7 +23,7 @@ struct Sentinel {
 impl Sentinel {
     fn start(master_port: u16) -> Sentinel {
         let dir = tempfile::tempdir().expect("temp dir");
-        let port = free_port();
+        let port = common::free_port();
         let config = dir.path().join("sentinel.conf");
         std::fs::write(
             &config,
@@ -100,13 +99,6 @@ impl Drop for Sentinel {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {

@@ -358,6 +358,15 @@ pub fn resident_kb(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// A port nothing listens on now (the kernel's pick, released at once): for a program that
+/// needs its port on its command line, or an address that refuses connections.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
 /// The full error line of a failed command: `CODE detail`.
 pub fn error_line(err: redis::RedisError) -> String {
     match (err.code(), err.detail()) {
@@ -495,10 +504,7 @@ pub struct RedisServer {
 impl RedisServer {
     pub fn start(extra: &[&str]) -> RedisServer {
         let dir = tempfile::tempdir().expect("temp dir");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
+        let port = free_port();
         let child = Command::new("redis-server")
             .args([
                 "--port",

@@ -101,35 +101,45 @@ pub fn delete_leftover(
     keyspace: &Keyspace,
     range: SlotRange,
 ) -> Result<bool, Error> {
+    // Each batch runs under the lock an import's start takes, and only while still a leftover.
+    let finished = delete_batches(keyspace, range, || {
+        let cleaning = cluster.cleaning();
+        cluster.is_leftover(range).then_some(cleaning)
+    })?;
+    match finished {
+        // Recorded under the same lock, before an import can begin.
+        Some(_cleaning) => cluster.cleaned(range).map(|()| true),
+        None => Ok(false),
+    }
+}
+
+/// Deletes every key of `range` here (an import's start, for what an earlier one left).
+pub fn delete_all(keyspace: &Keyspace, range: SlotRange) -> Result<(), Error> {
+    delete_batches(keyspace, range, || Some(())).map(|_| ())
+}
+
+/// Deletes the keys of `range` a batch at a time, each batch while what `before_batch`
+/// returns is held. Returns that, still held, once no key is left, or `None` if `before_batch`
+/// stopped it first.
+fn delete_batches<G>(
+    keyspace: &Keyspace,
+    range: SlotRange,
+    mut before_batch: impl FnMut() -> Option<G>,
+) -> Result<Option<G>, Error> {
     let db = keyspace.db(0);
     let mut previous: Option<Bytes> = None;
     loop {
-        let _cleaning = cluster.cleaning();
-        if !cluster.is_leftover(range) {
-            return Ok(false);
-        }
+        let Some(held) = before_batch() else {
+            return Ok(None);
+        };
         let Some(head) = db.delete_slot_batch(range.first, range.last)? else {
-            cluster.cleaned(range)?;
-            return Ok(true);
+            return Ok(Some(held));
         };
         if previous.as_ref() == Some(&head) {
             return Err(Error::msg("a key of the slots could not be deleted"));
         }
         previous = Some(head);
     }
-}
-
-/// Deletes every key of `range` here (an import's start, for what an earlier one left).
-pub fn delete_all(keyspace: &Keyspace, range: SlotRange) -> Result<(), Error> {
-    let db = keyspace.db(0);
-    let mut previous: Option<Bytes> = None;
-    while let Some(head) = db.delete_slot_batch(range.first, range.last)? {
-        if previous.as_ref() == Some(&head) {
-            return Err(Error::msg("a key of the slots could not be deleted"));
-        }
-        previous = Some(head);
-    }
-    Ok(())
 }
 
 fn report_deletion(outcome: Result<bool, Error>, range: SlotRange, what: &str) {
