@@ -41,9 +41,10 @@ if ! command -v redis-sentinel >/dev/null; then
     $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq redis-sentinel >/dev/null
 fi
 
-# Apache Kvrocks Controller, the control plane the cluster test runs against: built from
-# third_party/ with its dependencies from the Go module proxy (Debian's Go, if none is
-# installed, fetches the toolchain go.mod asks for from the proxy too).
+# Apache Kvrocks Controller, the control plane the cluster test runs against, built from
+# third_party/, and go-redis's cluster client, the test's second client library: their
+# dependencies come from the Go module proxy (Debian's Go, if none is installed, fetches the
+# toolchain a go.mod asks for from the proxy too).
 if ! command -v go >/dev/null; then
     echo "installing golang-go (to build Apache Kvrocks Controller for the cluster test)" >&2
     SUDO=""
@@ -53,6 +54,8 @@ if ! command -v go >/dev/null; then
 fi
 export SHALE_KVCTL="$CARGO_TARGET_DIR/kvrocks-controller/kvctl-server"
 (cd third_party/kvrocks-controller && GOTOOLCHAIN=auto go build -o "$SHALE_KVCTL" ./cmd/server)
+export SHALE_GO_CLUSTER="$CARGO_TARGET_DIR/go-cluster-clients"
+(cd crates/server/tests/go/cluster_clients && GOTOOLCHAIN=auto go build -o "$SHALE_GO_CLUSTER" .)
 
 cargo fmt --all --check
 cargo clippy --release --all-targets -- -D warnings
