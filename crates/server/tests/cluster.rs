@@ -572,3 +572,110 @@ fn a_failed_migration_leaves_both_sides_as_they_were() {
         run::<usize>(&mut destination, &["DBSIZE"]) == 0
     });
 }
+
+/// Sends one node its ID and the topology.
+fn push_to(node: &TestServer, id: &str, topology: &str, version: i64) {
+    let mut con = node.client();
+    run::<()>(&mut con, &["CLUSTERX", "SETNODEID", id]);
+    run::<()>(
+        &mut con,
+        &["CLUSTERX", "SETNODES", topology, &version.to_string()],
+    );
+}
+
+#[test]
+fn a_replica_promoted_during_a_migration_reports_how_it_ended() {
+    // A (nodes[0]) and its replica A' (nodes[1]) hold slots 0-8191, B (nodes[2]) the rest.
+    let mut nodes: Vec<TestServer> = (0..3).map(|_| start_node()).collect();
+    let [a, b, _, a2] = IDS;
+    let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+    let text = |master: &str, replica: &str| {
+        let port = |id: &str| if id == a { ports[0] } else { ports[1] };
+        format!(
+            "{master} 127.0.0.1 {} master - 0-8191\n{replica} 127.0.0.1 {} slave {master}\n{b} 127.0.0.1 {} master - 8192-16383\n",
+            port(master),
+            port(replica),
+            ports[2]
+        )
+    };
+    let first = text(a, a2);
+    for (node, id) in nodes.iter().zip([a, a2, b]) {
+        push_to(node, id, &first, 1);
+    }
+    let mut source = nodes[0].client();
+    let keys = fill_slots(&mut source, 0, 1000, 2000);
+    let staying = names_in_slots("s", 1001, 8191, 1);
+    run::<()>(&mut source, &["SET", &staying[0], "stays"]);
+    let info = |con: &mut redis::Connection| run::<String>(con, &["CLUSTER", "INFO"]);
+
+    // The destination hangs, so the migration is still running when A is SIGKILLed, after
+    // its replica acknowledged the migration's start.
+    nodes[2].signal("STOP");
+    run::<()>(&mut source, &["CLUSTERX", "MIGRATE", "0-1000", b]);
+    assert_eq!(run::<i64>(&mut source, &["WAIT", "1", "5000"]), 1);
+    nodes[0].kill();
+    nodes[2].signal("CONT");
+    // The controller's failover: A' is master, the dead A its replica.
+    let second = text(a2, a);
+    push_to(&nodes[1], a2, &second, 2);
+    push_to(&nodes[2], b, &second, 2);
+    let mut promoted = nodes[1].client();
+    let reported = info(&mut promoted);
+    // The line the controller polls for, with an end it acts on: the migration died.
+    assert!(
+        reported.contains("migrating_slot(s):0-1000\r\n"),
+        "{reported}"
+    );
+    assert!(reported.contains("migrating_state:fail\r\n"), "{reported}");
+    assert_eq!(run::<usize>(&mut promoted, &["DBSIZE"]), keys.len() + 1);
+    run::<()>(
+        &mut promoted,
+        &["SET", &keys[0], "written after the failover"],
+    );
+    let mut destination = nodes[2].client();
+    wait_until("the destination dropped the import", || {
+        !info(&mut destination).contains("import_state:start")
+    });
+    assert_eq!(run::<usize>(&mut destination, &["DBSIZE"]), 0);
+
+    // A comes back as A's replica; A' moves the slots to B, and dies after its replica has
+    // the migration's success, before the controller moved the slots in the topology.
+    nodes[0].start_again_on_same_port();
+    push_to(&nodes[0], a, &second, 2);
+    let mut master = nodes[1].client();
+    assert_eq!(run::<i64>(&mut master, &["WAIT", "1", "10000"]), 1);
+    run::<()>(&mut master, &["CLUSTERX", "MIGRATE", "0-1000", b]);
+    wait_until("the migration succeeded", || {
+        info(&mut master).contains("migrating_state:success")
+    });
+    assert_eq!(run::<i64>(&mut master, &["WAIT", "1", "5000"]), 1);
+    nodes[1].kill();
+    let third = text(a, a2);
+    push_to(&nodes[0], a, &third, 3);
+    push_to(&nodes[2], b, &third, 3);
+    let mut promoted = nodes[0].client();
+    let reported = info(&mut promoted);
+    assert!(
+        reported.contains("migrating_slot(s):0-1000\r\n"),
+        "{reported}"
+    );
+    assert!(
+        reported.contains("migrating_state:success\r\n"),
+        "{reported}"
+    );
+    // The slots are B's: redirected there, and deleted here.
+    let moved = fails(&mut promoted, &["GET", &keys[0]]);
+    assert!(
+        moved.ends_with(&format!("127.0.0.1:{}", ports[2])),
+        "{moved}"
+    );
+    wait_until("the promoted node deleted the moved keys", || {
+        run::<usize>(&mut promoted, &["DBSIZE"]) == 1
+    });
+    assert_eq!(run::<String>(&mut promoted, &["GET", &staying[0]]), "stays");
+    assert_eq!(run::<usize>(&mut destination, &["DBSIZE"]), keys.len());
+    assert_eq!(
+        run::<String>(&mut destination, &["GET", &keys[0]]),
+        "written after the failover"
+    );
+}

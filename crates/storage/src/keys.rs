@@ -9,6 +9,7 @@
 //! | meta (versions) | `0xFF "version"` |
 //! | meta (database map) | `0xFF "dbmap"` |
 //! | meta (function libraries) | `0xFF "library" name` |
+//! | meta (slot migration) | `0xFF "migration"` |
 //! | data, score | `db:u8 slot:u16 key_len:u32 user_key version:u64 element...` |
 //! | expire | `db:u8 expire_at_ms:u64 slot:u16 user_key` |
 //!
@@ -209,6 +210,14 @@ pub fn version_key() -> Vec<u8> {
 pub fn db_map_key() -> Vec<u8> {
     let mut out = vec![INTERNAL_PREFIX];
     out.extend_from_slice(b"dbmap");
+    out
+}
+
+/// The record of the last slot migration this node ran as its source (cluster mode): kept
+/// with the data so that its replicas have it, and one promoted during a migration knows it.
+pub fn migration_key() -> Vec<u8> {
+    let mut out = vec![INTERNAL_PREFIX];
+    out.extend_from_slice(b"migration");
     out
 }
 

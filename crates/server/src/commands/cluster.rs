@@ -473,19 +473,29 @@ pub fn clusterx_version(ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply,
 /// CLUSTERX SETNODEID id: this node's ID, which the control plane chose; the topology may
 /// now name this node, and its role follows.
 pub fn clusterx_setnodeid(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let cluster = cluster(ctx)?;
+    let cluster = shared_cluster(ctx)?;
     let id = std::str::from_utf8(&args[2])
         .ok()
         .filter(|id| id.len() == NODE_ID_LEN)
         .ok_or_else(|| Error::msg("Invalid node id"))?;
     cluster.set_node_id(id)?;
-    cluster.apply_role(&ctx.services.replication)?;
+    take_role(ctx, &cluster)?;
     Ok(Reply::OK)
+}
+
+/// Replication as the topology says; a node promoted takes over its master's migration. A
+/// master's record of its migration follows the topology, which may have taken its slots.
+fn take_role(ctx: &Context<'_>, cluster: &Arc<Cluster>) -> Result<(), Error> {
+    if cluster.apply_role(&ctx.services.replication)? {
+        migration::take_over(cluster, &ctx.services.keyspace)?;
+    }
+    migration::record(cluster, &ctx.services.keyspace);
+    Ok(())
 }
 
 /// CLUSTERX SETNODES text version [FORCE]: the whole topology, as Kvrocks takes it.
 pub fn clusterx_setnodes(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let cluster = cluster(ctx)?;
+    let cluster = shared_cluster(ctx)?;
     let force = match args.get(4) {
         None => false,
         Some(a) if is(a, "force") && args.len() == 5 => true,
@@ -500,7 +510,7 @@ pub fn clusterx_setnodes(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply,
         bind: &bind,
     };
     if cluster.set_nodes(text, version, force, listening)? {
-        cluster.apply_role(&ctx.services.replication).map_err(|e| {
+        take_role(ctx, &cluster).map_err(|e| {
             Error::msg(format!(
                 "failed to set master-replica replication: {}",
                 reply_text(&e)
@@ -539,6 +549,13 @@ pub fn clusterx_migrate(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, 
     let range = slot_range(&args[2])?;
     let destination = std::str::from_utf8(&args[3]).unwrap_or_default();
     let destination = cluster.begin_migration(range, destination)?;
+    // Before the reply: the controller polls a replica promoted from now on for it.
+    if let Some(line) = cluster.migration_line() {
+        if let Err(err) = ctx.services.keyspace.record_migration(&line) {
+            cluster.end_migration(false)?;
+            return Err(err);
+        }
+    }
     let password = ctx.services.config.read().requirepass.clone();
     let job = Job {
         range,
@@ -565,6 +582,9 @@ pub fn cluster_import(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Er
                 }
                 // What an earlier import left of these slots.
                 off_worker(|| migration::delete_all(keyspace, range))?;
+                // A migration of them away no longer redirects them: nor may a replica
+                // promoted later.
+                migration::record(&cluster, keyspace);
             }
             ctx.client.cluster_import_link = true;
         }

@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 use shale_storage::keys as k;
 use shale_storage::{Cf, Op, WriteBatch};
 
+use super::Keyspace;
 use crate::error::Error;
 
 #[derive(Default)]
@@ -147,6 +148,24 @@ impl SlotMoves {
 
 /// Kvrocks's words for a write refused while a migration finishes.
 pub const FORBIDDEN: &str = "Can't write to slot being migrated which is in write forbidden phase";
+
+impl Keyspace {
+    /// Stores the line describing this node's last migration (cluster mode), with the data,
+    /// so that its replicas get it with the writes around it.
+    pub fn record_migration(&self, line: &str) -> Result<(), Error> {
+        self.check_writable()?;
+        let mut batch = WriteBatch::default();
+        batch.put(Cf::Meta, k::migration_key(), line.as_bytes().to_vec());
+        self.engine.write(batch)?;
+        Ok(())
+    }
+
+    /// The line [`Keyspace::record_migration`] stored last, here or on this node's master.
+    pub fn recorded_migration(&self) -> Result<Option<String>, Error> {
+        let line = self.engine.get(Cf::Meta, &k::migration_key())?;
+        Ok(line.map(|l| String::from_utf8_lossy(&l).into_owned()))
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -63,9 +63,13 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), Str
         replication.follow(host, port);
     }
     if let Some(cluster) = &cluster {
-        cluster
+        let promoted = cluster
             .apply_role(&replication)
             .map_err(|e| format!("can't take the role the cluster topology gives: {e}"))?;
+        if promoted {
+            migration::take_over(cluster, &keyspace)
+                .map_err(|e| format!("can't take over the master's migration: {e}"))?;
+        }
     }
     tracing::info!("database opened in {} ms", opened.elapsed().as_millis());
     // Before the first client can connect: until a handler is installed, SIGTERM ends the

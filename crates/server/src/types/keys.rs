@@ -483,16 +483,23 @@ impl<'a> Db<'a> {
         Ok(count)
     }
 
-    /// Deletes a batch of keys of the slots `first..=last` (a few hundred, as DEL deletes
-    /// them, while clients' writes to the slots may be refused) and returns the first, or
-    /// `None` when none is left. For slots that moved away, or that an import left half done.
-    pub fn delete_slot_batch(&self, first: u16, last: u16) -> Result<Option<Bytes>, Error> {
-        let keys = self.keys_in_slots(first, last, None, 256, true)?;
-        let Some(head) = keys.first().cloned() else {
+    /// Deletes a batch of keys of the slots `first..=last` after `after` (a few hundred, as
+    /// DEL deletes them, while clients' writes to the slots may be refused) and returns the
+    /// first and the last, or `None` when none is left. For slots that moved away, or that an
+    /// import left half done. Each batch goes on after the last: one that started over from
+    /// the slots' first key would step over every tombstone the batches before it left.
+    pub fn delete_slot_batch(
+        &self,
+        first: u16,
+        last: u16,
+        after: Option<&[u8]>,
+    ) -> Result<Option<(Bytes, Bytes)>, Error> {
+        let keys = self.keys_in_slots(first, last, after, 256, true)?;
+        let (Some(head), Some(tail)) = (keys.first().cloned(), keys.last().cloned()) else {
             return Ok(None);
         };
         self.delete_keys(&keys, true)?;
-        Ok(Some(head))
+        Ok(Some((head, tail)))
     }
 
     /// A random live key, found by seeking to a random slot.

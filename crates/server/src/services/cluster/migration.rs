@@ -15,6 +15,9 @@
 //! Any failure (the link, a reply, FLUSHALL meanwhile) sends `CLUSTER IMPORT <range> 2`, on
 //! which the destination drops what it took, and writes resume here: both sides are as
 //! before, and CLUSTER INFO says `fail`.
+//!
+//! The migration's start and end are also written with the data (`Keyspace::record_migration`),
+//! so that a replica promoted after its master died knows what became of it ([`take_over`]).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -79,6 +82,8 @@ fn run(cluster: &Cluster, keyspace: &Keyspace, job: &Job) {
     if let Err(err) = cluster.end_migration(success) {
         tracing::warn!("{}", super::err_text(&err));
     }
+    // Before the first deletion, which the replicas get after it.
+    record(cluster, keyspace);
     if !success {
         keyspace.slot_moves.stop();
         return;
@@ -92,6 +97,35 @@ fn run(cluster: &Cluster, keyspace: &Keyspace, job: &Job) {
         range,
         "migrated slots",
     );
+}
+
+/// Writes the last migration's line with the data, for the replicas, if it changed: when it
+/// starts and ends, and when an import or a topology takes its slots over.
+pub fn record(cluster: &Cluster, keyspace: &Keyspace) {
+    let Some(line) = cluster.migration_line() else {
+        return;
+    };
+    if keyspace.is_replica() || keyspace.recorded_migration().ok().flatten() == Some(line.clone()) {
+        return;
+    }
+    if let Err(err) = keyspace.record_migration(&line) {
+        tracing::warn!(
+            "can't record the migration for the replicas: {}",
+            super::err_text(&err)
+        );
+    }
+}
+
+/// After this node was promoted to master: it takes over the last migration its master
+/// recorded, and deletes the keys of slots that migration moved away.
+pub fn take_over(cluster: &Arc<Cluster>, keyspace: &Arc<Keyspace>) -> Result<(), Error> {
+    let Some(line) = keyspace.recorded_migration()? else {
+        return Ok(());
+    };
+    if let Some(range) = cluster.adopt_migration(&line)? {
+        delete_in_background(cluster.clone(), keyspace.clone(), range, "moved slots");
+    }
+    Ok(())
 }
 
 /// Deletes the keys of `range` here, batch by batch, while they are a leftover (an import of
@@ -120,25 +154,36 @@ pub fn delete_all(keyspace: &Keyspace, range: SlotRange) -> Result<(), Error> {
 
 /// Deletes the keys of `range` a batch at a time, each batch while what `before_batch`
 /// returns is held. Returns that, still held, once no key is left, or `None` if `before_batch`
-/// stopped it first.
+/// stopped it first. A pass through the slots ends with one more from their start, which
+/// must find nothing, or make progress.
 fn delete_batches<G>(
     keyspace: &Keyspace,
     range: SlotRange,
     mut before_batch: impl FnMut() -> Option<G>,
 ) -> Result<Option<G>, Error> {
     let db = keyspace.db(0);
-    let mut previous: Option<Bytes> = None;
+    let mut after: Option<Bytes> = None;
+    let mut first_of_last_pass: Option<Bytes> = None;
     loop {
         let Some(held) = before_batch() else {
             return Ok(None);
         };
-        let Some(head) = db.delete_slot_batch(range.first, range.last)? else {
-            return Ok(Some(held));
+        let from_start = after.is_none();
+        let Some((head, tail)) = db.delete_slot_batch(range.first, range.last, after.as_deref())?
+        else {
+            if from_start {
+                return Ok(Some(held));
+            }
+            after = None;
+            continue;
         };
-        if previous.as_ref() == Some(&head) {
-            return Err(Error::msg("a key of the slots could not be deleted"));
+        if from_start {
+            if first_of_last_pass.as_ref() == Some(&head) {
+                return Err(Error::msg("a key of the slots could not be deleted"));
+            }
+            first_of_last_pass = Some(head);
         }
-        previous = Some(head);
+        after = Some(tail);
     }
 }
 
@@ -229,8 +274,11 @@ fn flushed(keyspace: &Keyspace) -> Result<(), String> {
 }
 
 /// Sends `keys` as they are now: RESTORE with the key's DUMP payload and absolute expiry,
-/// or DEL for a key that no longer exists; every reply must be a success.
+/// or DEL for a key that no longer exists; every reply must be a success. A round trip's
+/// replies are read after the next one is sent, so that this node reads and encodes keys
+/// while the destination writes the ones before.
 fn send(db: &Db<'_>, link: &mut Link, keys: &[Bytes]) -> Result<(), String> {
+    let mut in_flight = 0;
     for chunk in keys.chunks(PIPELINE) {
         let mut request = Vec::new();
         for key in chunk {
@@ -254,9 +302,11 @@ fn send(db: &Db<'_>, link: &mut Link, keys: &[Bytes]) -> Result<(), String> {
                 }
             }
         }
-        link.exchange(&request, chunk.len())?;
+        link.write(&request)?;
+        link.read_replies(in_flight)?;
+        in_flight = chunk.len();
     }
-    Ok(())
+    link.read_replies(in_flight)
 }
 
 /// The connection to the destination.
@@ -296,12 +346,20 @@ impl Link {
         self.exchange(&request, 1)
     }
 
-    /// Sends `request` and reads `replies` replies, each of which must be a status or an
-    /// integer (what RESTORE, DEL, AUTH and CLUSTER IMPORT answer).
     fn exchange(&mut self, request: &[u8], replies: usize) -> Result<(), String> {
+        self.write(request)?;
+        self.read_replies(replies)
+    }
+
+    fn write(&mut self, request: &[u8]) -> Result<(), String> {
         self.writer
             .write_all(request)
-            .map_err(|e| format!("writing to the destination: {e}"))?;
+            .map_err(|e| format!("writing to the destination: {e}"))
+    }
+
+    /// Reads `replies` replies, each of which must be a status or an integer (what RESTORE,
+    /// DEL, AUTH and CLUSTER IMPORT answer).
+    fn read_replies(&mut self, replies: usize) -> Result<(), String> {
         let mut line = Vec::new();
         for _ in 0..replies {
             line.clear();

@@ -60,6 +60,20 @@ pub enum MigrationState {
     Fail,
 }
 
+impl Migration {
+    /// `<range> <destination> <state> <redirecting>`, as `nodes.conf` and the replicated
+    /// record (`Keyspace::record_migration`) keep it.
+    pub fn line(&self) -> String {
+        format!(
+            "{} {} {} {}",
+            self.range,
+            self.destination,
+            self.state.name(),
+            self.redirecting as u8
+        )
+    }
+}
+
 impl MigrationState {
     /// As CLUSTER INFO's `migrating_state` says it.
     pub fn name(self) -> &'static str {
@@ -309,6 +323,44 @@ impl Cluster {
     }
 
     /// The last migration and import, for CLUSTER INFO.
+    /// The last migration's line, for the replicated record.
+    pub fn migration_line(&self) -> Option<String> {
+        self.state.read().migration.as_ref().map(Migration::line)
+    }
+
+    /// After this node was promoted: takes over the last migration its master recorded (its
+    /// [`Migration::line`]), which CLUSTER INFO reports to the controller, since it now polls
+    /// this node. One that was running died with the master and failed (the destination
+    /// drops what it got when their link closes). One that succeeded redirects its slots
+    /// while the topology still gives them here, and their keys here are a leftover. Returns
+    /// the slots whose keys are to be deleted.
+    pub fn adopt_migration(&self, line: &str) -> Result<Option<SlotRange>, Error> {
+        let mut migration = parse_migration(line)
+            .ok_or_else(|| Error::msg(format!("bad migration record: {line}")))?;
+        let mut state = self.state.write();
+        let mut next = state.clone();
+        let mut leftover = None;
+        match migration.state {
+            MigrationState::Start => migration.state = MigrationState::Fail,
+            MigrationState::Success if migration.redirecting => {
+                let range = migration.range;
+                migration.redirecting = next
+                    .topology
+                    .as_deref()
+                    .is_some_and(|t| owns(t, next.myid.as_deref(), range));
+                if !next.leftovers.contains(&range) {
+                    next.leftovers.push(range);
+                }
+                leftover = Some(range);
+            }
+            MigrationState::Success | MigrationState::Fail => {}
+        }
+        next.migration = Some(migration);
+        self.save(&next)?;
+        *state = next;
+        Ok(leftover)
+    }
+
     pub fn moves(&self) -> (Option<Migration>, Option<Import>) {
         let state = self.state.read();
         (state.migration.clone(), state.import.clone())
@@ -574,14 +626,16 @@ impl Cluster {
     }
 
     /// Makes replication what the topology says: a master stops following, a replica follows
-    /// its master (and keeps its link if it already does).
-    pub fn apply_role(&self, replication: &Replication) -> Result<(), Error> {
+    /// its master (and keeps its link if it already does). Returns whether this node was
+    /// promoted.
+    pub fn apply_role(&self, replication: &Replication) -> Result<bool, Error> {
         match self.wanted_role() {
             WantedRole::Unknown => {}
             WantedRole::Master => {
                 if replication.master().is_some() {
                     replication.promote()?;
                     tracing::info!("the cluster topology makes this node a master");
+                    return Ok(true);
                 }
             }
             WantedRole::ReplicaOf(host, port) => {
@@ -596,7 +650,7 @@ impl Cluster {
                 }
             }
         }
-        Ok(())
+        Ok(false)
     }
 
     /// Writes `state` to `nodes.conf` whole or not at all.
@@ -677,13 +731,7 @@ fn file_text(state: &State) -> String {
         }
     }
     if let Some(m) = &state.migration {
-        out.push_str(&format!(
-            "migration {} {} {} {}\n",
-            m.range,
-            m.destination,
-            m.state.name(),
-            m.redirecting as u8
-        ));
+        out.push_str(&format!("migration {}\n", m.line()));
     }
     if let Some(i) = &state.import {
         out.push_str(&format!(
@@ -863,6 +911,50 @@ mod tests {
             cluster.route(0, false, PLAIN),
             Err(Error::ClusterDown(_))
         ));
+    }
+
+    #[test]
+    fn a_promoted_replica_takes_over_its_masters_migration() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let node = cluster(dir.path());
+        node.set_node_id(A).expect("id");
+        let text =
+            format!("{A} 127.0.0.1 7001 master - 0-8191\n{B} 127.0.0.1 7002 master - 8192-16383\n");
+        node.set_nodes(&text, 1, false, at_7001()).expect("applied");
+        let range = SlotRange { first: 0, last: 99 };
+        let moves = |node: &Cluster| node.moves().0.expect("a migration");
+
+        // A running one died with the master.
+        let running = format!("0-99 {B} start 0");
+        assert_eq!(node.adopt_migration(&running).expect("adopted"), None);
+        assert_eq!(moves(&node).state, MigrationState::Fail);
+        assert!(node.route(5, true, PLAIN).is_ok());
+
+        // A finished one redirects while the topology still gives the slots here, and their
+        // keys are a leftover.
+        let finished = format!("0-99 {B} success 1");
+        assert_eq!(
+            node.adopt_migration(&finished).expect("adopted"),
+            Some(range)
+        );
+        assert!(moves(&node).redirecting);
+        assert!(node.is_leftover(range));
+        assert!(matches!(
+            node.route(5, false, PLAIN),
+            Err(Error::Moved { slot: 5, .. })
+        ));
+        assert_eq!(
+            Cluster::open(dir.path()).expect("reopens").migration_line(),
+            Some(finished)
+        );
+
+        // One whose slots a topology or an import took over since leaves the keys alone.
+        node.cleaned(range).expect("cleaned");
+        let settled = format!("0-99 {B} success 0");
+        assert_eq!(node.adopt_migration(&settled).expect("adopted"), None);
+        assert!(!node.is_leftover(range));
+        assert!(node.route(5, true, PLAIN).is_ok());
+        assert!(node.adopt_migration("garbage").is_err());
     }
 
     #[test]
