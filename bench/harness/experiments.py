@@ -181,32 +181,6 @@ def restart_time(start, keys):
     return elapsed, size
 
 
-@dataclass
-class BigResult:
-    keys: int
-    load: Result
-    mget: Result
-    disk_bytes: int
-    rss: int
-    peak_rss: int
-    # Seconds waited after the load for compactions to finish.
-    settled: float
-
-
-def larger_than_memory(server, keys, read_seconds, connections):
-    """Loads `keys` text-like values of 1-4 KB with MSET of 32 keys, then MGETs 32 random keys
-    from many connections, as in the Todis report."""
-    load = shale_bench_once(server, ["--mset", "32", "--dist", "sequential", "-r", str(keys), "-c", str(keys // 32),
-                                     "-p", "8", "--value-size", "1024-4096", "--text"])
-    print(f"{server.name}: loaded {keys} keys at {load.qps * 32:,.0f} keys/s", file=sys.stderr, flush=True)
-    settled = settle_compactions(server)
-    mget = shale_bench_once(server, ["--mget", "32", "-r", str(keys), "-p", str(connections),
-                                     "-d", str(read_seconds)])
-    print(f"{server.name}: MGET of 32 at {mget.qps:,.0f}/s", file=sys.stderr, flush=True)
-    rss, peak = server.memory() or (0, 0)
-    return BigResult(keys, load, mget, server.disk_bytes() or 0, rss, peak, settled)
-
-
 def settle_compactions(server, limit=120):
     """Waits until a server that reports RocksDB figures in INFO has no compaction running or
     pending, so the reads that follow measure reads; returns the seconds waited."""

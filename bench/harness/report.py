@@ -35,21 +35,3 @@ def table(rows, servers, label="command"):
         cells += [_latency_cell(row.results[n].latency) if n in row.results else "—" for n in names]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
-
-
-def big_table(results):
-    """Lines for the larger-than-memory experiment: {server: BigResult}."""
-    head = ["server", "keys", "value bytes written", "bytes on disk", "disk/written", "load keys/s",
-            "compaction wait", "MGET(32)/s", "keys read/s", "MGET p99 ms", "RSS after", "peak RSS"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name, r in results.items():
-        gib = 2 ** 30
-        disk = f"{r.disk_bytes / gib:.2f} GiB" if r.disk_bytes else "—"
-        written = r.load.value_bytes
-        ratio = f"{r.disk_bytes / written:.2f}" if r.disk_bytes and written else "—"
-        rss = f"{r.rss / 2**20:,.0f} MiB" if r.rss else "—"
-        peak = f"{r.peak_rss / 2**20:,.0f} MiB" if r.peak_rss else "—"
-        lines.append("| " + " | ".join([
-            name, _ops(r.keys), f"{written / gib:.2f} GiB", disk, ratio, _ops(r.load.qps * 32),
-            f"{r.settled:.0f} s", _ops(r.mget.qps), _ops(r.mget.qps * 32), f"{r.mget.latency['p99']:.2f}", rss, peak]) + " |")
-    return lines

@@ -3,8 +3,10 @@
 //!
 //! Layout: `options` parses the command line, `template` renders each request with fresh
 //! `__RAND__` values and `payload` supplies the `__VALUE__` bytes, `runner` drives the
-//! connections and `reply` finds reply boundaries, `report` prints throughput and latency.
+//! connections and `reply` finds reply boundaries, `report` prints throughput and latency;
+//! `engine` runs the requests on Shale's storage engine instead of a server.
 
+mod engine;
 mod options;
 mod payload;
 mod reply;

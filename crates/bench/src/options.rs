@@ -40,6 +40,8 @@ pub struct Options {
     pub json: bool,
     /// Suppress the per-second lines.
     pub quiet: bool,
+    /// Runs MSET and MGET on Shale's storage engine in this directory instead of a server.
+    pub engine: Option<std::path::PathBuf>,
     /// Seeds the random keys, offsets and values: the same seed replays the same commands,
     /// so a second run of a write on one server would only rewrite what the first wrote.
     pub seed: u64,
@@ -60,12 +62,17 @@ impl Default for Options {
             range2: 100_000_000,
             batching: 0,
             pipeline: 1,
-            value_size: ValueSize { min: 3, max: 3 },
+            value_size: ValueSize {
+                min: 3,
+                max: 3,
+                mean: None,
+            },
             seed: 0x5EED,
             payload: PayloadKind::Letters,
             distribution: Distribution::Uniform,
             json: false,
             quiet: false,
+            engine: None,
         }
     }
 }
@@ -84,7 +91,8 @@ pub const USAGE: &str = "Usage: shale-bench [options]
   -r2 <n>              range of __RAND2__ (default 100000000)
   -batching <n>        n commands per MULTI/EXEC round trip
   -P <n>               pipeline n commands per round trip
-  --value-size <n>     bytes of __VALUE__ (default 3), or a range such as 1024-4096
+  --value-size <n>     bytes of __VALUE__ (default 3), or a range such as 1024-4096, with
+                       :MEAN for more short values than long (1024-8192:2867)
   --text               __VALUE__ is text-like (words), not random letters
   --dist <kind>        __RAND__ distribution: uniform, sequential, zipfian[:s], gaussian
   --mset <n>           shortcut: MSET of n random keys (key:__RAND__ __VALUE__ ...)
@@ -92,6 +100,8 @@ pub const USAGE: &str = "Usage: shale-bench [options]
   --warmup <seconds>   run this long before measuring
   --seed <n>           seed of the random numbers and values (default 24301): the same seed
                        sends the same commands, another seed new keys and offsets
+  --engine <dir>       run --mset/--mget on Shale's storage engine in <dir>, no server:
+                       the engine's own limit (-p threads, -P requests per batch)
   --json               print the result as JSON
   -q                   no per-second lines
   --help               this text";
@@ -140,6 +150,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
                 let n: usize = num(value(i)?, name)?;
                 options.command = format!("MGET{}", " key:__RAND__".repeat(n));
             }
+            "--engine" => options.engine = Some(value(i)?.into()),
             "--json" => {
                 options.json = true;
                 consumed = 1;
@@ -236,7 +247,14 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(o.seed, 7);
-        assert_eq!(o.value_size, ValueSize { min: 10, max: 20 });
+        assert_eq!(
+            o.value_size,
+            ValueSize {
+                min: 10,
+                max: 20,
+                mean: None
+            }
+        );
         assert_eq!(o.payload, PayloadKind::Text);
         assert_eq!(o.command, "MGET key:__RAND__ key:__RAND__ key:__RAND__");
         assert_eq!(o.distribution, Distribution::Zipfian(1.2));

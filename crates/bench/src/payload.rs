@@ -20,40 +20,65 @@ pub enum PayloadKind {
     Text,
 }
 
-/// Value lengths, uniform in `min..=max`.
+/// Value lengths in `min..=max`: uniform, or, with a `mean`, more of the short ones, as
+/// articles' lengths are (a truncated exponential over the range with that mean).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ValueSize {
     pub min: usize,
     pub max: usize,
+    pub mean: Option<usize>,
 }
 
 impl ValueSize {
-    /// `128` or `1024-4096`.
+    /// `128`, `1024-4096`, or `1024-8192:2867` (a mean).
     pub fn parse(text: &str) -> Result<ValueSize, String> {
-        let bad = || format!("bad value size {text}: expected N or MIN-MAX");
-        let (min, max) = match text.split_once('-') {
+        let bad = || format!("bad value size {text}: expected N, MIN-MAX or MIN-MAX:MEAN");
+        let (range, mean) = match text.split_once(':') {
+            Some((range, mean)) => (range, Some(mean.parse().map_err(|_| bad())?)),
+            None => (text, None),
+        };
+        let (min, max) = match range.split_once('-') {
             Some((min, max)) => (
                 min.parse().map_err(|_| bad())?,
                 max.parse().map_err(|_| bad())?,
             ),
             None => {
-                let n = text.parse().map_err(|_| bad())?;
+                let n = range.parse().map_err(|_| bad())?;
                 (n, n)
             }
         };
-        if min > max {
+        if min > max || mean.is_some_and(|m| m <= min || m >= (min + max) / 2) {
             return Err(bad());
         }
         if max > MAX_VALUE_SIZE {
             return Err(format!("value size {max} is over {MAX_VALUE_SIZE} bytes"));
         }
-        Ok(ValueSize { min, max })
+        Ok(ValueSize { min, max, mean })
+    }
+
+    /// The rate of the exponential whose truncation to the range has the asked mean.
+    fn rate(&self) -> Option<f64> {
+        let width = (self.max - self.min) as f64;
+        let target = self.mean? as f64 - self.min as f64;
+        // The truncated mean falls from width/2 towards 0 as the rate grows.
+        let truncated_mean = |rate: f64| 1.0 / rate - width / ((rate * width).exp() - 1.0);
+        let (mut low, mut high): (f64, f64) = (1e-12, 1e3);
+        for _ in 0..200 {
+            let mid = (low * high).sqrt();
+            if truncated_mean(mid) > target {
+                low = mid;
+            } else {
+                high = mid;
+            }
+        }
+        Some(low)
     }
 }
 
 pub struct Payloads {
     pool: Vec<u8>,
     size: ValueSize,
+    rate: Option<f64>,
 }
 
 impl Payloads {
@@ -65,12 +90,26 @@ impl Payloads {
             PayloadKind::Letters => (0..len).map(|_| rng.random_range(b'a'..=b'z')).collect(),
             PayloadKind::Text => text(&mut rng, len),
         };
-        Payloads { pool, size }
+        Payloads {
+            pool,
+            size,
+            rate: size.rate(),
+        }
     }
 
     /// A value at a random place in the pool with a random length in the configured range.
     pub fn pick(&self, rng: &mut impl Rng) -> &[u8] {
-        let len = rng.random_range(self.size.min..=self.size.max);
+        let (min, max) = (self.size.min, self.size.max);
+        let len = match self.rate {
+            // The inverse of the truncated exponential's distribution function.
+            Some(rate) => {
+                let width = (max - min) as f64;
+                let u: f64 = rng.random();
+                let x = -(1.0 - u * (1.0 - (-rate * width).exp())).ln() / rate;
+                (min + x as usize).min(max)
+            }
+            None => rng.random_range(min..=max),
+        };
         let start = rng.random_range(0..=self.pool.len() - len);
         &self.pool[start..start + len]
     }
@@ -116,15 +155,25 @@ mod tests {
     fn sizes_parse() {
         assert_eq!(
             ValueSize::parse("128"),
-            Ok(ValueSize { min: 128, max: 128 })
+            Ok(ValueSize {
+                min: 128,
+                max: 128,
+                mean: None
+            })
         );
         assert_eq!(
             ValueSize::parse("1024-4096"),
             Ok(ValueSize {
                 min: 1024,
-                max: 4096
+                max: 4096,
+                mean: None
             })
         );
+        assert_eq!(
+            ValueSize::parse("1024-8192:2867").map(|s| s.mean),
+            Ok(Some(2867))
+        );
+        assert!(ValueSize::parse("1024-8192:5000").is_err());
         assert!(ValueSize::parse("4096-1024").is_err());
         assert!(ValueSize::parse("x").is_err());
         assert!(ValueSize::parse("1-1000000000").is_err());
@@ -135,6 +184,7 @@ mod tests {
         let size = ValueSize {
             min: 1000,
             max: 2000,
+            mean: None,
         };
         let payloads = Payloads::new(PayloadKind::Text, size, 7);
         let mut rng = SmallRng::seed_from_u64(1);
@@ -148,5 +198,17 @@ mod tests {
             "words of a few letters: {spaces} spaces in {}",
             text.len()
         );
+    }
+
+    #[test]
+    fn a_mean_skews_the_lengths_to_the_short_end() {
+        let size = ValueSize::parse("1024-8192:2867").expect("parses");
+        let payloads = Payloads::new(PayloadKind::Letters, size, 7);
+        let mut rng = SmallRng::seed_from_u64(1);
+        let lengths: Vec<usize> = (0..20000).map(|_| payloads.pick(&mut rng).len()).collect();
+        let mean = lengths.iter().sum::<usize>() as f64 / lengths.len() as f64;
+        assert!((2800.0..2950.0).contains(&mean), "mean {mean}");
+        assert!(lengths.iter().all(|l| (1024..=8192).contains(l)));
+        assert!(lengths.iter().any(|&l| l > 7000));
     }
 }

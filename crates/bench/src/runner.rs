@@ -10,6 +10,7 @@ use crate::report::Tail;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::engine::EngineTarget;
 use crate::options::Options;
 use crate::payload::Payloads;
 use crate::reply::reply_end;
@@ -30,6 +31,33 @@ struct Shared {
 }
 
 impl Shared {
+    /// Books `ops` operations that took since `started`, once measuring.
+    fn record(
+        &self,
+        latency: &mut Histogram<u64>,
+        started: Instant,
+        ops: u64,
+        errors: u64,
+        value_bytes: u64,
+    ) -> std::io::Result<()> {
+        if !self.measuring.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let elapsed = started.elapsed().as_micros().max(1) as u64;
+        latency
+            .record_n(elapsed, ops)
+            .map_err(std::io::Error::other)?;
+        if let Ok(mut second) = self.second.lock() {
+            second
+                .record_n(elapsed, ops)
+                .map_err(std::io::Error::other)?;
+        }
+        self.completed.fetch_add(ops, Ordering::Relaxed);
+        self.errors.fetch_add(errors, Ordering::Relaxed);
+        self.value_bytes.fetch_add(value_bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Claims up to `want` operations; 0 when the budget or the time is up.
     fn claim(&self, want: u64) -> u64 {
         if self.stop.load(Ordering::Relaxed) {
@@ -143,22 +171,38 @@ async fn connection(
             }
         }
         buffered.drain(..pos);
-        let elapsed = started.elapsed().as_micros().max(1) as u64;
-        if shared.measuring.load(Ordering::Relaxed) {
-            latency
-                .record_n(elapsed, ops)
-                .map_err(std::io::Error::other)?;
-            if let Ok(mut second) = shared.second.lock() {
-                second
-                    .record_n(elapsed, ops)
-                    .map_err(std::io::Error::other)?;
-            }
-            shared.completed.fetch_add(ops, Ordering::Relaxed);
-            shared.errors.fetch_add(errors, Ordering::Relaxed);
-            shared
-                .value_bytes
-                .fetch_add(values.value_bytes - value_bytes, Ordering::Relaxed);
+        let sent = values.value_bytes - value_bytes;
+        shared.record(&mut latency, started, ops, errors, sent)?;
+    }
+}
+
+/// One `--engine` connection's loop: the same requests, run on the engine in place.
+async fn engine_connection(
+    options: Arc<Options>,
+    template: Arc<Template>,
+    shared: Arc<Shared>,
+    engine: Arc<EngineTarget>,
+    mut values: ValueSource,
+) -> std::io::Result<Histogram<u64>> {
+    let mut latency =
+        Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).map_err(std::io::Error::other)?;
+    let mut request = Vec::new();
+    loop {
+        let ops = shared.claim(options.pipeline as u64);
+        if ops == 0 {
+            return Ok(latency);
         }
+        request.clear();
+        let value_bytes = values.value_bytes;
+        for _ in 0..ops {
+            template.render(&mut values, &mut request);
+        }
+        let started = Instant::now();
+        // Each connection blocks a thread of its own in the engine, as a server's would.
+        let errors =
+            tokio::task::block_in_place(|| engine.run(&request)).map_err(std::io::Error::other)?;
+        let sent = values.value_bytes - value_bytes;
+        shared.record(&mut latency, started, ops, errors, sent)?;
     }
 }
 
@@ -186,16 +230,40 @@ pub async fn run(options: Options, progress: impl Fn(String)) -> Result<Report, 
         options.value_size,
         options.seed,
     ));
+    let engine = match &options.engine {
+        Some(dir) => Some(Arc::new(EngineTarget::open(dir)?)),
+        None => None,
+    };
     let tasks: Vec<_> = (0..options.connections)
         .map(|i| {
-            tokio::spawn(connection(
-                options.clone(),
-                template.clone(),
-                shared.clone(),
-                options.seed.wrapping_add(i as u64),
-                payloads.clone(),
-                sequence.clone(),
-            ))
+            let seed = options.seed.wrapping_add(i as u64);
+            match &engine {
+                Some(engine) => {
+                    let values = ValueSource::new(
+                        seed,
+                        options.distribution,
+                        options.range,
+                        options.range2,
+                        payloads.clone(),
+                        sequence.clone(),
+                    );
+                    tokio::spawn(engine_connection(
+                        options.clone(),
+                        template.clone(),
+                        shared.clone(),
+                        engine.clone(),
+                        values,
+                    ))
+                }
+                None => tokio::spawn(connection(
+                    options.clone(),
+                    template.clone(),
+                    shared.clone(),
+                    seed,
+                    payloads.clone(),
+                    sequence.clone(),
+                )),
+            }
         })
         .collect();
     if !options.warmup.is_zero() {
@@ -256,6 +324,9 @@ pub async fn run(options: Options, progress: impl Fn(String)) -> Result<Report, 
     let ops = shared.completed.load(Ordering::Relaxed);
     if ops > last {
         per_second.push(ops - last);
+    }
+    if let Some(engine) = &engine {
+        tokio::task::block_in_place(|| engine.settle(Duration::from_secs(120)));
     }
     Ok(Report {
         command: options.command.clone(),

@@ -226,7 +226,11 @@ mod tests {
             range2,
             Arc::new(Payloads::new(
                 PayloadKind::Letters,
-                ValueSize { min: 4, max: 4 },
+                ValueSize {
+                    min: 4,
+                    max: 4,
+                    mean: None,
+                },
                 1,
             )),
             Arc::new(AtomicU64::new(0)),

@@ -790,6 +790,38 @@ pub const PARAMS: &[Param] = &[
         }
     ),
     param!(
+        "rocksdb.min-blob-size",
+        false,
+        |c| c.rocks.min_blob_size.to_string(),
+        |c, v| {
+            c.rocks.min_blob_size = parse_memory(v)? as u64;
+            Ok(())
+        }
+    ),
+    param!(
+        "rocksdb.blob-gc-age-cutoff",
+        false,
+        |c| c.rocks.blob_gc_age_cutoff.to_string(),
+        |c, v| {
+            let cutoff: f64 = v
+                .parse()
+                .ok()
+                .filter(|f: &f64| (0.0..=1.0).contains(f))
+                .ok_or_else(|| "argument must be between 0 and 1".to_string())?;
+            c.rocks.blob_gc_age_cutoff = cutoff;
+            Ok(())
+        }
+    ),
+    param!(
+        "rocksdb.zstd-dictionary-bytes",
+        false,
+        |c| c.rocks.zstd_dictionary_bytes.to_string(),
+        |c, v| {
+            c.rocks.zstd_dictionary_bytes = parse_memory(v)?;
+            Ok(())
+        }
+    ),
+    param!(
         "rocksdb.block-size",
         false,
         |c| c.rocks.block_size.to_string(),
@@ -1129,6 +1161,23 @@ mod tests {
         assert!(config
             .apply("rocksdb.rate-limit-auto-tune", "maybe")
             .is_err());
+    }
+
+    #[test]
+    fn blob_files_and_dictionaries_are_off_until_sized() {
+        let mut config = Config::default();
+        assert_eq!(config.rocks.min_blob_size, 0);
+        assert_eq!(config.rocks.zstd_dictionary_bytes, 0);
+        config.apply("rocksdb.min-blob-size", "2kb").unwrap();
+        config.apply("rocksdb.blob-gc-age-cutoff", "0.5").unwrap();
+        config
+            .apply("rocksdb.zstd-dictionary-bytes", "16kb")
+            .unwrap();
+        assert_eq!(config.rocks.min_blob_size, 2048);
+        assert_eq!(config.rocks.blob_gc_age_cutoff, 0.5);
+        assert_eq!(config.rocks.zstd_dictionary_bytes, 16384);
+        assert!(config.apply("rocksdb.blob-gc-age-cutoff", "1.5").is_err());
+        assert!(config.apply("rocksdb.min-blob-size", "big").is_err());
     }
 
     #[test]
