@@ -326,7 +326,7 @@ pub async fn run(options: Options, progress: impl Fn(String)) -> Result<Report, 
         per_second.push(ops - last);
     }
     if let Some(engine) = &engine {
-        tokio::task::block_in_place(|| engine.settle(Duration::from_secs(120)));
+        tokio::task::block_in_place(|| engine.settle(Duration::from_secs(600)));
     }
     Ok(Report {
         command: options.command.clone(),
