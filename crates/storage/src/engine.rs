@@ -244,17 +244,6 @@ pub trait Engine: Send + Sync + 'static {
 
     fn multi_get(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StorageError>;
 
-    /// [`Engine::multi_get`] if memory holds every answer (caches, memtables), without
-    /// waiting on the disk; `None` if one of them is only on disk. A caller that must not
-    /// block its thread then reads where it may.
-    fn multi_get_in_memory(
-        &self,
-        cf: Cf,
-        keys: &[Vec<u8>],
-    ) -> Result<Option<Vec<Option<Vec<u8>>>>, StorageError> {
-        self.multi_get(cf, keys).map(Some)
-    }
-
     /// Applies the batch atomically. On return it is visible to reads and its WAL record is
     /// buffered in the process: [`Engine::flush_wal`] hands it to the OS, [`Engine::sync_wal`]
     /// to the disk.

@@ -13,7 +13,7 @@ use rocksdb::compaction_filter::Decision;
 use rocksdb::statistics::{StatsLevel, Ticker};
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType,
-    DBRecoveryMode, DataBlockIndexType, MergeOperands, Options, ReadOptions, ReadTier, SliceTransform,
+    DBRecoveryMode, DataBlockIndexType, MergeOperands, Options, ReadOptions, SliceTransform,
     WriteBufferManager, WriteOptions, DB,
 };
 
@@ -131,9 +131,6 @@ struct Opened {
     /// Options of every point read, made once: the crate's `get_cf` creates and destroys a
     /// C++ `ReadOptions` per call.
     point_reads: ReadOptions,
-    /// Reads that stop at what memory holds (the memtables, the block cache): a key only on
-    /// disk is `Incomplete`.
-    memory_reads: ReadOptions,
     families: FamilyIds,
     /// A damaged last record of the WAL this open dropped (a write torn by a power loss).
     torn_wal_tail: Option<WalDamage>,
@@ -323,52 +320,6 @@ impl RocksEngine {
             inner,
             _opened: opened,
             readers: self.wal_readers.clone(),
-        })
-    }
-
-    /// A batched read of `keys`: `None` if `tier` is memory and one of them is only on disk.
-    /// The keys the cache holds come from it, the others from one batched read, which sees
-    /// one snapshot. Together they are one state of the database if no write came to the
-    /// shards that answered meanwhile; otherwise every key is read again in one batch.
-    /// Either way a reader (MGET) sees all of a transaction's writes or none.
-    fn read_batch(
-        &self,
-        cf: Cf,
-        keys: &[Vec<u8>],
-        tier: Tier,
-    ) -> Result<Option<Vec<Option<Vec<u8>>>>, StorageError> {
-        self.with(|opened| {
-            let Some(cache) = opened.caches.of(cf) else {
-                return opened.read_many(cf, keys.iter(), tier);
-            };
-            let found = cache.get_many(keys);
-            if found.misses.is_empty() {
-                if cache.still_current(&found) {
-                    return Ok(Some(found.values));
-                }
-                return opened.read_many(cf, keys.iter(), tier);
-            }
-            let missing = || {
-                keys.iter()
-                    .zip(&found.values)
-                    .filter(|(_, cached)| cached.is_none())
-                    .map(|(key, _)| key)
-            };
-            let Some(read) = opened.read_many(cf, missing(), tier)? else {
-                return Ok(None);
-            };
-            if !cache.still_current(&found) {
-                return opened.read_many(cf, keys.iter(), tier);
-            }
-            cache.fill_batch(found.misses, missing(), &read);
-            let mut read = read.into_iter();
-            Ok(Some(
-                found
-                    .values
-                    .into_iter()
-                    .map(|cached| cached.or_else(|| read.next().flatten()))
-                    .collect(),
-            ))
         })
     }
 
@@ -604,11 +555,6 @@ impl Opened {
                 data: RecordCache::new(config.data_cache_size),
             },
             point_reads: ReadOptions::default(),
-            memory_reads: {
-                let mut options = ReadOptions::default();
-                options.set_read_tier(ReadTier::BlockCache);
-                options
-            },
             families,
             torn_wal_tail,
         })
@@ -638,30 +584,20 @@ impl Opened {
             .get_cf_opt(self.handle(cf)?, key, &self.point_reads)?)
     }
 
-    /// A batched read of `keys` in one column family, past the record caches; `None` if
-    /// `tier` is memory and one of them is only on disk.
+    /// A batched read of `keys` in one column family, past the record caches.
     fn read_many<'k>(
         &self,
         cf: Cf,
         keys: impl Iterator<Item = &'k Vec<u8>>,
-        tier: Tier,
-    ) -> Result<Option<Vec<Option<Vec<u8>>>>, StorageError> {
-        let options = match tier {
-            Tier::Disk => &self.point_reads,
-            Tier::Memory => &self.memory_reads,
-        };
-        let mut values = Vec::new();
-        for read in self
-            .db
-            .batched_multi_get_cf_opt(self.handle(cf)?, keys, false, options)
-        {
-            match read {
-                Ok(value) => values.push(value.map(|slice| slice.to_vec())),
-                Err(err) if err.kind() == rocksdb::ErrorKind::Incomplete => return Ok(None),
-                Err(err) => return Err(err.into()),
-            }
-        }
-        Ok(Some(values))
+    ) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
+        self.db
+            .batched_multi_get_cf_opt(self.handle(cf)?, keys, false, &self.point_reads)
+            .into_iter()
+            .map(|r| {
+                r.map(|v| v.map(|slice| slice.to_vec()))
+                    .map_err(StorageError::from)
+            })
+            .collect()
     }
 }
 
@@ -688,13 +624,6 @@ fn family_ids(db: &DB) -> Result<FamilyIds, StorageError> {
         ids[cf.index()] = wal::first_family_id(probe.data())?;
     }
     Ok(FamilyIds(ids))
-}
-
-/// How far a read may go for a value.
-#[derive(Clone, Copy)]
-enum Tier {
-    Memory,
-    Disk,
 }
 
 /// The caches of records in front of RocksDB: of metadata, and of the data family's records
@@ -964,18 +893,40 @@ impl Engine for RocksEngine {
             // A batched read of one key costs more than a plain one.
             return Ok(vec![self.get(cf, only)?]);
         }
-        self.read_batch(cf, keys, Tier::Disk)?
-            .ok_or_else(|| StorageError::Engine("a read of the disk stopped at memory".into()))
+        // The keys the cache holds come from it, the others from one batched read, which sees
+        // one snapshot. Together they are one state of the database if no write came to the
+        // shards that answered meanwhile; otherwise every key is read again in one batch.
+        // Either way a reader (MGET) sees all of a transaction's writes or none.
+        self.with(|opened| {
+            let Some(cache) = opened.caches.of(cf) else {
+                return opened.read_many(cf, keys.iter());
+            };
+            let found = cache.get_many(keys);
+            if found.misses.is_empty() {
+                if cache.still_current(&found) {
+                    return Ok(found.values);
+                }
+                return opened.read_many(cf, keys.iter());
+            }
+            let missing = || {
+                keys.iter()
+                    .zip(&found.values)
+                    .filter(|(_, cached)| cached.is_none())
+                    .map(|(key, _)| key)
+            };
+            let read = opened.read_many(cf, missing())?;
+            if !cache.still_current(&found) {
+                return opened.read_many(cf, keys.iter());
+            }
+            cache.fill_batch(found.misses, missing(), &read);
+            let mut read = read.into_iter();
+            Ok(found
+                .values
+                .into_iter()
+                .map(|cached| cached.or_else(|| read.next().flatten()))
+                .collect())
+        })
     }
-
-    fn multi_get_in_memory(
-        &self,
-        cf: Cf,
-        keys: &[Vec<u8>],
-    ) -> Result<Option<Vec<Option<Vec<u8>>>>, StorageError> {
-        self.read_batch(cf, keys, Tier::Memory)
-    }
-
 
     fn write(&self, batch: WriteBatch) -> Result<(), StorageError> {
         // Nothing is written between a failure and the reopen that recovers from it: what
@@ -1293,30 +1244,5 @@ mod tests {
                 .expect("the counting thread")
         });
         assert_eq!(counted, 0, "RocksDB was built with its perf context");
-    }
-
-    #[test]
-    fn a_batch_read_from_memory_stops_at_the_disk() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let keys = vec![b"a".to_vec(), b"b".to_vec()];
-        {
-            let engine = RocksEngine::open(dir.path(), &RocksConfig::default()).expect("opens");
-            let mut batch = WriteBatch::new();
-            batch.put(Cf::Meta, keys[0].clone(), b"1".to_vec());
-            batch.put(Cf::Meta, keys[1].clone(), b"2".to_vec());
-            engine.write(batch).expect("written");
-            let in_memory = engine.multi_get_in_memory(Cf::Meta, &keys).expect("read");
-            assert_eq!(in_memory, Some(vec![Some(b"1".to_vec()), Some(b"2".to_vec())]));
-            engine.flush_memtables().expect("flushed");
-        }
-        // Opened again, the records are in a table file only.
-        let engine = RocksEngine::open(dir.path(), &RocksConfig::default()).expect("opens");
-        assert_eq!(engine.multi_get_in_memory(Cf::Meta, &keys).expect("read"), None);
-        let values = engine.multi_get(Cf::Meta, &keys).expect("read");
-        assert_eq!(values, vec![Some(b"1".to_vec()), Some(b"2".to_vec())]);
-        assert_eq!(
-            engine.multi_get_in_memory(Cf::Meta, &keys).expect("read"),
-            Some(values)
-        );
     }
 }

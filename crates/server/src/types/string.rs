@@ -7,7 +7,7 @@ use shale_storage::Cf;
 
 use super::numbers::{add_long_doubles, FloatError};
 use crate::error::Error;
-use crate::keyspace::{now_ms, off_worker, Change, Db};
+use crate::keyspace::{now_ms, Change, Db};
 
 /// The NX/XX condition of SET.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,32 +77,18 @@ impl<'a> Db<'a> {
         Ok(value)
     }
 
-    /// MGET: one batched read; keys of other types read as nil. A batch whose records memory
-    /// holds is read on this thread; one that must wait on the disk is read off the worker
-    /// thread, so that the other connections' commands run meanwhile and several MGETs keep
-    /// several reads of the disk in flight (two worker threads kept two).
+    /// MGET: one batched read; keys of other types read as nil.
     pub fn mget(&self, keys: &[Bytes]) -> Result<Vec<Option<Bytes>>, Error> {
         let raw_keys: Vec<Vec<u8>> = keys
             .iter()
             .map(|key| k::meta_key(self.index, key))
             .collect();
-        match self.engine().multi_get_in_memory(Cf::Meta, &raw_keys)? {
-            Some(records) => self.mget_values(keys, records),
-            None => off_worker(|| {
-                let records = self.engine().multi_get(Cf::Meta, &raw_keys)?;
-                self.mget_values(keys, records)
-            }),
-        }
-    }
-
-    fn mget_values(
-        &self,
-        keys: &[Bytes],
-        records: Vec<Option<Vec<u8>>>,
-    ) -> Result<Vec<Option<Bytes>>, Error> {
         let now = now_ms();
         let mut out = Vec::with_capacity(keys.len());
-        for (key, raw) in keys.iter().zip(records) {
+        for (key, raw) in keys
+            .iter()
+            .zip(self.engine().multi_get(Cf::Meta, &raw_keys)?)
+        {
             let value = match raw {
                 Some(raw) => {
                     let meta = Metadata::decode(raw)?;
