@@ -489,7 +489,7 @@ fn take_role(ctx: &Context<'_>, cluster: &Arc<Cluster>) -> Result<(), Error> {
     if cluster.apply_role(&ctx.services.replication)? {
         migration::take_over(cluster, &ctx.services.keyspace)?;
     }
-    migration::record(cluster, &ctx.services.keyspace);
+    migration::record_or_warn(cluster, &ctx.services.keyspace);
     Ok(())
 }
 
@@ -550,11 +550,9 @@ pub fn clusterx_migrate(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, 
     let destination = std::str::from_utf8(&args[3]).unwrap_or_default();
     let destination = cluster.begin_migration(range, destination)?;
     // Before the reply: the controller polls a replica promoted from now on for it.
-    if let Some(line) = cluster.migration_line() {
-        if let Err(err) = ctx.services.keyspace.record_migration(&line) {
-            cluster.end_migration(false)?;
-            return Err(err);
-        }
+    if let Err(err) = migration::record(&cluster, &ctx.services.keyspace) {
+        cluster.end_migration(false)?;
+        return Err(err);
     }
     let password = ctx.services.config.read().requirepass.clone();
     let job = Job {
@@ -584,7 +582,7 @@ pub fn cluster_import(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Er
                 off_worker(|| migration::delete_all(keyspace, range))?;
                 // A migration of them away no longer redirects them: nor may a replica
                 // promoted later.
-                migration::record(&cluster, keyspace);
+                migration::record_or_warn(&cluster, keyspace);
             }
             ctx.client.cluster_import_link = true;
         }

@@ -83,7 +83,7 @@ fn run(cluster: &Cluster, keyspace: &Keyspace, job: &Job) {
         tracing::warn!("{}", super::err_text(&err));
     }
     // Before the first deletion, which the replicas get after it.
-    record(cluster, keyspace);
+    record_or_warn(cluster, keyspace);
     if !success {
         keyspace.slot_moves.stop();
         return;
@@ -100,15 +100,22 @@ fn run(cluster: &Cluster, keyspace: &Keyspace, job: &Job) {
 }
 
 /// Writes the last migration's line with the data, for the replicas, if it changed: when it
-/// starts and ends, and when an import or a topology takes its slots over.
-pub fn record(cluster: &Cluster, keyspace: &Keyspace) {
+/// starts and ends, and when an import or a topology takes its slots over. The line is read
+/// and written under one lock, so a writer that read an older line cannot write it last.
+pub fn record(cluster: &Cluster, keyspace: &Keyspace) -> Result<(), Error> {
+    let _recording = cluster.recording();
     let Some(line) = cluster.migration_line() else {
-        return;
+        return Ok(());
     };
-    if keyspace.is_replica() || keyspace.recorded_migration().ok().flatten() == Some(line.clone()) {
-        return;
+    if keyspace.is_replica() || keyspace.recorded_migration()?.as_ref() == Some(&line) {
+        return Ok(());
     }
-    if let Err(err) = keyspace.record_migration(&line) {
+    keyspace.record_migration(&line)
+}
+
+/// [`record`], for callers that go on when it fails: the replicas then keep the older line.
+pub fn record_or_warn(cluster: &Cluster, keyspace: &Keyspace) {
+    if let Err(err) = record(cluster, keyspace) {
         tracing::warn!(
             "can't record the migration for the replicas: {}",
             super::err_text(&err)
@@ -256,6 +263,12 @@ fn migrate(keyspace: &Keyspace, job: &Job, link: &mut Option<Link>) -> Result<()
     sent += keys.len();
     send(&db, link, &keys)?;
     flushed(keyspace)?;
+    // A topology that made this node a replica meanwhile (a failover, perhaps of a master
+    // that was only slow) gave the slots to the promoted node, which reports this migration
+    // failed: the destination must not take them.
+    if keyspace.is_replica() {
+        return Err("this node is no longer a master".into());
+    }
     link.call(&[b"CLUSTER", b"IMPORT", range_text.as_bytes(), b"1"])?;
     tracing::info!(
         "slots {range}: {sent} keys sent in {} ms, writes to them refused for the last {} ms",

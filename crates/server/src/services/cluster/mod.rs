@@ -135,6 +135,9 @@ pub struct Cluster {
     /// Held by a deletion of leftover keys across each of its batches, and by an import's
     /// start, so that no batch of a deletion runs once an import of those slots began.
     cleaning: Mutex<()>,
+    /// Held while the migration's line is read and written with the data
+    /// (`migration::record`).
+    recording: Mutex<()>,
 }
 
 /// What routing needs to know of a connection.
@@ -168,6 +171,7 @@ impl Cluster {
             file,
             state: RwLock::new(state),
             cleaning: Mutex::new(()),
+            recording: Mutex::new(()),
         })
     }
 
@@ -608,6 +612,11 @@ impl Cluster {
     /// Held across each batch of a deletion of leftover keys (see `cleaning`).
     pub fn cleaning(&self) -> parking_lot::MutexGuard<'_, ()> {
         self.cleaning.lock()
+    }
+
+    /// Held while the migration's line is recorded with the data (see `recording`).
+    pub fn recording(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.recording.lock()
     }
 
     /// The replication role the topology gives this node.
