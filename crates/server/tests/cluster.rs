@@ -24,13 +24,18 @@ fn start_node() -> TestServer {
 /// Sends every node its ID and the topology, as the controller's sync does.
 fn push(nodes: &[&TestServer], topology: &str, version: i64) {
     for (node, id) in nodes.iter().zip(IDS) {
-        let mut con = node.client();
-        run::<()>(&mut con, &["CLUSTERX", "SETNODEID", id]);
-        run::<()>(
-            &mut con,
-            &["CLUSTERX", "SETNODES", topology, &version.to_string()],
-        );
+        push_to(node, id, topology, version);
     }
+}
+
+/// Sends one node its ID and the topology.
+fn push_to(node: &TestServer, id: &str, topology: &str, version: i64) {
+    let mut con = node.client();
+    run::<()>(&mut con, &["CLUSTERX", "SETNODEID", id]);
+    run::<()>(
+        &mut con,
+        &["CLUSTERX", "SETNODES", topology, &version.to_string()],
+    );
 }
 
 /// Three masters splitting the slots as the controller does, and a replica of the first,
@@ -573,13 +578,17 @@ fn a_failed_migration_leaves_both_sides_as_they_were() {
     });
 }
 
-/// Sends one node its ID and the topology.
-fn push_to(node: &TestServer, id: &str, topology: &str, version: i64) {
-    let mut con = node.client();
-    run::<()>(&mut con, &["CLUSTERX", "SETNODEID", id]);
-    run::<()>(
-        &mut con,
-        &["CLUSTERX", "SETNODES", topology, &version.to_string()],
+/// Asserts that CLUSTER INFO reports the migration of slots 0-1000 in `state`: the lines the
+/// controller polls for.
+fn assert_reports_migration(con: &mut redis::Connection, state: &str) {
+    let reported = run::<String>(con, &["CLUSTER", "INFO"]);
+    assert!(
+        reported.contains("migrating_slot(s):0-1000\r\n"),
+        "{reported}"
+    );
+    assert!(
+        reported.contains(&format!("migrating_state:{state}\r\n")),
+        "{reported}"
     );
 }
 
@@ -620,13 +629,8 @@ fn a_replica_promoted_during_a_migration_reports_how_it_ended() {
     push_to(&nodes[1], a2, &second, 2);
     push_to(&nodes[2], b, &second, 2);
     let mut promoted = nodes[1].client();
-    let reported = info(&mut promoted);
-    // The line the controller polls for, with an end it acts on: the migration died.
-    assert!(
-        reported.contains("migrating_slot(s):0-1000\r\n"),
-        "{reported}"
-    );
-    assert!(reported.contains("migrating_state:fail\r\n"), "{reported}");
+    // An end the controller acts on: the migration died.
+    assert_reports_migration(&mut promoted, "fail");
     assert_eq!(run::<usize>(&mut promoted, &["DBSIZE"]), keys.len() + 1);
     run::<()>(
         &mut promoted,
@@ -654,15 +658,7 @@ fn a_replica_promoted_during_a_migration_reports_how_it_ended() {
     push_to(&nodes[0], a, &third, 3);
     push_to(&nodes[2], b, &third, 3);
     let mut promoted = nodes[0].client();
-    let reported = info(&mut promoted);
-    assert!(
-        reported.contains("migrating_slot(s):0-1000\r\n"),
-        "{reported}"
-    );
-    assert!(
-        reported.contains("migrating_state:success\r\n"),
-        "{reported}"
-    );
+    assert_reports_migration(&mut promoted, "success");
     // The slots are B's: redirected there, and deleted here.
     let moved = fails(&mut promoted, &["GET", &keys[0]]);
     assert!(

@@ -859,6 +859,11 @@ mod tests {
         Cluster::open(dir).expect("opens")
     }
 
+    /// A at 7001 holds the first half of the slots, B at 7002 the second.
+    fn two_masters() -> String {
+        format!("{A} 127.0.0.1 7001 master - 0-8191\n{B} 127.0.0.1 7002 master - 8192-16383\n")
+    }
+
     const BIND: &[String] = &[];
 
     fn at_7001() -> Listening<'static> {
@@ -876,8 +881,7 @@ mod tests {
         let first = cluster(dir.path());
         assert_eq!(first.version(), -1);
         first.set_node_id(A).expect("id");
-        let text =
-            format!("{A} 127.0.0.1 7001 master - 0-8191\n{B} 127.0.0.1 7002 master - 8192-16383\n");
+        let text = two_masters();
         assert!(first
             .set_nodes(&text, 2, false, at_7001())
             .expect("applied"));
@@ -927,8 +931,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let node = cluster(dir.path());
         node.set_node_id(A).expect("id");
-        let text =
-            format!("{A} 127.0.0.1 7001 master - 0-8191\n{B} 127.0.0.1 7002 master - 8192-16383\n");
+        let text = two_masters();
         node.set_nodes(&text, 1, false, at_7001()).expect("applied");
         let range = SlotRange { first: 0, last: 99 };
         let moves = |node: &Cluster| node.moves().0.expect("a migration");
@@ -971,8 +974,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let source = cluster(dir.path());
         source.set_node_id(A).expect("id");
-        let text =
-            format!("{A} 127.0.0.1 7001 master - 0-8191\n{B} 127.0.0.1 7002 master - 8192-16383\n");
+        let text = two_masters();
         source
             .set_nodes(&text, 1, false, at_7001())
             .expect("applied");

@@ -19,6 +19,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -176,23 +177,17 @@ func shown(cmd redis.Cmder) string {
 		}
 		return fmt.Sprint(values)
 	case *redis.ZSliceCmd:
-		parts := ""
-		for k, z := range c.Val() {
-			if k > 0 {
-				parts += " "
-			}
-			parts += fmt.Sprintf("{%v %v}", z.Score, z.Member)
+		parts := []string{}
+		for _, z := range c.Val() {
+			parts = append(parts, fmt.Sprintf("{%v %v}", z.Score, z.Member))
 		}
-		return "[" + parts + "]"
+		return "[" + strings.Join(parts, " ") + "]"
 	case *redis.XMessageSliceCmd:
-		parts := ""
-		for k, m := range c.Val() {
-			if k > 0 {
-				parts += " "
-			}
-			parts += fmt.Sprintf("{%s %v}", m.ID, m.Values)
+		parts := []string{}
+		for _, m := range c.Val() {
+			parts = append(parts, fmt.Sprintf("{%s %v}", m.ID, m.Values))
 		}
-		return "[" + parts + "]"
+		return "[" + strings.Join(parts, " ") + "]"
 	}
 	return "unexpected reply " + cmd.String()
 }
