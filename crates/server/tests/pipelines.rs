@@ -141,3 +141,94 @@ fn a_watched_key_written_in_another_clients_pipeline_aborts_exec() {
     );
     assert_eq!(run::<String>(&mut watcher, &["GET", "w"]), "1");
 }
+
+/// Pipelined GETs and HGETs read their records in one batch before the first runs; each must
+/// still answer as if run alone, whatever the key holds, and the statistics must count each.
+#[test]
+fn pipelined_reads_answer_as_if_run_one_by_one() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let large = "x".repeat(100_000);
+    run::<()>(&mut con, &["SET", "s", "small"]);
+    run::<()>(&mut con, &["SET", "large", &large]);
+    run::<()>(&mut con, &["SETRANGE", "fragments", "10000", "end"]);
+    run::<()>(&mut con, &["HSET", "packed", "f", "v"]);
+    for i in 0..200 {
+        // More fields than a hash packs, so its fields are records of their own.
+        run::<()>(
+            &mut con,
+            &["HSET", "records", &format!("f{i}"), &format!("v{i}")],
+        );
+    }
+    run::<()>(&mut con, &["RPUSH", "list", "a"]);
+    run::<()>(&mut con, &["SET", "gone", "v", "PX", "1"]);
+    thread::sleep(Duration::from_millis(5));
+
+    let mut raw = server.raw();
+    raw.pipeline(&[
+        &["GET", "s"],
+        &["GET", "missing"],
+        &["HGET", "packed", "f"],
+        &["HGET", "records", "f77"],
+        &["HGET", "records", "nope"],
+        &["GET", "gone"],
+        &["GET", "list"],
+        &["HGET", "s", "f"],
+        &["GET", "s"],
+        &["GET"],
+        &["HGET", "records", "f77"],
+        &["SET", "s", "new"],
+        &["GET", "s"],
+        &["GET", "fragments"],
+    ]);
+    raw.expect(
+        b"$5\r\nsmall\r\n$-1\r\n$1\r\nv\r\n$3\r\nv77\r\n$-1\r\n$-1\r\n\
+          -WRONGTYPE Operation against a key holding the wrong kind of value\r\n\
+          -WRONGTYPE Operation against a key holding the wrong kind of value\r\n\
+          $5\r\nsmall\r\n-ERR wrong number of arguments for 'get' command\r\n$3\r\nv77\r\n\
+          +OK\r\n$3\r\nnew\r\n",
+    );
+    let mut fragments = vec![0u8; 10_000];
+    fragments.extend_from_slice(b"end");
+    raw.expect(format!("${}\r\n", fragments.len()).as_bytes());
+    raw.expect(&fragments);
+    raw.expect(b"\r\n");
+
+    // A run longer than one batch of reads, with the large value in it, each GET counted.
+    let before = hits_and_misses(&mut con);
+    let mut long: Vec<Vec<String>> = Vec::new();
+    for i in 0..40 {
+        let key = if i % 10 == 3 {
+            "large".to_string()
+        } else {
+            format!("k{i}")
+        };
+        long.push(vec!["GET".into(), key]);
+    }
+    let long: Vec<Vec<&str>> = long
+        .iter()
+        .map(|c| c.iter().map(String::as_str).collect())
+        .collect();
+    let long: Vec<&[&str]> = long.iter().map(Vec::as_slice).collect();
+    raw.pipeline(&long);
+    for i in 0..40 {
+        if i % 10 == 3 {
+            raw.expect(format!("$100000\r\n{large}\r\n").as_bytes());
+        } else {
+            raw.expect(b"$-1\r\n");
+        }
+    }
+    let (hits, misses) = hits_and_misses(&mut con);
+    assert_eq!((hits - before.0, misses - before.1), (4, 36));
+}
+
+fn hits_and_misses(con: &mut redis::Connection) -> (i64, i64) {
+    let info = run::<String>(con, &["INFO", "stats"]);
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .expect("keyspace statistics")
+    };
+    (field("keyspace_hits:"), field("keyspace_misses:"))
+}

@@ -11,6 +11,7 @@
 //!   in step by its own writes (`record_cache`); [`MemoryEngine`] is its in-memory twin for fast tests of
 //!   type logic. The same conformance tests run against both.
 //! - [`Overlay`] stages writes over an engine and lets reads see them, for transactions.
+//! - [`ReadAhead`] holds records read in one batch for the pipelined reads that follow.
 //! - `recent` keeps the latest write batches in memory for replicas that have caught up.
 //! - [`wal`] reads RocksDB's write batches back into [`WriteBatch`]es, for replicas.
 //! - `wal_damage` finds a damaged record in the WAL files an open replays.
@@ -25,6 +26,7 @@ mod memory;
 pub mod metadata;
 mod overlay;
 mod patch;
+mod read_ahead;
 mod recent;
 mod record_cache;
 mod rocks;
@@ -34,6 +36,7 @@ mod wal_damage;
 pub use engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
 pub use memory::MemoryEngine;
 pub use overlay::Overlay;
+pub use read_ahead::ReadAhead;
 pub use recent::Recent;
 pub use record_cache::RecordCacheStats;
 pub use rocks::{Retired, RocksConfig, RocksEngine, WalUpdates};

@@ -38,7 +38,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use shale_protocol::{Bulks, Reply};
-use shale_storage::StorageError;
+use shale_storage::{ReadAhead, StorageError};
 
 use crate::error::Error;
 use crate::keyspace::{Db, HeldStripes, Keyspace, Transaction, WrittenKeys};
@@ -46,6 +46,7 @@ use crate::services::blocking::{Attempt, BlockRequest, Wants};
 use crate::services::monitor::Origin;
 use crate::services::notifications::Event;
 use crate::services::{ClientState, Closing, Services};
+use crate::types::read_ahead::PlannedRead;
 use crate::types::ScanBuffer;
 
 pub use cluster::ScriptSlot;
@@ -88,6 +89,8 @@ pub struct Context<'a> {
     pub from_master: bool,
     /// In cluster mode, the slot the running script's keys must share.
     pub script_slot: ScriptSlot,
+    /// Records read in advance for the run of pipelined reads this command belongs to.
+    pub read_ahead: Option<&'a ReadAhead>,
 }
 
 impl<'a> Context<'a> {
@@ -114,6 +117,7 @@ impl<'a> Context<'a> {
             replica_wait: None,
             from_master: false,
             script_slot: ScriptSlot::default(),
+            read_ahead: None,
         }
     }
 
@@ -159,12 +163,16 @@ impl<'a> Context<'a> {
     /// Another database, in the same transaction if there is one.
     pub fn db_at(&self, index: usize) -> Db<'_> {
         let notifying = self.services.notify_classes() != 0;
-        self.keyspace.db_in(
+        let db = self.keyspace.db_in(
             index,
             self.txn,
             notifying.then_some(&self.written),
             self.held,
-        )
+        );
+        match self.read_ahead {
+            Some(ahead) => db.reading_ahead(ahead),
+            None => db,
+        }
     }
 }
 
@@ -206,6 +214,16 @@ impl Outcome {
             Reply::Error(line) if !self.error_counted => stats.record_errors(line, 1),
             _ => {}
         }
+    }
+}
+
+/// What a read that pipelines batch (GET, HGET) will read, `None` for every other command. A
+/// request with the wrong number of arguments plans nothing and fails as it runs.
+pub fn planned_read<'a>(spec: &CommandSpec, args: &'a [Bytes]) -> Option<PlannedRead<'a>> {
+    match (spec.name, args) {
+        ("get", [_, key]) => Some(PlannedRead::String { key }),
+        ("hget", [_, key, field]) => Some(PlannedRead::HashField { key, field }),
+        _ => None,
     }
 }
 

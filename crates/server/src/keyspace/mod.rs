@@ -34,7 +34,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 use shale_storage::keys as k;
 use shale_storage::metadata::{Body, KeyKind, Metadata};
-use shale_storage::{Cf, Engine, ScanDirection, WriteBatch};
+use shale_storage::{Cf, Engine, ReadAhead, ScanDirection, WriteBatch};
 
 pub use access::AccessClock;
 pub(crate) use change::Change;
@@ -150,6 +150,11 @@ impl Keyspace {
         self.engine.as_ref()
     }
 
+    /// An empty [`ReadAhead`] over the engine, for a run of pipelined reads.
+    pub fn read_ahead(&self) -> ReadAhead {
+        ReadAhead::new(self.engine.clone())
+    }
+
     /// Refuses the commit of every transaction (EXEC, scripts) from now on: at shutdown, the
     /// ones still running commit nothing after the last WAL sync, and none half.
     pub fn close(&self) {
@@ -193,6 +198,7 @@ impl Keyspace {
             txn,
             written,
             held,
+            read_ahead: None,
         }
     }
 
@@ -264,6 +270,8 @@ pub struct Db<'a> {
     pub(crate) written: Option<&'a WrittenKeys>,
     /// Stripes the command's connection locked before it ran.
     pub(crate) held: Option<&'a HeldStripes>,
+    /// Records a pipeline's reads were batched into, outside transactions.
+    pub(crate) read_ahead: Option<&'a ReadAhead>,
 }
 
 thread_local! {
@@ -305,9 +313,18 @@ impl<'a> Db<'a> {
     }
 
     pub(crate) fn engine(&self) -> &'a dyn Engine {
-        match self.txn {
-            Some(txn) => &txn.overlay,
-            None => self.ks.engine.as_ref(),
+        match (self.txn, self.read_ahead) {
+            (Some(txn), _) => &txn.overlay,
+            (None, Some(ahead)) => ahead,
+            (None, None) => self.ks.engine.as_ref(),
+        }
+    }
+
+    /// This database, reading first what `ahead` read in advance.
+    pub fn reading_ahead(self, ahead: &'a ReadAhead) -> Db<'a> {
+        Db {
+            read_ahead: Some(ahead),
+            ..self
         }
     }
 

@@ -19,12 +19,14 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use shale_protocol::{ProtocolError, Reply, RequestLimits, RequestParser};
+use shale_storage::ReadAhead;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use crate::commands::{
-    command_keys, execute, monitored, resolve, CommandSpec, Context, Flags, Outcome, ReplicaWait,
+    command_keys, execute, monitored, planned_read, resolve, CommandSpec, Context, Flags, Outcome,
+    ReplicaWait,
 };
 use crate::config::FsyncPolicy;
 use crate::error::Error;
@@ -35,6 +37,7 @@ use crate::services::cluster::migration;
 use crate::services::monitor::Origin;
 use crate::services::replication::feed;
 use crate::services::{pubsub, ClientState, Closing, Services};
+use crate::types::read_ahead::PlannedRead;
 
 /// Replies are flushed once this much is buffered even if more requests are waiting, so a
 /// client that pipelines without reading cannot grow the server's memory.
@@ -42,6 +45,9 @@ const OUTPUT_FLUSH_THRESHOLD: usize = 64 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
 /// A pipeline batch commits after this many commands, so it holds its keys only briefly.
 const BATCH_LIMIT: usize = 128;
+/// Pipelined reads batched into one read of storage at most: what they read is held in
+/// memory until each runs.
+const READ_AHEAD_LIMIT: usize = 16;
 
 pub async fn serve(
     services: Arc<Services>,
@@ -346,8 +352,14 @@ impl Connection {
             .restart(self.services.keyspace.engine().generation());
         let mut wrote = false;
         let mut batch: Option<PipelineBatch> = None;
+        // A request parsed while looking for pipelined reads to batch, not yet run.
+        let mut pending: Option<Result<Vec<Bytes>, ProtocolError>> = None;
         loop {
-            let args = match self.parser.parse(input, &limits) {
+            let parsed = match pending.take() {
+                Some(parsed) => parsed.map(Some),
+                None => self.parser.parse(input, &limits),
+            };
+            let args = match parsed {
                 Ok(Some(args)) if args.is_empty() => continue,
                 Ok(Some(args)) => args,
                 Ok(None) => break,
@@ -367,7 +379,9 @@ impl Connection {
                     && (more || batch.is_some())
                     && self.join_batch(&mut batch, keys, output.len())
                 {
-                    wrote |= self.run_command(&args, None, batch.as_mut(), output).0;
+                    wrote |= self
+                        .run_command(&args, None, batch.as_mut(), None, output)
+                        .0;
                     // A command of the batch that panicked: the batch fails, the connection
                     // closes.
                     if self.client.closing.is_some() {
@@ -396,10 +410,15 @@ impl Connection {
                     }
                     None => {
                         let held = self.hold_keys(&keys).await;
-                        self.run_command(&args, Some(held), None, output)
+                        self.run_command(&args, Some(held), None, None, output)
                     }
                 },
-                None => self.run_command(&args, None, None, output),
+                None if self.may_read_ahead(&args, input) => {
+                    let (wrote, next) = self.run_reads(&args, input, &limits, output).await?;
+                    pending = next;
+                    (wrote, None)
+                }
+                None => self.run_command(&args, None, None, None, output),
             };
             wrote |= wrote_now;
             if let Some(request) = block {
@@ -456,6 +475,71 @@ impl Connection {
         self.commit_batch(&mut batch, output).await;
         self.flush(output, wrote).await?;
         Ok(true)
+    }
+
+    /// Whether `args` may start a run of pipelined reads batched into one read of storage:
+    /// a read that plans its records (GET, HGET) with more requests already in, from a
+    /// client that runs commands as they come.
+    fn may_read_ahead(&self, args: &[Bytes], input: &BytesMut) -> bool {
+        let client = &self.client;
+        !input.is_empty()
+            && client.multi.is_none()
+            && client.authenticated
+            && client.subscriptions.is_empty()
+            && plans_read(args)
+    }
+
+    /// Runs `first` and the reads that follow it in `input` (up to [`READ_AHEAD_LIMIT`]),
+    /// their records read in one batch per family before the first runs. Returns whether
+    /// they wrote, and the request parsed after them, which the caller runs next.
+    async fn run_reads(
+        &mut self,
+        first: &[Bytes],
+        input: &mut BytesMut,
+        limits: &RequestLimits,
+        output: &mut BytesMut,
+    ) -> std::io::Result<(bool, Option<Result<Vec<Bytes>, ProtocolError>>)> {
+        let mut reads = Vec::new();
+        let mut next = None;
+        while reads.len() + 1 < READ_AHEAD_LIMIT {
+            match self.parser.parse(input, limits) {
+                Ok(None) => break,
+                Ok(Some(args)) if args.is_empty() => continue,
+                Ok(Some(args)) if plans_read(&args) => reads.push(args),
+                Ok(Some(args)) => {
+                    next = Some(Ok(args));
+                    break;
+                }
+                Err(err) => {
+                    next = Some(Err(err));
+                    break;
+                }
+            }
+        }
+        let keyspace = &self.services.keyspace;
+        let ahead = keyspace.read_ahead();
+        if !reads.is_empty() {
+            let planned: Vec<PlannedRead> = std::iter::once(first)
+                .chain(reads.iter().map(Vec::as_slice))
+                .filter_map(|args| planned_read(resolve(args).ok()?, args))
+                .collect();
+            // A failed batch leaves each command to read, and fail, on its own.
+            if let Err(err) = keyspace.db(self.client.db).read_ahead(&ahead, &planned) {
+                tracing::debug!("pipelined reads not batched: {err}");
+            }
+        }
+        let mut wrote = false;
+        for args in std::iter::once(first).chain(reads.iter().map(Vec::as_slice)) {
+            wrote |= self.run_command(args, None, None, Some(&ahead), output).0;
+            if self.client.closing.is_some() {
+                return Ok((wrote, None));
+            }
+            if output.len() >= OUTPUT_FLUSH_THRESHOLD {
+                self.flush(output, wrote).await?;
+                wrote = false;
+            }
+        }
+        Ok((wrote, next))
     }
 
     /// Adds a command with `keys` to the open batch, opening one if needed; `false` if one of
@@ -576,7 +660,9 @@ impl Connection {
         let services = self.services.clone();
         let keyspace = &services.keyspace;
         let mut batch = PipelineBatch::new(keyspace.begin_holding(held), output.len());
-        let wrote = self.run_command(args, None, Some(&mut batch), output).0;
+        let wrote = self
+            .run_command(args, None, Some(&mut batch), None, output)
+            .0;
         let mut ran = Vec::with_capacity(guests.len());
         for Guest { job, handback } in guests {
             let GuestCommand { args, mut client } = job;
@@ -607,7 +693,9 @@ impl Connection {
     ) -> bool {
         let txn = self.services.keyspace.begin_holding(held);
         let mut batch = PipelineBatch::new(txn, output.len());
-        let wrote = self.run_command(args, None, Some(&mut batch), output).0;
+        let wrote = self
+            .run_command(args, None, Some(&mut batch), None, output)
+            .0;
         self.commit_batch(&mut Some(batch), output).await;
         wrote
     }
@@ -718,6 +806,7 @@ impl Connection {
         args: &[Bytes],
         held: Option<HeldStripes>,
         batch: Option<&mut PipelineBatch>,
+        ahead: Option<&ReadAhead>,
         output: &mut BytesMut,
     ) -> (bool, Option<BlockRequest>) {
         if self
@@ -731,6 +820,7 @@ impl Connection {
         let started = Instant::now();
         let txn = batch.as_deref().map(|b| &*b.txn);
         let mut ctx = Context::new(&services, &mut self.client, txn, held.as_ref());
+        ctx.read_ahead = ahead;
         let outcome = execute(&mut ctx, args);
         let block = ctx.block.take();
         self.replica_wait = ctx.replica_wait.take();
@@ -974,6 +1064,11 @@ fn is_push(reply: &Reply) -> bool {
         Reply::Sequence(replies) => replies.iter().all(is_push),
         _ => false,
     }
+}
+
+/// Whether a request is a read that plans its records, so it may join a run of reads.
+fn plans_read(args: &[Bytes]) -> bool {
+    resolve(args).is_ok_and(|spec| planned_read(spec, args).is_some())
 }
 
 /// Whether a write command may join a pipeline batch: not one that blocks, which in a

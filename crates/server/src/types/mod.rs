@@ -1,6 +1,7 @@
 //! Redis semantics over the keyspace, one file per type. Each adds the operations of its type
 //! to [`Db`]; they return plain values, never RESP. The shared encodings of collections
-//! (`collection`, `packed_elements`, `packed_containers`, `fragments`) sit beside them.
+//! (`collection`, `packed_elements`, `packed_containers`, `fragments`) sit beside them, and
+//! `read_ahead` batches the reads of pipelined GETs and HGETs.
 
 pub mod bitmap;
 mod collection;
@@ -19,6 +20,7 @@ pub mod numbers;
 mod packed_containers;
 mod packed_elements;
 pub mod pattern;
+pub mod read_ahead;
 pub mod roaring;
 pub(crate) mod sampling;
 pub mod set;

@@ -1,0 +1,62 @@
+//! The records a run of pipelined reads will ask for, read in one batch per family before the
+//! first of them runs (see [`ReadAhead`]).
+
+use shale_storage::keys as k;
+use shale_storage::metadata::{KeyKind, Metadata};
+use shale_storage::{Cf, ReadAhead};
+
+use super::collection::Collection;
+use crate::error::Error;
+use crate::keyspace::{now_ms, Db};
+
+/// What one command of the run reads.
+pub enum PlannedRead<'k> {
+    /// A string's value (GET).
+    String { key: &'k [u8] },
+    /// One field of a hash (HGET).
+    HashField { key: &'k [u8], field: &'k [u8] },
+}
+
+impl PlannedRead<'_> {
+    fn key(&self) -> &[u8] {
+        match self {
+            PlannedRead::String { key } | PlannedRead::HashField { key, .. } => key,
+        }
+    }
+}
+
+impl Db<'_> {
+    /// Reads what `reads` will ask for into `ahead`: every key's metadata in one batch, then
+    /// the element records of the hash fields that live in records (not packed) in another.
+    pub fn read_ahead(&self, ahead: &ReadAhead, reads: &[PlannedRead]) -> Result<(), Error> {
+        let metas = reads
+            .iter()
+            .map(|r| k::meta_key(self.index, r.key()))
+            .collect();
+        let now = now_ms();
+        let mut fields = Vec::new();
+        ahead.read(Cf::Meta, metas, |i, raw| {
+            let (PlannedRead::HashField { key, field }, Some(raw)) = (&reads[i], raw) else {
+                return;
+            };
+            let Ok(meta) = Metadata::decode(raw.to_vec()) else {
+                return;
+            };
+            if meta.kind != KeyKind::Hash || meta.is_expired(now) {
+                return;
+            }
+            if let Some(Collection {
+                version,
+                packed: None,
+                ..
+            }) = Collection::of(meta)
+            {
+                fields.push(k::element_key(self.index, key, version, field));
+            }
+        })?;
+        if !fields.is_empty() {
+            ahead.read(Cf::Data, fields, |_, _| {})?;
+        }
+        Ok(())
+    }
+}
