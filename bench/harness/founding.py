@@ -24,6 +24,8 @@ MEAN_VALUE = 2867
 # How long a load's flushes and compactions may take after it (shale-bench --engine's is
 # the same).
 SETTLE_LIMIT = 600
+# Values from this size on go to blob files in the run with them: most of the text values.
+BLOB_THRESHOLD = "2kb"
 # shale-bench's threads for the engine's reads: the server's worker threads (one per core),
 # which are what run its MultiGets.
 ENGINE_READERS = os.cpu_count() or 2
@@ -189,6 +191,16 @@ def measure(work, args):
         shale.stop()
         cgroup.release("shale-founding")
     runs = [run for run in (engine, shale_run) if run]
+    if engine:
+        # Blob files, off by default: what they do to the same load and reads.
+        blob = servers.start_shale(setup.binary("shale-server"), os.path.join(work, "shale-blob"),
+                                   ["--rocksdb.min-blob-size", BLOB_THRESHOLD])
+        blob.name = f"Shale, blob files from {BLOB_THRESHOLD}"
+        try:
+            runs.append(server_run(blob, keys, args.round_seconds, limit))
+        finally:
+            blob.stop()
+            cgroup.release("shale-founding")
     if args.redis:
         redis = servers.start_redis(os.path.join(work, "redis"))
         try:
@@ -220,7 +232,7 @@ def section(args, keys, limit, disk, runs, image, minutes):
         "",
         f"The disk, past the page cache (fio, 2 GiB file, `--direct=1`): sequential writes of 1 MB at",
         f"{disk.seq_write_mb_s:,.0f} MB/s; random 4 KB reads at {disk.rand_read_iops:,.0f}/s one at a time on",
-        f"{disk.threads} threads (the server's concurrency), {disk.peak_iops:,.0f}/s with 32 in flight.",
+        f"{disk.threads} threads (the server's worker threads), {disk.peak_iops:,.0f}/s with 32 in flight.",
         "",
         "| | load MB/s | load keys/s | compactions after it | MB/s with them | written / values | bytes on disk | "
         "sequential 1 | sequential 2 | random 1 | random 2 |",
@@ -233,6 +245,7 @@ def section(args, keys, limit, disk, runs, image, minutes):
                      f"{run.settled:.0f} s | {run.settled_mb_s:,.0f} | {amp} | {run.disk_bytes / gib:.2f} GiB | "
                      f"{rounds} |")
     shale_random = random_2["Shale"]["random 2"]
+    blob = next((run for run in runs if run.name.startswith("Shale, blob")), None)
     lines += [
         "",
         "Read rounds in keys/s. Against the limits, in this run:",
@@ -240,9 +253,21 @@ def section(args, keys, limit, disk, runs, image, minutes):
         f"- Shale's load: **{shale.load_mb_s / engine.load_mb_s:.2f}** of the engine's MB/s with the same batches "
         f"(goal: 0.8); **{shale.settled_mb_s / engine.settled_mb_s:.2f}** counting the compactions each load left "
         "(the engine, with no server to share the cores with, loads faster than it compacts).",
-        f"- Shale's second random round: **{shale_random / disk.rand_read_iops:.2f}** of the disk's random reads at its "
-        f"concurrency, one read per key (goal: 0.7); **{shale_random / random_2['engine']['random 2']:.2f}** of the "
-        "engine's.",
+        f"- Shale's second random round: **{shale_random / disk.rand_read_iops:.2f}** of the disk's random reads at "
+        f"{disk.threads} threads, its worker threads, one read per key (goal: 0.7), and "
+        f"**{shale_random / disk.peak_iops:.2f}** of them with 32 in flight: reads that wait for the disk run off the "
+        f"workers, many at once. **{shale_random / random_2['engine']['random 2']:.2f}** of the engine's, which reads "
+        f"from {ENGINE_READERS} threads.",
+    ]
+    if blob:
+        lines += [
+            f"- With blob files (`rocksdb.min-blob-size {BLOB_THRESHOLD}`, off by default): load "
+            f"**{blob.load_mb_s / engine.load_mb_s:.2f}** of the engine's MB/s, writing "
+            f"{blob.written / blob.value_bytes:.2f} bytes per byte of values instead of "
+            f"{shale.written / shale.value_bytes:.2f}; second random round "
+            f"**{random_2[blob.name]['random 2'] / disk.rand_read_iops:.2f}** of the disk's random reads.",
+        ]
+    lines += [
         "",
         f"![MGETs of 32 over time]({image})",
     ]

@@ -52,6 +52,14 @@ class Server:
             fields = f.read().rsplit(")", 1)[1].split()
         return sum(int(v) for v in fields[11:15]) / CLK_TCK
 
+    def system_seconds(self):
+        """The system (kernel) part of cpu_seconds(); None for targets."""
+        if self.proc is None:
+            return None
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[12]) + int(fields[14])) / CLK_TCK
+
     def memory(self):
         """(resident bytes, peak resident bytes) of a server started here; None for targets."""
         if self.proc is None:

@@ -483,3 +483,44 @@ fn lcs_answers_as_redis_does() {
     );
     assert_eq!(run::<String>(&mut con, &["PING"]), "PONG");
 }
+
+/// With blob files on, large values leave the metadata records for blob files at the first
+/// flush; they must read back the same after a restart, whole and in part, and expire.
+#[test]
+fn values_in_blob_files_read_back_after_a_restart() {
+    let mut server = TestServer::start_with(&["--rocksdb.min-blob-size", "2kb"]);
+    let value = |i: usize| format!("{i:05}").repeat(1000);
+    {
+        let mut con = server.client();
+        for i in 0..200 {
+            run::<()>(&mut con, &["SET", &format!("k{i}"), &value(i)]);
+        }
+        run::<()>(&mut con, &["SET", "small", "v"]);
+        run::<()>(&mut con, &["SET", "expiring", &value(7), "PX", "300"]);
+    }
+    // A clean stop flushes the memtables, which writes the blob files.
+    server.restart();
+    let blobs = std::fs::read_dir(server.dir.path().join("data").join("db"))
+        .expect("data directory")
+        .flatten()
+        .filter(|entry| entry.file_name().to_string_lossy().ends_with(".blob"))
+        .count();
+    assert!(blobs > 0, "no blob file was written");
+    let mut con = server.client();
+    for i in [0, 77, 199] {
+        assert_eq!(run::<String>(&mut con, &["GET", &format!("k{i}")]), value(i));
+    }
+    let keys: Vec<String> = (0..200).map(|i| format!("k{i}")).collect();
+    let mut mget = vec!["MGET"];
+    mget.extend(keys.iter().map(String::as_str));
+    let values: Vec<String> = run(&mut con, &mget);
+    assert!(values.iter().enumerate().all(|(i, v)| *v == value(i)));
+    assert_eq!(
+        run::<String>(&mut con, &["GETRANGE", "k3", "4990", "4999"]),
+        "0000300003"
+    );
+    assert_eq!(run::<String>(&mut con, &["GET", "small"]), "v");
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    nil(&mut con, &["GET", "expiring"]);
+    assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 201);
+}

@@ -781,13 +781,19 @@ fn family_options(cf: Cf, base: &Options, cache: &Cache, config: &RocksConfig) -
     if config.min_blob_size > 0 && matches!(cf, Cf::Meta | Cf::Data) {
         opts.set_enable_blob_files(true);
         opts.set_min_blob_size(config.min_blob_size);
-        opts.set_blob_compression_type(DBCompressionType::Lz4);
+        opts.set_blob_compression_type(DBCompressionType::Zstd);
+        // Read blobs are cached beside the blocks, uncompressed, under the same budget.
+        opts.set_blob_cache(cache);
         opts.set_enable_blob_gc(true);
         opts.set_blob_gc_age_cutoff(config.blob_gc_age_cutoff);
     }
     if cf == Cf::Meta {
         opts.set_merge_operator_associative("shale-counter-add", add_counters);
-        opts.set_compaction_filter("shale-expired-strings", drop_expired_strings);
+        // With blob files the filter would have every value in them read back by each
+        // compaction; the reaper drops expired strings alone then.
+        if config.min_blob_size == 0 {
+            opts.set_compaction_filter("shale-expired-strings", drop_expired_strings);
+        }
     }
     if cf == Cf::Data {
         opts.set_merge_operator("shale-byte-patch", apply_patches, join_patches);

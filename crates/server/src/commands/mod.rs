@@ -217,13 +217,43 @@ impl Outcome {
     }
 }
 
-/// What a read that pipelines batch (GET, HGET) will read, `None` for every other command. A
-/// request with the wrong number of arguments plans nothing and fails as it runs.
-pub fn planned_read<'a>(spec: &CommandSpec, args: &'a [Bytes]) -> Option<PlannedRead<'a>> {
+/// The reads of a command whose records are read ahead of it (GET, HGET, MGET); `None` for
+/// every other command, and for a request with the wrong number of arguments, which fails as
+/// it runs.
+pub fn planned_reads<'a>(spec: &CommandSpec, args: &'a [Bytes]) -> Option<PlannedReads<'a>> {
     match (spec.name, args) {
-        ("get", [_, key]) => Some(PlannedRead::String { key }),
-        ("hget", [_, key, field]) => Some(PlannedRead::HashField { key, field }),
+        ("get", [_, key]) => Some(PlannedReads::One(PlannedRead::String { key })),
+        ("hget", [_, key, field]) => Some(PlannedReads::One(PlannedRead::HashField { key, field })),
+        ("mget", [_, keys @ ..]) if !keys.is_empty() => Some(PlannedReads::Strings(keys)),
         _ => None,
+    }
+}
+
+/// What [`planned_reads`] finds a command will read.
+pub enum PlannedReads<'a> {
+    /// One record (GET, HGET): a pipeline's run of such commands is read together.
+    One(PlannedRead<'a>),
+    /// Strings (MGET), read on their own.
+    Strings(&'a [Bytes]),
+}
+
+impl<'a> PlannedReads<'a> {
+    /// How many records it reads first: one per key.
+    pub fn keys(&self) -> usize {
+        match self {
+            PlannedReads::One(_) => 1,
+            PlannedReads::Strings(keys) => keys.len(),
+        }
+    }
+
+    /// Adds the reads to `all`.
+    pub fn add_to(self, all: &mut Vec<PlannedRead<'a>>) {
+        match self {
+            PlannedReads::One(read) => all.push(read),
+            PlannedReads::Strings(keys) => {
+                all.extend(keys.iter().map(|key| PlannedRead::String { key }))
+            }
+        }
     }
 }
 

@@ -25,8 +25,8 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use crate::commands::{
-    command_keys, execute, monitored, planned_read, resolve, CommandSpec, Context, Flags, Outcome,
-    ReplicaWait,
+    command_keys, execute, monitored, planned_reads, resolve, CommandSpec, Context, Flags, Outcome,
+    PlannedReads, ReplicaWait,
 };
 use crate::config::FsyncPolicy;
 use crate::error::Error;
@@ -37,7 +37,6 @@ use crate::services::cluster::migration;
 use crate::services::monitor::Origin;
 use crate::services::replication::feed;
 use crate::services::{pubsub, ClientState, Closing, Services};
-use crate::types::read_ahead::PlannedRead;
 
 /// Replies are flushed once this much is buffered even if more requests are waiting, so a
 /// client that pipelines without reading cannot grow the server's memory.
@@ -48,6 +47,9 @@ const BATCH_LIMIT: usize = 128;
 /// Pipelined reads batched into one read of storage at most: what they read is held in
 /// memory until each runs.
 const READ_AHEAD_LIMIT: usize = 16;
+/// Reads that took longer than this a key waited for the disk: a read from memory takes a few
+/// microseconds, one from this machine's disk 40 µs or more.
+const DISK_READ: Duration = Duration::from_micros(20);
 
 pub async fn serve(
     services: Arc<Services>,
@@ -100,6 +102,7 @@ pub async fn serve(
             generation: services.keyspace.engine().generation(),
         },
         latency_samples: Vec::new(),
+        reads_wait: false,
     };
     let ended = connection.run().await;
     connection.book_tally();
@@ -186,6 +189,8 @@ struct Connection {
     unsynced: UnsyncedWrites,
     /// The run-time buffer of the next tally, kept so that tallies do not allocate.
     latency_samples: Vec<u64>,
+    /// This connection's last batched reads waited for the disk (see `run_reads`).
+    reads_wait: bool,
 }
 
 /// Where the replies of writes lie in the output not sent yet, and the engine's generation
@@ -413,7 +418,7 @@ impl Connection {
                         self.run_command(&args, Some(held), None, None, output)
                     }
                 },
-                None if self.may_read_ahead(&args, input) => {
+                None if self.may_read_ahead(&args) => {
                     let (wrote, next) = self.run_reads(&args, input, &limits, output).await?;
                     pending = next;
                     (wrote, None)
@@ -477,21 +482,27 @@ impl Connection {
         Ok(true)
     }
 
-    /// Whether `args` may start a run of pipelined reads batched into one read of storage:
-    /// a read that plans its records (GET, HGET) with more requests already in, from a
-    /// client that runs commands as they come.
-    fn may_read_ahead(&self, args: &[Bytes], input: &BytesMut) -> bool {
+    /// Whether `args` is a GET, HGET or MGET from a client that runs commands as they come,
+    /// which [`Connection::run_reads`] runs.
+    fn may_read_ahead(&self, args: &[Bytes]) -> bool {
         let client = &self.client;
-        !input.is_empty()
-            && client.multi.is_none()
+        client.multi.is_none()
             && client.authenticated
             && client.subscriptions.is_empty()
-            && plans_read(args)
+            && resolve(args).is_ok_and(|spec| planned_reads(spec, args).is_some())
     }
 
-    /// Runs `first` and the reads that follow it in `input` (up to [`READ_AHEAD_LIMIT`]),
-    /// their records read in one batch per family before the first runs. Returns whether
-    /// they wrote, and the request parsed after them, which the caller runs next.
+    /// Runs `first` (a GET, HGET or MGET) and, after a GET or HGET, the GETs and HGETs that
+    /// follow it in `input` (up to [`READ_AHEAD_LIMIT`]). The records of such a run, or of
+    /// any of them once reads wait for the disk, are read in one batch per family before the
+    /// first command runs. Returns whether they wrote, and the request parsed after them,
+    /// which the caller runs next.
+    ///
+    /// Reads that wait for the disk hold the thread they run on, and each worker thread runs
+    /// one at a time: two workers would keep two reads in flight. So once a connection's reads
+    /// took longer than [`DISK_READ`] a key, its next batches are read off the worker
+    /// (`block_in_place`, the worker's other connections moving to another thread), and the
+    /// reads of many connections are in flight together, until a batch is fast again.
     async fn run_reads(
         &mut self,
         first: &[Bytes],
@@ -501,11 +512,11 @@ impl Connection {
     ) -> std::io::Result<(bool, Option<Result<Vec<Bytes>, ProtocolError>>)> {
         let mut reads = Vec::new();
         let mut next = None;
-        while reads.len() + 1 < READ_AHEAD_LIMIT {
+        while plans_one_read(first) && reads.len() + 1 < READ_AHEAD_LIMIT {
             match self.parser.parse(input, limits) {
                 Ok(None) => break,
                 Ok(Some(args)) if args.is_empty() => continue,
-                Ok(Some(args)) if plans_read(&args) => reads.push(args),
+                Ok(Some(args)) if plans_one_read(&args) => reads.push(args),
                 Ok(Some(args)) => {
                     next = Some(Ok(args));
                     break;
@@ -516,21 +527,34 @@ impl Connection {
                 }
             }
         }
+        let commands = || std::iter::once(first).chain(reads.iter().map(Vec::as_slice));
+        let plans = || {
+            commands().filter_map(|args| resolve(args).ok().and_then(|s| planned_reads(s, args)))
+        };
+        let started = Instant::now();
+        let keys: usize = plans().map(|planned| planned.keys()).sum();
         let keyspace = &self.services.keyspace;
-        let ahead = keyspace.read_ahead();
-        if !reads.is_empty() {
-            let planned: Vec<PlannedRead> = std::iter::once(first)
-                .chain(reads.iter().map(Vec::as_slice))
-                .filter_map(|args| planned_read(resolve(args).ok()?, args))
-                .collect();
+        let ahead = (self.reads_wait || !reads.is_empty()).then(|| keyspace.read_ahead());
+        if let Some(ahead) = &ahead {
+            let mut planned = Vec::with_capacity(keys);
+            plans().for_each(|reads| reads.add_to(&mut planned));
+            let db = keyspace.db(self.client.db);
+            let read = if self.reads_wait {
+                tokio::task::block_in_place(|| db.read_ahead(ahead, &planned))
+            } else {
+                db.read_ahead(ahead, &planned)
+            };
             // A failed batch leaves each command to read, and fail, on its own.
-            if let Err(err) = keyspace.db(self.client.db).read_ahead(&ahead, &planned) {
-                tracing::debug!("pipelined reads not batched: {err}");
+            if let Err(err) = read {
+                tracing::debug!("reads not batched: {err}");
             }
         }
+        let mut took = started.elapsed();
         let mut wrote = false;
-        for args in std::iter::once(first).chain(reads.iter().map(Vec::as_slice)) {
-            wrote |= self.run_command(args, None, None, Some(&ahead), output).0;
+        for args in commands() {
+            let started = Instant::now();
+            wrote |= self.run_command(args, None, None, ahead.as_ref(), output).0;
+            took += started.elapsed();
             if self.client.closing.is_some() {
                 return Ok((wrote, None));
             }
@@ -539,6 +563,7 @@ impl Connection {
                 wrote = false;
             }
         }
+        self.reads_wait = took > DISK_READ * keys as u32;
         Ok((wrote, next))
     }
 
@@ -1066,9 +1091,12 @@ fn is_push(reply: &Reply) -> bool {
     }
 }
 
-/// Whether a request is a read that plans its records, so it may join a run of reads.
-fn plans_read(args: &[Bytes]) -> bool {
-    resolve(args).is_ok_and(|spec| planned_read(spec, args).is_some())
+/// Whether a request reads one planned record (GET, HGET), so it may join a run of reads.
+fn plans_one_read(args: &[Bytes]) -> bool {
+    resolve(args)
+        .ok()
+        .and_then(|spec| planned_reads(spec, args))
+        .is_some_and(|planned| matches!(planned, PlannedReads::One(_)))
 }
 
 /// Whether a write command may join a pipeline batch: not one that blocks, which in a
