@@ -50,6 +50,9 @@ const READ_AHEAD_LIMIT: usize = 16;
 /// Reads that took longer than this a key waited for the disk: a read from memory takes a few
 /// microseconds, one from this machine's disk 40 µs or more.
 const DISK_READ: Duration = Duration::from_micros(20);
+/// Slow batches in a row after which a connection reads off the worker. One alone may only
+/// have lost its core to another thread for a while, which `block_in_place` does not help.
+const SLOW_READS_OFF_WORKER: u8 = 2;
 
 pub async fn serve(
     services: Arc<Services>,
@@ -102,7 +105,7 @@ pub async fn serve(
             generation: services.keyspace.engine().generation(),
         },
         latency_samples: Vec::new(),
-        reads_wait: false,
+        slow_reads: 0,
     };
     let ended = connection.run().await;
     connection.book_tally();
@@ -189,8 +192,9 @@ struct Connection {
     unsynced: UnsyncedWrites,
     /// The run-time buffer of the next tally, kept so that tallies do not allocate.
     latency_samples: Vec<u64>,
-    /// This connection's last batched reads waited for the disk (see `run_reads`).
-    reads_wait: bool,
+    /// How many of this connection's last batches of reads in a row were slow enough to have
+    /// waited for the disk (see `run_reads`).
+    slow_reads: u8,
 }
 
 /// Where the replies of writes lie in the output not sent yet, and the engine's generation
@@ -500,9 +504,10 @@ impl Connection {
     ///
     /// Reads that wait for the disk hold the thread they run on, and each worker thread runs
     /// one at a time: two workers would keep two reads in flight. So once a connection's reads
-    /// took longer than [`DISK_READ`] a key, its next batches are read off the worker
-    /// (`block_in_place`, the worker's other connections moving to another thread), and the
-    /// reads of many connections are in flight together, until a batch is fast again.
+    /// took longer than [`DISK_READ`] a key [`SLOW_READS_OFF_WORKER`] times in a row, its next
+    /// batches are read off the worker (`block_in_place`, the worker's other connections
+    /// moving to another thread), and the reads of many connections are in flight together,
+    /// until a batch is fast again.
     async fn run_reads(
         &mut self,
         first: &[Bytes],
@@ -534,12 +539,13 @@ impl Connection {
         let started = Instant::now();
         let keys: usize = plans().map(|planned| planned.keys()).sum();
         let keyspace = &self.services.keyspace;
-        let ahead = (self.reads_wait || !reads.is_empty()).then(|| keyspace.read_ahead());
+        let off_worker = self.slow_reads >= SLOW_READS_OFF_WORKER;
+        let ahead = (off_worker || !reads.is_empty()).then(|| keyspace.read_ahead());
         if let Some(ahead) = &ahead {
             let mut planned = Vec::with_capacity(keys);
             plans().for_each(|reads| reads.add_to(&mut planned));
             let db = keyspace.db(self.client.db);
-            let read = if self.reads_wait {
+            let read = if off_worker {
                 tokio::task::block_in_place(|| db.read_ahead(ahead, &planned))
             } else {
                 db.read_ahead(ahead, &planned)
@@ -563,7 +569,10 @@ impl Connection {
                 wrote = false;
             }
         }
-        self.reads_wait = took > DISK_READ * keys as u32;
+        self.slow_reads = match took > DISK_READ * keys as u32 {
+            true => self.slow_reads.saturating_add(1),
+            false => 0,
+        };
         Ok((wrote, next))
     }
 
