@@ -70,10 +70,12 @@ def _log(row):
     print(f"{row.name:28} {row.detail[:40]:40} {cells}", file=sys.stderr, flush=True)
 
 
-def redis_benchmark(servers, test, requests, size=128, pipeline=1, clients=50):
+def redis_benchmark(servers, test, requests, size=128, pipeline=1, clients=50, command=None):
+    """One redis-benchmark test (`-t test`), or with `command` that command line, named `test`."""
     def one(server):
-        argv = ["redis-benchmark", "-h", server.host, "-p", str(server.port), "-t", test, "-n", str(requests),
+        argv = ["redis-benchmark", "-h", server.host, "-p", str(server.port), "-n", str(requests),
                 "-c", str(clients), "-d", str(size), "-r", "1000000", "-P", str(pipeline), "--csv"]
+        argv += command if command else ["-t", test]
 
         def run():
             out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
@@ -86,7 +88,8 @@ def redis_benchmark(servers, test, requests, size=128, pipeline=1, clients=50):
 
         return _measured(server, run)
 
-    return _row(test.upper(), f"-n {requests} -d {size} -P {pipeline}", servers, one)
+    detail = f"-n {requests} -d {size} -P {pipeline}" + (f" {' '.join(command)}" if command else "")
+    return _row(test.upper(), detail, servers, one)
 
 
 def shale_bench_once(server, args):
