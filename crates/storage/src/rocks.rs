@@ -782,8 +782,6 @@ fn family_options(cf: Cf, base: &Options, cache: &Cache, config: &RocksConfig) -
         opts.set_enable_blob_files(true);
         opts.set_min_blob_size(config.min_blob_size);
         opts.set_blob_compression_type(DBCompressionType::Zstd);
-        // Read blobs are cached beside the blocks, uncompressed, under the same budget.
-        opts.set_blob_cache(cache);
         opts.set_enable_blob_gc(true);
         opts.set_blob_gc_age_cutoff(config.blob_gc_age_cutoff);
     }
