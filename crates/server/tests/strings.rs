@@ -508,7 +508,10 @@ fn values_in_blob_files_read_back_after_a_restart() {
     assert!(blobs > 0, "no blob file was written");
     let mut con = server.client();
     for i in [0, 77, 199] {
-        assert_eq!(run::<String>(&mut con, &["GET", &format!("k{i}")]), value(i));
+        assert_eq!(
+            run::<String>(&mut con, &["GET", &format!("k{i}")]),
+            value(i)
+        );
     }
     let keys: Vec<String> = (0..200).map(|i| format!("k{i}")).collect();
     let mut mget = vec!["MGET"];

@@ -219,6 +219,11 @@ pub fn peek_header(raw: &[u8]) -> Option<(KeyKind, u64)> {
     Some((kind, expire_at))
 }
 
+/// Whether a raw metadata record is a string kept in fragments, records of their own.
+pub fn is_fragmented_string(raw: &[u8]) -> bool {
+    raw.first() == Some(&FRAGMENTED_STRING)
+}
+
 /// Whether a metadata record is an inline string whose own expiry has passed, the only kind
 /// of record the compaction filter may drop: it needs nothing but the record in hand.
 pub fn is_expired_inline_string(raw: &[u8], now_ms: u64) -> bool {

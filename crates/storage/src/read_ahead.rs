@@ -40,23 +40,25 @@ impl ReadAhead {
         }
     }
 
-    /// Reads `keys` of `cf` in one batch and keeps each value for one later read (a key may
-    /// repeat, for as many reads); `seen` is shown each key's value as it is kept.
+    /// Reads `keys` of `cf` in one batch and keeps each value that `keep` (shown its index
+    /// in `keys` and its value) accepts, for one later read; a key may repeat, for as many
+    /// reads. A value not kept is read again by the command that wants it.
     pub fn read(
         &self,
         cf: Cf,
         keys: Vec<Vec<u8>>,
-        mut seen: impl FnMut(usize, Option<&[u8]>),
+        mut keep: impl FnMut(usize, Option<&[u8]>) -> bool,
     ) -> Result<(), StorageError> {
         let values = self.base.multi_get(cf, &keys)?;
         let records = &mut self.records.lock()[cf.index()];
         records.read.reserve(keys.len());
         for (i, (key, value)) in keys.into_iter().zip(values).enumerate() {
-            seen(i, value.as_deref());
-            records.read.push(Record {
-                key,
-                value: Some(value),
-            });
+            if keep(i, value.as_deref()) {
+                records.read.push(Record {
+                    key,
+                    value: Some(value),
+                });
+            }
         }
         Ok(())
     }
@@ -176,7 +178,8 @@ mod tests {
         let mut seen = Vec::new();
         ahead
             .read(Cf::Meta, keys, |i, value| {
-                seen.push((i, value.map(<[u8]>::to_vec)))
+                seen.push((i, value.map(<[u8]>::to_vec)));
+                true
             })
             .unwrap();
         let values = vec![Some(b"1".to_vec()), None, Some(b"2".to_vec())];
@@ -200,7 +203,7 @@ mod tests {
         let base = engine_with(&[(b"a", b"1"), (b"b", b"2")]);
         let ahead = ReadAhead::new(base.clone());
         let keys = vec![b"a".to_vec(), b"b".to_vec(), b"a".to_vec()];
-        ahead.read(Cf::Meta, keys, |_, _| {}).unwrap();
+        ahead.read(Cf::Meta, keys, |_, _| true).unwrap();
         let mut batch = WriteBatch::new();
         batch.put(Cf::Meta, b"a".to_vec(), b"changed".to_vec());
         base.write(batch).unwrap();
@@ -217,5 +220,22 @@ mod tests {
             ahead.get(Cf::Meta, b"a").unwrap(),
             Some(b"changed".to_vec())
         );
+    }
+
+    #[test]
+    fn a_value_not_kept_is_read_again() {
+        let base = engine_with(&[(b"a", b"1"), (b"b", b"2")]);
+        let ahead = ReadAhead::new(base.clone());
+        let keys = vec![b"a".to_vec(), b"b".to_vec()];
+        ahead.read(Cf::Meta, keys, |i, _| i == 1).unwrap();
+        let mut batch = WriteBatch::new();
+        batch.put(Cf::Meta, b"a".to_vec(), b"changed".to_vec());
+        batch.put(Cf::Meta, b"b".to_vec(), b"changed".to_vec());
+        base.write(batch).unwrap();
+        assert_eq!(
+            ahead.get(Cf::Meta, b"a").unwrap(),
+            Some(b"changed".to_vec())
+        );
+        assert_eq!(ahead.get(Cf::Meta, b"b").unwrap(), Some(b"2".to_vec()));
     }
 }

@@ -106,6 +106,7 @@ pub async fn serve(
         },
         latency_samples: Vec::new(),
         slow_reads: 0,
+        read_ahead_time: Duration::ZERO,
     };
     let ended = connection.run().await;
     connection.book_tally();
@@ -195,6 +196,8 @@ struct Connection {
     /// How many of this connection's last batches of reads in a row were slow enough to have
     /// waited for the disk (see `run_reads`).
     slow_reads: u8,
+    /// Time spent reading ahead for the next command, booked as part of its run.
+    read_ahead_time: Duration,
 }
 
 /// Where the replies of writes lie in the output not sent yet, and the engine's generation
@@ -423,9 +426,10 @@ impl Connection {
                     }
                 },
                 None if self.may_read_ahead(&args) => {
-                    let (wrote, next) = self.run_reads(&args, input, &limits, output).await?;
-                    pending = next;
-                    (wrote, None)
+                    pending = self
+                        .run_reads(&args, input, &limits, &mut wrote, output)
+                        .await?;
+                    (false, None)
                 }
                 None => self.run_command(&args, None, None, None, output),
             };
@@ -499,8 +503,8 @@ impl Connection {
     /// Runs `first` (a GET, HGET or MGET) and, after a GET or HGET, the GETs and HGETs that
     /// follow it in `input` (up to [`READ_AHEAD_LIMIT`]). The records of such a run, or of
     /// any of them once reads wait for the disk, are read in one batch per family before the
-    /// first command runs. Returns whether they wrote, and the request parsed after them,
-    /// which the caller runs next.
+    /// first command runs. `wrote` says whether the replies in `output` include a write's,
+    /// as in `process`. Returns the request parsed after them, which the caller runs next.
     ///
     /// Reads that wait for the disk hold the thread they run on, and each worker thread runs
     /// one at a time: two workers would keep two reads in flight. So once a connection's reads
@@ -513,11 +517,13 @@ impl Connection {
         first: &[Bytes],
         input: &mut BytesMut,
         limits: &RequestLimits,
+        wrote: &mut bool,
         output: &mut BytesMut,
-    ) -> std::io::Result<(bool, Option<Result<Vec<Bytes>, ProtocolError>>)> {
+    ) -> std::io::Result<Option<Result<Vec<Bytes>, ProtocolError>>> {
         let mut reads = Vec::new();
         let mut next = None;
-        while plans_one_read(first) && reads.len() + 1 < READ_AHEAD_LIMIT {
+        let runs_on = plans_one_read(first);
+        while runs_on && reads.len() + 1 < READ_AHEAD_LIMIT {
             match self.parser.parse(input, limits) {
                 Ok(None) => break,
                 Ok(Some(args)) if args.is_empty() => continue,
@@ -556,24 +562,26 @@ impl Connection {
             }
         }
         let mut took = started.elapsed();
-        let mut wrote = false;
+        // The first command's statistics (and slow log entry) carry the batch's read.
+        self.read_ahead_time = took;
         for args in commands() {
             let started = Instant::now();
-            wrote |= self.run_command(args, None, None, ahead.as_ref(), output).0;
+            *wrote |= self.run_command(args, None, None, ahead.as_ref(), output).0;
             took += started.elapsed();
             if self.client.closing.is_some() {
-                return Ok((wrote, None));
+                return Ok(None);
             }
             if output.len() >= OUTPUT_FLUSH_THRESHOLD {
-                self.flush(output, wrote).await?;
-                wrote = false;
+                self.flush(output, *wrote).await?;
+                *wrote = false;
             }
         }
-        self.slow_reads = match took > DISK_READ * keys as u32 {
-            true => self.slow_reads.saturating_add(1),
-            false => 0,
+        self.slow_reads = if took > DISK_READ * keys as u32 {
+            self.slow_reads.saturating_add(1)
+        } else {
+            0
         };
-        Ok((wrote, next))
+        Ok(next)
     }
 
     /// Adds a command with `keys` to the open batch, opening one if needed; `false` if one of
@@ -875,7 +883,7 @@ impl Connection {
             }
         }
         let finished = Instant::now();
-        let elapsed = finished.duration_since(started);
+        let elapsed = finished.duration_since(started) + std::mem::take(&mut self.read_ahead_time);
         let from = output.len();
         if answered || (block.is_none() && is_push(&outcome.reply)) {
             outcome.reply.encode(output, self.client.resp3);

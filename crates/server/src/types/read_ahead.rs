@@ -2,7 +2,7 @@
 //! first of them runs (see [`ReadAhead`]).
 
 use shale_storage::keys as k;
-use shale_storage::metadata::{KeyKind, Metadata};
+use shale_storage::metadata::{is_fragmented_string, KeyKind, Metadata};
 use shale_storage::{Cf, ReadAhead};
 
 use super::collection::Collection;
@@ -28,6 +28,8 @@ impl PlannedRead<'_> {
 impl Db<'_> {
     /// Reads what `reads` will ask for into `ahead`: every key's metadata in one batch, then
     /// the element records of the hash fields that live in records (not packed) in another.
+    /// A string kept in fragments is not read ahead: its fragments are read when its GET runs,
+    /// which may be after the connection waited to send earlier replies.
     pub fn read_ahead(&self, ahead: &ReadAhead, reads: &[PlannedRead]) -> Result<(), Error> {
         let metas = reads
             .iter()
@@ -36,14 +38,19 @@ impl Db<'_> {
         let now = now_ms();
         let mut fields = Vec::new();
         ahead.read(Cf::Meta, metas, |i, raw| {
-            let (PlannedRead::HashField { key, field }, Some(raw)) = (&reads[i], raw) else {
-                return;
+            let Some(raw) = raw else {
+                return true;
+            };
+            let PlannedRead::HashField { key, field } = &reads[i] else {
+                // A string in fragments is left to its GET, which reads the metadata with the
+                // fragments, so that it never pairs this length with later bytes.
+                return !is_fragmented_string(raw);
             };
             let Ok(meta) = Metadata::decode(raw.to_vec()) else {
-                return;
+                return true;
             };
             if meta.kind != KeyKind::Hash || meta.is_expired(now) {
-                return;
+                return true;
             }
             if let Some(Collection {
                 version,
@@ -53,9 +60,10 @@ impl Db<'_> {
             {
                 fields.push(k::element_key(self.index, key, version, field));
             }
+            true
         })?;
         if !fields.is_empty() {
-            ahead.read(Cf::Data, fields, |_, _| {})?;
+            ahead.read(Cf::Data, fields, |_, _| true)?;
         }
         Ok(())
     }
