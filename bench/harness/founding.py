@@ -176,6 +176,18 @@ def engine_run(work, keys, round_seconds, memory_limit):
     return run
 
 
+def confined_shale_run(work, directory, extra, name, keys, round_seconds, limit):
+    """A fresh shale-server (with `extra` arguments) in `work/directory`, named `name`, loaded
+    and read in a memory cgroup of `limit` bytes."""
+    shale = servers.start_shale(setup.binary("shale-server"), os.path.join(work, directory), extra)
+    shale.name = name
+    try:
+        return server_run(shale, keys, round_seconds, limit)
+    finally:
+        shale.stop()
+        cgroup.release("shale-founding")
+
+
 def measure(work, args):
     """Every figure of the section, in one run."""
     keys = max(int(args.gib * 2**30 / MEAN_VALUE) // 32 * 32, 320)
@@ -183,24 +195,14 @@ def measure(work, args):
     disk = disk_limits(work, ENGINE_READERS)
     print(f"disk: {disk}", file=sys.stderr, flush=True)
     engine = engine_run(work, keys, args.round_seconds, limit) if getattr(args, "engine", True) else None
-    shale = servers.start_shale(setup.binary("shale-server"), os.path.join(work, "shale"),
-                                getattr(args, "shale_args", []))
-    try:
-        shale_run = server_run(shale, keys, args.round_seconds, limit)
-    finally:
-        shale.stop()
-        cgroup.release("shale-founding")
+    shale_run = confined_shale_run(work, "shale", getattr(args, "shale_args", []), "Shale", keys,
+                                   args.round_seconds, limit)
     runs = [run for run in (engine, shale_run) if run]
     if engine:
         # Blob files, off by default: what they do to the same load and reads.
-        blob = servers.start_shale(setup.binary("shale-server"), os.path.join(work, "shale-blob"),
-                                   ["--rocksdb.min-blob-size", BLOB_THRESHOLD])
-        blob.name = f"Shale, blob files from {BLOB_THRESHOLD}"
-        try:
-            runs.append(server_run(blob, keys, args.round_seconds, limit))
-        finally:
-            blob.stop()
-            cgroup.release("shale-founding")
+        runs.append(confined_shale_run(work, "shale-blob", ["--rocksdb.min-blob-size", BLOB_THRESHOLD],
+                                       f"Shale, blob files from {BLOB_THRESHOLD}", keys, args.round_seconds,
+                                       limit))
     if args.redis:
         redis = servers.start_redis(os.path.join(work, "redis"))
         try:

@@ -425,13 +425,15 @@ impl Connection {
                         self.run_command(&args, Some(held), None, None, output)
                     }
                 },
-                None if self.may_read_ahead(&args) => {
-                    pending = self
-                        .run_reads(&args, input, &limits, &mut wrote, output)
-                        .await?;
-                    (false, None)
-                }
-                None => self.run_command(&args, None, None, None, output),
+                None => match self.read_ahead_spec(&args) {
+                    Some(spec) => {
+                        pending = self
+                            .run_reads(spec, &args, input, &limits, &mut wrote, output)
+                            .await?;
+                        (false, None)
+                    }
+                    None => self.run_command(&args, None, None, None, output),
+                },
             };
             wrote |= wrote_now;
             if let Some(request) = block {
@@ -490,14 +492,16 @@ impl Connection {
         Ok(true)
     }
 
-    /// Whether `args` is a GET, HGET or MGET from a client that runs commands as they come,
-    /// which [`Connection::run_reads`] runs.
-    fn may_read_ahead(&self, args: &[Bytes]) -> bool {
+    /// The command table entry of `args` if it is a GET, HGET or MGET from a client that runs
+    /// commands as they come, which [`Connection::run_reads`] runs.
+    fn read_ahead_spec(&self, args: &[Bytes]) -> Option<&'static CommandSpec> {
         let client = &self.client;
-        client.multi.is_none()
-            && client.authenticated
-            && client.subscriptions.is_empty()
-            && resolve(args).is_ok_and(|spec| planned_reads(spec, args).is_some())
+        if client.multi.is_some() || !client.authenticated || !client.subscriptions.is_empty() {
+            return None;
+        }
+        resolve(args)
+            .ok()
+            .filter(|spec| planned_reads(spec, args).is_some())
     }
 
     /// Runs `first` (a GET, HGET or MGET) and, after a GET or HGET, the GETs and HGETs that
@@ -514,6 +518,7 @@ impl Connection {
     /// until a batch is fast again.
     async fn run_reads(
         &mut self,
+        first_spec: &'static CommandSpec,
         first: &[Bytes],
         input: &mut BytesMut,
         limits: &RequestLimits,
@@ -522,26 +527,29 @@ impl Connection {
     ) -> std::io::Result<Option<Result<Vec<Bytes>, ProtocolError>>> {
         let mut reads = Vec::new();
         let mut next = None;
-        let runs_on = plans_one_read(first);
+        let runs_on = matches!(planned_reads(first_spec, first), Some(PlannedReads::One(_)));
         while runs_on && reads.len() + 1 < READ_AHEAD_LIMIT {
             match self.parser.parse(input, limits) {
                 Ok(None) => break,
                 Ok(Some(args)) if args.is_empty() => continue,
-                Ok(Some(args)) if plans_one_read(&args) => reads.push(args),
-                Ok(Some(args)) => {
-                    next = Some(Ok(args));
-                    break;
-                }
+                Ok(Some(args)) => match one_read_spec(&args) {
+                    Some(spec) => reads.push((args, spec)),
+                    None => {
+                        next = Some(Ok(args));
+                        break;
+                    }
+                },
                 Err(err) => {
                     next = Some(Err(err));
                     break;
                 }
             }
         }
-        let commands = || std::iter::once(first).chain(reads.iter().map(Vec::as_slice));
-        let plans = || {
-            commands().filter_map(|args| resolve(args).ok().and_then(|s| planned_reads(s, args)))
+        let commands = || {
+            std::iter::once((first, first_spec))
+                .chain(reads.iter().map(|(args, spec)| (args.as_slice(), *spec)))
         };
+        let plans = || commands().filter_map(|(args, spec)| planned_reads(spec, args));
         let started = Instant::now();
         let keys: usize = plans().map(|planned| planned.keys()).sum();
         let keyspace = &self.services.keyspace;
@@ -564,7 +572,7 @@ impl Connection {
         let mut took = started.elapsed();
         // The first command's statistics (and slow log entry) carry the batch's read.
         self.read_ahead_time = took;
-        for args in commands() {
+        for (args, _) in commands() {
             let started = Instant::now();
             *wrote |= self.run_command(args, None, None, ahead.as_ref(), output).0;
             took += started.elapsed();
@@ -1108,12 +1116,12 @@ fn is_push(reply: &Reply) -> bool {
     }
 }
 
-/// Whether a request reads one planned record (GET, HGET), so it may join a run of reads.
-fn plans_one_read(args: &[Bytes]) -> bool {
+/// The command table entry of a request that reads one planned record (GET, HGET), which
+/// may join a run of reads.
+fn one_read_spec(args: &[Bytes]) -> Option<&'static CommandSpec> {
     resolve(args)
         .ok()
-        .and_then(|spec| planned_reads(spec, args))
-        .is_some_and(|planned| matches!(planned, PlannedReads::One(_)))
+        .filter(|spec| matches!(planned_reads(spec, args), Some(PlannedReads::One(_))))
 }
 
 /// Whether a write command may join a pipeline batch: not one that blocks, which in a
