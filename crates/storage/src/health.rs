@@ -84,9 +84,8 @@ pub(crate) fn probe_writable(dir: &Path) -> std::io::Result<()> {
 }
 
 /// A file of [`RESERVE_SIZE`] bytes kept in the database directory while the disk has room,
-/// and removed before the database opens on a disk short of [`OPEN_ROOM`]: opening
-/// preallocates a new MANIFEST and WAL (4 MB each under strace), writes an OPTIONS file and a
-/// LOG, and fails if it cannot; worse, RocksDB, when its WAL is flushed by hand, hangs in its
+/// and removed before the database opens on a disk short of [`OPEN_ROOM`]: opening writes a
+/// new MANIFEST, WAL, OPTIONS file and LOG, and fails if it cannot; worse, RocksDB, when its WAL is flushed by hand, hangs in its
 /// open if that WAL's write fails (`DB::Open` waits on a mutex it holds, from
 /// `WALIOStatusCheck`).
 const RESERVE: &str = "space-reserve";
