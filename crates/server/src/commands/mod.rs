@@ -434,9 +434,7 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     let reply = result.unwrap_or_else(|err| err.to_reply());
     if !spec.flags.contains(Flags::NO_TOUCH) {
         let db = ctx.db().index() as u8;
-        for key in command_keys(spec, args) {
-            ctx.keyspace.access.touch(db, key);
-        }
+        ctx.keyspace.access.touch(db, &command_keys(spec, args));
     }
     notify::miss_events(ctx, spec, args);
     let written = ctx.written.take();
