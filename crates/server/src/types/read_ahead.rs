@@ -65,6 +65,11 @@ impl Db<'_> {
         if !fields.is_empty() {
             ahead.read(Cf::Data, fields, |_, _| true)?;
         }
+        // The run's access times, all at once so that their cache misses overlap: each
+        // command's own touch then finds its slot as it is (GET `-P 16`: a twentieth of the
+        // server's CPU waited on those misses one command at a time).
+        let keys: Vec<&[u8]> = reads.iter().map(PlannedRead::key).collect();
+        self.ks.access.touch(self.index as u8, &keys);
         Ok(())
     }
 }
