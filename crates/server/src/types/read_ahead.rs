@@ -69,7 +69,7 @@ impl Db<'_> {
         // command's own touch then finds its slot as it is (GET `-P 16`: a twentieth of the
         // server's CPU waited on those misses one command at a time).
         let keys: Vec<&[u8]> = reads.iter().map(PlannedRead::key).collect();
-        self.ks.access.touch(self.index as u8, &keys);
+        self.ks.access.touch(self.index, &keys);
         Ok(())
     }
 }
