@@ -977,3 +977,122 @@ fn latency_monitor_threshold_is_accepted_for_scripts_that_set_it() {
     )
     .starts_with("ERR CONFIG SET failed"));
 }
+
+/// `keyspace_hits` and `keyspace_misses` move as Redis's do: every lookup of a command that
+/// reads counts, a write's own lookup does not (Redis's `lookupKeyRead` against
+/// `lookupKeyWrite`), and neither does MEMORY USAGE.
+#[test]
+fn keyspace_hits_and_misses_count_what_redis_counts() {
+    let redis = common::RedisServer::start(&[]);
+    let server = TestServer::start();
+    let (mut theirs, mut ours) = (redis.client(), server.client());
+    let setup = [
+        "SET s value",
+        "SET n 5",
+        "HSET h f v",
+        "RPUSH l a b",
+        "SADD st m",
+        "ZADD z 1 m",
+    ];
+    let commands = [
+        "GET s",
+        "GET missing",
+        "GET h",
+        "MGET s missing h",
+        "STRLEN s",
+        "GETRANGE s 0 1",
+        "EXISTS s missing",
+        "TYPE s",
+        "TYPE missing",
+        "TTL s",
+        "PTTL missing",
+        "DUMP s",
+        "OBJECT ENCODING s",
+        "MEMORY USAGE s",
+        "HGET h f",
+        "HGET missing f",
+        "HGETALL h",
+        "HEXISTS h f",
+        "HMGET h f g",
+        "HLEN h",
+        "LRANGE l 0 -1",
+        "LINDEX l 0",
+        "LLEN missing",
+        "SMEMBERS st",
+        "SISMEMBER st m",
+        "SUNION st missing",
+        "ZSCORE z m",
+        "ZRANGE z 0 -1",
+        "ZCARD missing",
+        "GETBIT s 0",
+        "BITCOUNT s",
+        "SUNIONSTORE dest st missing",
+        "SINTERSTORE sd st missing",
+        "ZUNIONSTORE zd 2 z missing",
+        "ZRANGESTORE zd2 z 0 -1",
+        "BITOP OR bd s missing",
+        "PFADD hl a",
+        "PFCOUNT hl",
+        "PFMERGE hl2 hl missing",
+        "GEOADD g 1 1 m",
+        "GEOSEARCHSTORE gd g FROMMEMBER m BYRADIUS 1 km",
+        "GEOPOS g m",
+        "GEOSEARCH g FROMMEMBER m BYRADIUS 1 km",
+        "GEORADIUS g 1 1 1 km",
+        "LPOS l a",
+        "SRANDMEMBER st",
+        "HRANDFIELD h",
+        "ZRANDMEMBER z",
+        "SMISMEMBER st m x",
+        "XRANGE missing - +",
+        "TOUCH s missing",
+        "UNLINK missing",
+        "RANDOMKEY",
+        "SORT l ALPHA",
+        "LMOVE l l2 LEFT LEFT",
+        "COPY s s3",
+        "RENAME s3 s4",
+        "XLEN missing",
+        "EVAL return(redis.call('get','s')) 0",
+        "GETDEL n",
+        "GETEX s",
+        "GETSET s other",
+        "SET s value GET",
+        "SET s value",
+        "INCR n",
+        "HSET h g w",
+        "RPUSH l c",
+        "SADD st x",
+        "DEL missing",
+        "EXPIRE s 100",
+        "APPEND s x",
+    ];
+    let counters = |con: &mut redis::Connection| {
+        (
+            info_field(con, "stats", "keyspace_hits"),
+            info_field(con, "stats", "keyspace_misses"),
+        )
+    };
+    for line in setup {
+        let args: Vec<&str> = line.split(' ').collect();
+        run::<redis::Value>(&mut theirs, &args);
+        run::<redis::Value>(&mut ours, &args);
+    }
+    let mut differences = Vec::new();
+    for line in commands {
+        let args: Vec<&str> = line.split(' ').collect();
+        let moved = |con: &mut redis::Connection| {
+            let (hits, misses) = counters(con);
+            let _ = redis::cmd(args[0])
+                .arg(&args[1..])
+                .query::<redis::Value>(con);
+            let (hits_after, misses_after) = counters(con);
+            (hits_after - hits, misses_after - misses)
+        };
+        let (expected, got) = (moved(&mut theirs), moved(&mut ours));
+        if expected != got {
+            differences.push(format!("{line}: Redis {expected:?}, Shale {got:?}"));
+        }
+    }
+    assert!(differences.is_empty(), "{differences:#?}");
+}

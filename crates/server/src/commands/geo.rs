@@ -214,9 +214,11 @@ pub fn geosearchstore(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Er
     search(ctx, args, Variant::SearchStore)
 }
 
-/// The center of a search around a member, or the error Redis gives when it has none.
+/// The center of a search around a member, or the error Redis gives when it has none. Redis
+/// finds it in the set it looked up once; the search's own lookup (its `zcard`) counts.
 fn member_position(ctx: &Context<'_>, key: &[u8], member: &Bytes) -> Result<(f64, f64), Error> {
     ctx.db()
+        .uncounted()
         .zscore(key, member)?
         .map(geohash::decode_score)
         .ok_or_else(|| Error::msg("could not decode requested zset member"))
@@ -229,7 +231,8 @@ fn search(ctx: &mut Context<'_>, args: &[Bytes], variant: Variant) -> Result<Rep
         Variant::SearchStore => &args[2],
         _ => &args[1],
     };
-    // WRONGTYPE comes before any argument's error.
+    // WRONGTYPE comes before any argument's error. This is the search's lookup of `src`, as
+    // Redis counts it; the reads below do not count again.
     let exists = ctx.db().zcard(src)? > 0;
     let mut center = None;
     let mut size = None;
@@ -371,12 +374,17 @@ fn search(ctx: &mut Context<'_>, args: &[Bytes], variant: Variant) -> Result<Rep
         any,
     };
     if let Some(store) = store {
-        let stored = ctx
-            .db()
-            .geo_search_store(store.key, src, &search, store.by_distance)?;
+        let stored =
+            ctx.db()
+                .uncounted()
+                .geo_search_store(store.key, src, &search, store.by_distance)?;
         return Ok(Reply::Integer(stored));
     }
-    let points = ctx.db().geo_search(src, &search)?.unwrap_or_default();
+    let points = ctx
+        .db()
+        .uncounted()
+        .geo_search(src, &search)?
+        .unwrap_or_default();
     Ok(Reply::Array(
         points
             .into_iter()

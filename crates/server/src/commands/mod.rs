@@ -91,6 +91,8 @@ pub struct Context<'a> {
     pub script_slot: ScriptSlot,
     /// Records read in advance for the run of pipelined reads this command belongs to.
     pub read_ahead: Option<&'a ReadAhead>,
+    /// Whether the running command's lookups count as keyspace hits and misses.
+    pub counts_lookups: bool,
 }
 
 impl<'a> Context<'a> {
@@ -118,6 +120,7 @@ impl<'a> Context<'a> {
             from_master: false,
             script_slot: ScriptSlot::default(),
             read_ahead: None,
+            counts_lookups: false,
         }
     }
 
@@ -169,9 +172,13 @@ impl<'a> Context<'a> {
             notifying.then_some(&self.written),
             self.held,
         );
-        match self.read_ahead {
+        let db = match self.read_ahead {
             Some(ahead) => db.reading_ahead(ahead),
             None => db,
+        };
+        match self.counts_lookups {
+            true => db.counting_lookups(),
+            false => db,
         }
     }
 }
@@ -428,7 +435,14 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     if INJECTED_PANIC.as_deref() == Some(spec.name.as_bytes()) {
         panic!("a panic injected by SHALE_INJECT_PANIC");
     }
+    // A command's lookups count as Redis's do: those of commands that read, not a write's.
+    let reads = Flags::READONLY
+        .with(Flags::READS_SOURCES)
+        .with(Flags::READS_FIRST_KEY)
+        .with(Flags::COUNTS_LOOKUP);
+    let outer = std::mem::replace(&mut ctx.counts_lookups, spec.flags.intersects(reads));
     let result = (spec.handler)(ctx, args);
+    ctx.counts_lookups = outer;
     // A handler that failed after it ran a script (its commit) replies with an error of its own.
     let error_counted = std::mem::take(&mut ctx.error_counted) && result.is_ok();
     let reply = result.unwrap_or_else(|err| err.to_reply());

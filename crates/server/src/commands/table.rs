@@ -63,6 +63,10 @@ impl Flags {
     pub const READS_SOURCES: Flags = Flags(1 << 21);
     /// Internal (not reported): a write that reads its first key as a read does (SORT).
     pub const READS_FIRST_KEY: Flags = Flags(1 << 22);
+    /// Internal (not reported): a write whose lookup of its key counts as a keyspace hit or
+    /// miss, as Redis's do for those that read it as GET does (GETSET, GETDEL, GETEX, SET ...
+    /// GET) and for COPY's source.
+    pub const COUNTS_LOOKUP: Flags = Flags(1 << 23);
     pub const NONE: Flags = Flags(0);
 
     /// In the order of Redis's flag bits, which COMMAND INFO follows.
@@ -88,6 +92,11 @@ impl Flags {
 
     pub fn contains(self, other: Flags) -> bool {
         self.0 & other.0 == other.0
+    }
+
+    /// Whether any of `other`'s flags is set.
+    pub fn intersects(self, other: Flags) -> bool {
+        self.0 & other.0 != 0
     }
 
     pub fn names(self) -> Vec<&'static str> {
@@ -336,13 +345,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("wait", 3, Flags::NOSCRIPT, NO_KEYS, "generic", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", replication::wait),
     // strings
     spec!("get", 2, RF, KEY1, "string", "Returns the string value of a key.", string::get),
-    spec!("set", -3, W, KEY1, "string", "Sets the string value of a key.", string::set, Events::Reported),
+    spec!("set", -3, W.with(Flags::COUNTS_LOOKUP), KEY1, "string", "Sets the string value of a key.", string::set, Events::Reported),
     spec!("setnx", 3, WF, KEY1, "string", "Sets the value of a key only when it doesn't exist.", string::setnx, Events::ByKey(&[each(STRING, "set")])),
     spec!("setex", 4, W, KEY1, "string", "Sets the value and expiration time in seconds of a key.", string::setex, Events::Reported),
     spec!("psetex", 4, W, KEY1, "string", "Sets the value and expiration time in milliseconds of a key.", string::psetex, Events::Reported),
-    spec!("getset", 3, WF, KEY1, "string", "Returns the previous value of a key after setting it.", string::getset, Events::ByKey(&[each(STRING, "set")])),
-    spec!("getdel", 2, DF, KEY1, "string", "Returns the value of a key after deleting it.", string::getdel, Events::ByKey(&[each(GENERIC, "del")])),
-    spec!("getex", -2, DF, KEY1, "string", "Returns the value of a key after changing its expiration.", string::getex, Events::Reported),
+    spec!("getset", 3, WF.with(Flags::COUNTS_LOOKUP), KEY1, "string", "Returns the previous value of a key after setting it.", string::getset, Events::ByKey(&[each(STRING, "set")])),
+    spec!("getdel", 2, DF.with(Flags::COUNTS_LOOKUP), KEY1, "string", "Returns the value of a key after deleting it.", string::getdel, Events::ByKey(&[each(GENERIC, "del")])),
+    spec!("getex", -2, DF.with(Flags::COUNTS_LOOKUP), KEY1, "string", "Returns the value of a key after changing its expiration.", string::getex, Events::Reported),
     spec!("mget", -2, RF, ALL_KEYS, "string", "Atomically returns the values of one or more keys.", string::mget),
     spec!("mset", -3, W, PAIRS, "string", "Atomically sets the values of one or more keys.", string::mset, Events::ByKey(&[each(STRING, "set")])),
     spec!("msetnx", -3, W, PAIRS, "string", "Sets the values of keys only when none of them exist.", string::msetnx, Events::ByKey(&[each(STRING, "set")])),
@@ -373,7 +382,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("persist", 2, DF, KEY1, "generic", "Removes the expiration time of a key.", keys::persist, Events::ByKey(&[each(GENERIC, "persist")])),
     spec!("rename", 3, D, KEY12, "generic", "Renames a key and overwrites the destination.", keys::rename, Events::ByKey(&[each(GENERIC, "rename_from"), each(GENERIC, "rename_to")])),
     spec!("renamenx", 3, DF, KEY12, "generic", "Renames a key only when the target key name doesn't exist.", keys::renamenx, Events::ByKey(&[each(GENERIC, "rename_from"), each(GENERIC, "rename_to")])),
-    spec!("copy", -3, W.with(Flags::LOCKS_LATE), KEY12, "generic", "Copies the value of a key to a new key.", keys::copy, Events::Reported),
+    spec!("copy", -3, W.with(Flags::LOCKS_LATE).with(Flags::COUNTS_LOOKUP), KEY12, "generic", "Copies the value of a key to a new key.", keys::copy, Events::Reported),
     spec!("dump", 2, R, KEY1, "generic", "Returns a serialized representation of the value stored at a key.", dump::dump),
     spec!("restore", -4, W.with(Flags::NO_TOUCH), KEY1, "generic", "Creates a key from the serialized representation of a value.", dump::restore, Events::ByKey(&[kept(GENERIC, "restore")])),
     spec!("migrate", -6, D, MIGRATE_KEYS, "generic", "Atomically transfers a key from one Redis instance to another.", migrate::migrate, Events::Silent),

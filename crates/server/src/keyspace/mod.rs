@@ -199,6 +199,7 @@ impl Keyspace {
             written,
             held,
             read_ahead: None,
+            counts_lookups: false,
         }
     }
 
@@ -272,6 +273,9 @@ pub struct Db<'a> {
     pub(crate) held: Option<&'a HeldStripes>,
     /// Records a pipeline's reads were batched into, outside transactions.
     pub(crate) read_ahead: Option<&'a ReadAhead>,
+    /// Whether lookups count as keyspace hits and misses: a command that reads keys, as
+    /// Redis's `lookupKeyRead` counts and `lookupKeyWrite` does not.
+    pub(crate) counts_lookups: bool,
 }
 
 thread_local! {
@@ -324,6 +328,23 @@ impl<'a> Db<'a> {
     pub fn reading_ahead(self, ahead: &'a ReadAhead) -> Db<'a> {
         Db {
             read_ahead: Some(ahead),
+            ..self
+        }
+    }
+
+    /// A handle whose lookups count as keyspace hits and misses (see `counts_lookups`).
+    pub fn counting_lookups(self) -> Db<'a> {
+        Db {
+            counts_lookups: true,
+            ..self
+        }
+    }
+
+    /// The same handle, its lookups not counted: for reading a key's parts again after the
+    /// command's own lookup counted (DUMP), and for what Redis finds without a lookup.
+    pub(crate) fn uncounted(self) -> Db<'a> {
+        Db {
+            counts_lookups: false,
             ..self
         }
     }
@@ -393,9 +414,12 @@ impl<'a> Db<'a> {
             .collect()
     }
 
-    /// The metadata of `key` if it exists and has not expired.
+    /// The metadata of `key` if it exists and has not expired: the lookup every command that
+    /// reads a key makes, counted as a hit or a miss when the handle counts lookups.
     pub(crate) fn live_meta(&self, key: &[u8]) -> Result<Option<Metadata>, Error> {
-        Ok(self.raw_meta(key)?.filter(|m| !m.is_expired(now_ms())))
+        let meta = self.raw_meta(key)?.filter(|m| !m.is_expired(now_ms()));
+        self.record_lookup(meta.is_some());
+        Ok(meta)
     }
 
     /// Live metadata that must be of `kind`, else `WRONGTYPE`.
@@ -522,7 +546,11 @@ impl<'a> Db<'a> {
         Ok(())
     }
 
+    /// Counts a lookup as a keyspace hit or miss, if the handle counts lookups.
     pub(crate) fn record_lookup(&self, hit: bool) {
+        if !self.counts_lookups {
+            return;
+        }
         let counter = if hit {
             &self.ks.stats.hits
         } else {

@@ -31,22 +31,24 @@ impl<'a> Db<'a> {
         let Some(meta) = self.live_meta(key)? else {
             return Ok(None);
         };
+        // The readers below look the key up again; only the lookup above counts.
+        let this = self.uncounted();
         let value = match meta.kind {
-            KeyKind::String => Value::String(self.get(key)?.unwrap_or_default()),
-            KeyKind::List => Value::List(self.lrange(key, 0, -1)?.into_items().collect()),
-            KeyKind::Set => Value::Set(self.smembers(key)?),
-            KeyKind::Hash => Value::Hash(self.hgetall(key)?.into_pairs()),
+            KeyKind::String => Value::String(this.get(key)?.unwrap_or_default()),
+            KeyKind::List => Value::List(this.lrange(key, 0, -1)?.into_items().collect()),
+            KeyKind::Set => Value::Set(this.smembers(key)?),
+            KeyKind::Hash => Value::Hash(this.hgetall(key)?.into_pairs()),
             KeyKind::ZSet => {
                 let all = RangeSpec {
                     by: RangeBy::Rank(0, -1),
                     rev: false,
                     limit: None,
                 };
-                Value::SortedSet(self.zrange(key, &all)?)
+                Value::SortedSet(this.zrange(key, &all)?)
             }
             KeyKind::Roaring => {
                 let mut bitmap = RoaringBitmap::new();
-                self.tr_visit_range(key, 0, u32::MAX, &mut |bit| {
+                this.tr_visit_range(key, 0, u32::MAX, &mut |bit| {
                     bitmap.insert(bit);
                     true
                 })?;
@@ -56,7 +58,7 @@ impl<'a> Db<'a> {
                     .map_err(|e| Error::msg(format!("can't serialize a bitmap: {e}")))?;
                 Value::Roaring(Bytes::from(serialized))
             }
-            KeyKind::Stream => match self.stream_value(key)? {
+            KeyKind::Stream => match this.stream_value(key)? {
                 Some(stream) => Value::Stream(Box::new(stream)),
                 None => return Ok(None),
             },

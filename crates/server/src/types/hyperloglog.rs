@@ -470,6 +470,7 @@ impl<'a> Db<'a> {
         let _guard = self.lock(&key_refs)?;
         if let [key] = keys {
             let mut string = self.open_string(key)?;
+            self.record_lookup(string.existed);
             if !string.existed {
                 return Ok(0);
             }
@@ -508,6 +509,8 @@ impl<'a> Db<'a> {
         let _guard = self.lock(&locked)?;
         // `dest` is read once, as the first source (an empty HLL if missing adds nothing).
         let mut string = self.open_string(dest)?;
+        // Redis reads `dest` as a source, and counts its lookup so.
+        self.record_lookup(string.existed);
         let mut hll = if string.existed {
             read_hll(&mut string)?
         } else {

@@ -174,7 +174,7 @@ impl<'a> Db<'a> {
     ) -> Result<bool, Error> {
         let _guard = self.lock_across(&[(self.index, src), (target.index, dst)])?;
         let now = now_ms();
-        let Some(source) = self.raw_meta(src)?.filter(|m| !m.is_expired(now)) else {
+        let Some(source) = self.live_meta(src)? else {
             return Ok(false);
         };
         let old_dst = target.raw_meta(dst)?;

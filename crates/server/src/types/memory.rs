@@ -20,7 +20,8 @@ impl Db<'_> {
     /// Bytes of `key`'s records, a collection's estimated from up to `samples` elements (all of
     /// them for `None`); `None` if the key does not exist.
     pub fn memory_usage(&self, key: &[u8], samples: Option<u64>) -> Result<Option<u64>, Error> {
-        let Some(meta) = self.live_meta(key)? else {
+        // Redis finds the key without a lookup, so it counts no hit or miss.
+        let Some(meta) = self.uncounted().live_meta(key)? else {
             return Ok(None);
         };
         let own = (k::meta_key(self.index, key).len() + meta.encode().len()) as u64;

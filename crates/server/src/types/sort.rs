@@ -82,16 +82,18 @@ impl<'a> Db<'a> {
         kind: KeyKind,
         options: &SortOptions,
     ) -> Result<Vec<Option<Bytes>>, Error> {
+        // The key's own lookup (its type) counted; reading its elements looks it up again.
+        let this = self.uncounted();
         let mut elements = match kind {
-            KeyKind::List => self.lrange(key, 0, -1)?.into_items().collect(),
-            KeyKind::Set => self.smembers(key)?,
+            KeyKind::List => this.lrange(key, 0, -1)?.into_items().collect(),
+            KeyKind::Set => this.smembers(key)?,
             KeyKind::ZSet => {
                 let all = RangeSpec {
                     by: RangeBy::Rank(0, -1),
                     rev: false,
                     limit: None,
                 };
-                self.zrange(key, &all)?
+                this.zrange(key, &all)?
                     .into_iter()
                     .map(|(member, _)| member)
                     .collect()

@@ -69,12 +69,10 @@ pub fn parse_strict_i64(v: &[u8]) -> Option<i64> {
 
 impl<'a> Db<'a> {
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, Error> {
-        let value = match self.typed_meta(key, KeyKind::String)? {
-            Some(meta) => Some(self.string_bytes(key, &meta)?),
-            None => None,
-        };
-        self.record_lookup(value.is_some());
-        Ok(value)
+        match self.typed_meta(key, KeyKind::String)? {
+            Some(meta) => Ok(Some(self.string_bytes(key, &meta)?)),
+            None => Ok(None),
+        }
     }
 
     /// MGET: one batched read; keys of other types read as nil.
@@ -89,19 +87,13 @@ impl<'a> Db<'a> {
             .iter()
             .zip(self.engine().multi_get(Cf::Meta, &raw_keys)?)
         {
-            let value = match raw {
-                Some(raw) => {
-                    let meta = Metadata::decode(raw)?;
-                    if meta.is_expired(now) {
-                        None
-                    } else {
-                        self.string_bytes(key, &meta).ok()
-                    }
-                }
-                None => None,
-            };
-            self.record_lookup(value.is_some());
-            out.push(value);
+            let meta = raw
+                .map(Metadata::decode)
+                .transpose()?
+                .filter(|meta| !meta.is_expired(now));
+            // A key of another type is found, as Redis counts it, and reads as nil.
+            self.record_lookup(meta.is_some());
+            out.push(meta.and_then(|meta| self.string_bytes(key, &meta).ok()));
         }
         Ok(out)
     }
@@ -111,6 +103,9 @@ impl<'a> Db<'a> {
         let now = now_ms();
         let stored = self.raw_meta(key)?;
         let live = stored.as_ref().filter(|m| !m.is_expired(now));
+        if options.get {
+            self.record_lookup(live.is_some());
+        }
         let previous = match live {
             Some(meta) if options.get => Some(self.string_bytes(key, meta)?),
             _ => None,
