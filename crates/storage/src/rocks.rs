@@ -456,8 +456,9 @@ impl Opened {
         // start on a nearly full disk (after a write failure, or a crash) then needs only room
         // for a new WAL, MANIFEST and OPTIONS file, not for a flush. No file is preallocated:
         // on a nearly full disk a compaction's preallocation (24 MB for a 22 MB file, under
-        // strace) takes the free space for as long as fallocate runs, and the open's own
-        // OPTIONS file or a WAL write that lands meanwhile fails. The crate has no setters.
+        // strace) takes the free space while fallocate runs (and until the file is closed if
+        // it succeeds), and the open's own OPTIONS file or a WAL write that lands meanwhile
+        // fails. The crate has no setters.
         let mut db_options = Options::default()
             .get_options_from_string("avoid_flush_during_recovery=true;allow_fallocate=false")?;
         db_options.create_if_missing(true);

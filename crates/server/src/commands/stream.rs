@@ -285,8 +285,11 @@ fn range(ctx: &mut Context<'_>, args: &[Bytes], rev: bool) -> Result<Reply, Erro
         return Ok(Reply::NullArray);
     }
     let count = if count < 0 { 0 } else { count as usize };
+    // The check above was the command's lookup, as Redis counts it.
     Ok(entries_reply(
-        ctx.db().xrange(&args[1], start, end, count, rev)?,
+        ctx.db()
+            .uncounted()
+            .xrange(&args[1], start, end, count, rev)?,
     ))
 }
 
@@ -488,7 +491,8 @@ fn read(ctx: &mut Context<'_>, args: &[Bytes], group_read: bool) -> Result<Reply
     for (key, arg) in keys.iter().zip(id_args) {
         ctx.db().check_stream_type(key)?;
         afters.push((key.clone(), match arg.as_ref() {
-            b"$" => ctx.db().stream_last_id(key)?,
+            // Redis finds the last ID in the stream its check looked up.
+            b"$" => ctx.db().uncounted().stream_last_id(key)?,
             b">" => return Err(Error::msg("The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.")),
             other => strict_id(other)?,
         }));
@@ -556,6 +560,9 @@ fn read_groups(
 ) -> Result<Option<Reply>, Error> {
     let mut streams = Vec::new();
     for (key, start) in keys.iter().zip(starts) {
+        // Redis looks each stream up again to read it, and counts that lookup too; the check
+        // of its group found it.
+        ctx.db().record_lookup(true);
         let read = ctx
             .db()
             .xreadgroup(key, group, consumer, *start, count, no_ack)?;
@@ -722,7 +729,8 @@ pub fn xpending(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
     }
     if args.len() == 3 {
         ctx.db().check_stream_type(&args[1])?;
-        let summary = ctx.db().xpending_summary(&args[1], &args[2])?;
+        // The check above was the command's lookup, as Redis counts it.
+        let summary = ctx.db().uncounted().xpending_summary(&args[1], &args[2])?;
         let Some((first, last, owners)) = summary.range else {
             return Ok(Reply::Array(vec![
                 Reply::Integer(0),
@@ -766,7 +774,8 @@ pub fn xpending(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         min_idle,
         consumer,
     };
-    let entries = ctx.db().xpending(&args[1], &args[2], &filter)?;
+    // The check above was the command's lookup, as Redis counts it.
+    let entries = ctx.db().uncounted().xpending(&args[1], &args[2], &filter)?;
     Ok(Reply::Array(
         entries
             .into_iter()
@@ -929,7 +938,8 @@ pub fn xinfo_stream(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Erro
         }
         _ => return Err(subcommand_syntax(&args[1], "XINFO")),
     };
-    let db = ctx.db();
+    // The check above was the command's lookup, as Redis counts it.
+    let db = ctx.db().uncounted();
     let Some(count) = full else {
         let info = db.xinfo_stream(&args[2])?;
         let mut fields = stream_info_fields(&info);

@@ -65,7 +65,7 @@ impl Flags {
     pub const READS_FIRST_KEY: Flags = Flags(1 << 22);
     /// Internal (not reported): a write whose lookup of its key counts as a keyspace hit or
     /// miss, as Redis's do for those that read it as GET does (GETSET, GETDEL, GETEX, SET ...
-    /// GET) and for COPY's source.
+    /// GET) and for COPY's source and XREADGROUP's streams.
     pub const COUNTS_LOOKUP: Flags = Flags(1 << 23);
     pub const NONE: Flags = Flags(0);
 
@@ -497,7 +497,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec!("xtrim", -4, D, KEY1, "stream", "Deletes messages from the beginning of a stream.", stream::xtrim, Events::Reported),
     spec!("xsetid", -3, WF, KEY1, "stream", "An internal command for replicating stream values.", stream::xsetid, Events::Reported),
     spec!("xread", -4, R.with(Flags::BLOCKING), Keys::Found { by: stream_keys, reported: (0, 0, 0) }, "stream", "Returns messages from multiple streams with IDs greater than the ones requested. Blocks until a message is available otherwise.", stream::xread),
-    spec!("xreadgroup", -7, D.with(Flags::BLOCKING), Keys::Found { by: stream_keys, reported: (0, 0, 0) }, "stream", "Returns new or historical messages from a stream for a consumer in a group. Blocks until a message is available otherwise.", stream::xreadgroup, Events::Reported),
+    spec!("xreadgroup", -7, D.with(Flags::BLOCKING).with(Flags::COUNTS_LOOKUP), Keys::Found { by: stream_keys, reported: (0, 0, 0) }, "stream", "Returns new or historical messages from a stream for a consumer in a group. Blocks until a message is available otherwise.", stream::xreadgroup, Events::Reported),
     spec!("xack", -4, DF, KEY1, "stream", "Returns the number of messages that were successfully acknowledged by the consumer group member of a stream.", stream::xack, Events::Silent),
     spec!("xpending", -3, R, KEY1, "stream", "Returns the information and entries from a stream consumer group's pending entries list.", stream::xpending),
     spec!("xclaim", -6, DF, KEY1, "stream", "Changes, or acquires, ownership of a message in a consumer group, as if the message was delivered a consumer group member.", stream::xclaim, Events::Reported),

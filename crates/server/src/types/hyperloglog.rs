@@ -463,14 +463,25 @@ impl<'a> Db<'a> {
         Ok(updated)
     }
 
+    /// Opens `key` for writing as a lookup that counts as a hit or miss: a key of another
+    /// type is found, as Redis counts it, before WRONGTYPE.
+    fn open_counted(&self, key: &'a [u8]) -> Result<StringWrite<'a>, Error> {
+        let opened = self.open_string(key);
+        match &opened {
+            Ok(string) => self.record_lookup(string.existed),
+            Err(Error::WrongType) => self.record_lookup(true),
+            Err(_) => {}
+        }
+        opened
+    }
+
     /// PFCOUNT: one key's count is cached in the value (and so written when stale); several
     /// keys are counted as their union, nothing written.
     pub fn pfcount(&self, keys: &'a [Bytes]) -> Result<u64, Error> {
         let key_refs: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
         let _guard = self.lock(&key_refs)?;
         if let [key] = keys {
-            let mut string = self.open_string(key)?;
-            self.record_lookup(string.existed);
+            let mut string = self.open_counted(key)?;
             if !string.existed {
                 return Ok(0);
             }
@@ -508,9 +519,8 @@ impl<'a> Db<'a> {
         locked.extend(sources.iter().map(|k| k.as_ref()));
         let _guard = self.lock(&locked)?;
         // `dest` is read once, as the first source (an empty HLL if missing adds nothing).
-        let mut string = self.open_string(dest)?;
         // Redis reads `dest` as a source, and counts its lookup so.
-        self.record_lookup(string.existed);
+        let mut string = self.open_counted(dest)?;
         let mut hll = if string.existed {
             read_hll(&mut string)?
         } else {

@@ -177,10 +177,11 @@ impl<'a> Db<'a> {
             _ => (after, None),
         };
         let key = [&pattern[..star], element, suffix].concat();
+        // One lookup of the pattern's key counts, as Redis's `lookupKeyByPattern` makes one.
         let kind = self.key_type(&key)?;
         match (field, kind) {
-            (Some(field), Some(KeyKind::Hash)) => self.hget(&key, field),
-            (None, Some(KeyKind::String)) => self.get(&key),
+            (Some(field), Some(KeyKind::Hash)) => self.uncounted().hget(&key, field),
+            (None, Some(KeyKind::String)) => self.uncounted().get(&key),
             _ => Ok(None),
         }
     }

@@ -138,21 +138,25 @@ impl<'a> Db<'a> {
         key: &[u8],
         mut read: impl FnMut(&Collection, Layout) -> Result<T, Error>,
     ) -> Result<Option<T>, Error> {
+        // The first lookup is the command's, counted as a hit or miss; the checks and tries
+        // after it are not.
+        let mut lookup = *self;
         for _ in 0..READ_TRIES {
-            let Some((list, layout)) = self.list_of(key)? else {
+            let Some((list, layout)) = lookup.list_of(key)? else {
                 return Ok(None);
             };
+            lookup = self.uncounted();
             let outcome = read(&list, layout);
             if list.packed.is_some() {
                 return outcome.map(Some);
             }
-            let now = self.list_of(key)?.map(|(l, now)| (l.version, now.writes));
+            let now = lookup.list_of(key)?.map(|(l, now)| (l.version, now.writes));
             if now == Some((list.version, layout.writes)) {
                 return outcome.map(Some);
             }
         }
         let _guard = self.lock(&[key])?;
-        let Some((list, layout)) = self.list_of(key)? else {
+        let Some((list, layout)) = lookup.list_of(key)? else {
             return Ok(None);
         };
         read(&list, layout).map(Some)
