@@ -172,13 +172,10 @@ impl<'a> Context<'a> {
             notifying.then_some(&self.written),
             self.held,
         );
-        let db = match self.read_ahead {
+        let db = db.counting_lookups(self.counts_lookups);
+        match self.read_ahead {
             Some(ahead) => db.reading_ahead(ahead),
             None => db,
-        };
-        match self.counts_lookups {
-            true => db.counting_lookups(),
-            false => db,
         }
     }
 }
@@ -263,6 +260,13 @@ impl<'a> PlannedReads<'a> {
         }
     }
 }
+
+/// The flags of a command whose lookups count as keyspace hits and misses, as Redis counts
+/// those of commands that read and not a write's own.
+const LOOKUPS_COUNTED: Flags = Flags::READONLY
+    .with(Flags::READS_SOURCES)
+    .with(Flags::READS_FIRST_KEY)
+    .with(Flags::COUNTS_LOOKUP);
 
 /// Runs one request after the table's checks; inside MULTI, queues it instead.
 pub fn execute(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
@@ -435,12 +439,8 @@ fn check_and_run(ctx: &mut Context<'_>, args: &[Bytes]) -> Outcome {
     if INJECTED_PANIC.as_deref() == Some(spec.name.as_bytes()) {
         panic!("a panic injected by SHALE_INJECT_PANIC");
     }
-    // A command's lookups count as Redis's do: those of commands that read, not a write's.
-    let reads = Flags::READONLY
-        .with(Flags::READS_SOURCES)
-        .with(Flags::READS_FIRST_KEY)
-        .with(Flags::COUNTS_LOOKUP);
-    let outer = std::mem::replace(&mut ctx.counts_lookups, spec.flags.intersects(reads));
+    let counts = spec.flags.intersects(LOOKUPS_COUNTED);
+    let outer = std::mem::replace(&mut ctx.counts_lookups, counts);
     let result = (spec.handler)(ctx, args);
     ctx.counts_lookups = outer;
     // A handler that failed after it ran a script (its commit) replies with an error of its own.

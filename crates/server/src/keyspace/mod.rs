@@ -332,10 +332,11 @@ impl<'a> Db<'a> {
         }
     }
 
-    /// A handle whose lookups count as keyspace hits and misses (see `counts_lookups`).
-    pub fn counting_lookups(self) -> Db<'a> {
+    /// The same handle, its lookups counted as keyspace hits and misses or not (see
+    /// `counts_lookups`).
+    pub fn counting_lookups(self, counts_lookups: bool) -> Db<'a> {
         Db {
-            counts_lookups: true,
+            counts_lookups,
             ..self
         }
     }
@@ -343,10 +344,7 @@ impl<'a> Db<'a> {
     /// The same handle, its lookups not counted: for reading a key's parts again after the
     /// command's own lookup counted (DUMP), and for what Redis finds without a lookup.
     pub(crate) fn uncounted(self) -> Db<'a> {
-        Db {
-            counts_lookups: false,
-            ..self
-        }
+        self.counting_lookups(false)
     }
 
     pub(crate) fn lock<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<KeyGuard<'a>, Error> {
