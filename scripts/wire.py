@@ -31,6 +31,13 @@ class Server:
         self.sock.sendall(encode(parts))
         return read_reply(self.file)
 
+    def send(self, parts):
+        """Sends a command whose reply is read later (a blocking command)."""
+        self.sock.sendall(encode(parts))
+
+    def reply(self):
+        return read_reply(self.file)
+
     def drain(self):
         """The messages a subscribed connection has received: everything before the reply to
         a PING sent now, which a RESP2 subscriber gets as ["pong", ""]."""

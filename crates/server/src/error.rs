@@ -53,8 +53,9 @@ pub enum Error {
     NoScript,
     #[error("No scripts in execution right now.")]
     NotBusy,
-    #[error("client unblocked via CLIENT UNBLOCK")]
-    Unblocked,
+    /// A blocked client's wait ended by something other than its keys; the text says what.
+    #[error("{0}")]
+    Unblocked(&'static str),
     #[error("Key is not a valid HyperLogLog string value.")]
     NotHyperLogLog,
     #[error("Corrupted HLL object detected")]
@@ -139,7 +140,7 @@ impl Error {
             Error::ExecAbort | Error::ExecAbortedBy(_) => "EXECABORT",
             Error::NoScript => "NOSCRIPT",
             Error::NotBusy => "NOTBUSY",
-            Error::Unblocked => "UNBLOCKED",
+            Error::Unblocked(_) => "UNBLOCKED",
             Error::CorruptHyperLogLog => "INVALIDOBJ",
             Error::ReadOnly => "READONLY",
             Error::Busy(_) => "BUSY",

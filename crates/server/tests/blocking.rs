@@ -1,11 +1,12 @@
-//! Blocking list and sorted-set commands against a real server.
+//! Blocking list and sorted-set commands, and WAIT, against a real server (every command
+//! against every way its wait ends is in `wait_endings.rs`).
 
 mod common;
 
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{fails, run, wait_for_blocked, TestServer};
+use common::{fails, run, wait_for_blocked, wait_until, TestServer};
 
 /// Runs a blocking command on its own connection and thread.
 fn spawn_blocked(server: &TestServer, args: &[&str]) -> thread::JoinHandle<redis::Value> {
@@ -230,4 +231,115 @@ fn a_client_that_leaves_while_blocked_is_forgotten() {
         1,
         "nobody popped it"
     );
+}
+
+#[test]
+fn a_move_into_a_destination_of_another_type_answers_that_waiter_and_serves_the_next() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    run::<()>(&mut con, &["SET", "target", "nolist"]);
+    let wrong = spawn_blocked_reply(&server, &["BRPOPLPUSH", "blist", "target", "0"]);
+    wait_for_blocked(&mut con, 1);
+    let right = spawn_blocked(&server, &["BLMOVE", "blist", "dst", "LEFT", "RIGHT", "0"]);
+    wait_for_blocked(&mut con, 2);
+    run::<()>(&mut con, &["RPUSH", "blist", "a", "b", "c"]);
+    assert_eq!(
+        wrong.join().unwrap(),
+        Err("WRONGTYPE Operation against a key holding the wrong kind of value".to_string())
+    );
+    assert_eq!(right.join().unwrap(), bulk("a"));
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["LRANGE", "blist", "0", "-1"]),
+        ["b", "c"],
+        "the waiter that failed took nothing"
+    );
+    assert_eq!(
+        run::<Vec<String>>(&mut con, &["LRANGE", "dst", "0", "-1"]),
+        ["a"]
+    );
+}
+
+/// Runs a blocking command on its own connection and thread; an error reply as its line.
+fn spawn_blocked_reply(
+    server: &TestServer,
+    args: &[&str],
+) -> thread::JoinHandle<Result<redis::Value, String>> {
+    let mut con = server.client();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    thread::spawn(move || {
+        let mut cmd = redis::cmd(&args[0]);
+        for arg in &args[1..] {
+            cmd.arg(arg);
+        }
+        cmd.query(&mut con).map_err(common::error_line)
+    })
+}
+
+#[test]
+fn a_wait_for_replicas_ends_by_acknowledgement_timeout_unblock_kill_or_role_change() {
+    let master = TestServer::start();
+    let mut con = master.client();
+    run::<()>(&mut con, &["SET", "k", "v"]);
+    // No replica: the timeout ends it with the count, as does CLIENT UNBLOCK ... TIMEOUT.
+    assert_eq!(run::<i64>(&mut con, &["WAIT", "1", "50"]), 0);
+    let mut waiting = master.client();
+    let id: i64 = run(&mut waiting, &["CLIENT", "ID"]);
+    let unblocked = thread::spawn(move || {
+        let count: i64 = run(&mut waiting, &["WAIT", "1", "0"]);
+        let error = fails(&mut waiting, &["WAIT", "1", "0"]);
+        (count, error)
+    });
+    wait_for_blocked(&mut con, 1);
+    run::<()>(&mut con, &["CLIENT", "UNBLOCK", &id.to_string()]);
+    wait_until("the second WAIT blocks", || {
+        run::<i64>(&mut con, &["CLIENT", "UNBLOCK", &id.to_string(), "ERROR"]) == 1
+    });
+    assert_eq!(
+        unblocked.join().unwrap(),
+        (
+            0,
+            "UNBLOCKED client unblocked via CLIENT UNBLOCK".to_string()
+        )
+    );
+    wait_for_blocked(&mut con, 0);
+
+    // A replica's acknowledgement.
+    let acked = spawn_blocked(&master, &["WAIT", "1", "0"]);
+    wait_for_blocked(&mut con, 1);
+    let replica = TestServer::start();
+    let mut replica_con = replica.client();
+    run::<()>(
+        &mut replica_con,
+        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    );
+    assert_eq!(acked.join().unwrap(), redis::Value::Int(1));
+    run::<()>(&mut replica_con, &["REPLICAOF", "NO", "ONE"]);
+    wait_until("the replica is gone", || {
+        run::<i64>(&mut con, &["WAIT", "1", "10"]) == 0
+    });
+    run::<()>(&mut con, &["SET", "k", "w"]);
+
+    // Killed: the connection closes unanswered.
+    let mut killed = master.raw();
+    killed.command(&["CLIENT", "ID"]);
+    let id = killed.read_line();
+    killed.command(&["WAIT", "1", "0"]);
+    wait_for_blocked(&mut con, 1);
+    run::<()>(
+        &mut con,
+        &["CLIENT", "KILL", "ID", id.trim_start_matches(':')],
+    );
+    assert!(killed.is_closed());
+    wait_for_blocked(&mut con, 0);
+
+    // This server becomes a replica: an error, then the connection closes.
+    let mut demoted = master.raw();
+    demoted.command(&["WAIT", "1", "0"]);
+    wait_for_blocked(&mut con, 1);
+    let nobody = common::free_port().to_string();
+    run::<()>(&mut con, &["REPLICAOF", "127.0.0.1", &nobody]);
+    demoted.expect(
+        b"-UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)\r\n",
+    );
+    assert!(demoted.is_closed());
 }

@@ -96,6 +96,25 @@ pub(super) fn check_route(
     }
 }
 
+/// Whether this node still serves the keys of a client blocked on them (a blocking command
+/// writes unless it is XREAD), else the redirection that ends its wait, as Redis's
+/// `clusterRedirectBlockedClientIfNeeded` decides after a topology change.
+pub fn blocked_route(
+    cluster: &Cluster,
+    client: &crate::services::ClientState,
+    keys: &[Bytes],
+    write: bool,
+) -> Result<(), Error> {
+    let Some(key) = keys.first() else {
+        return Ok(());
+    };
+    let connection = Connection {
+        readonly: client.cluster_readonly,
+        import_link: client.cluster_import_link,
+    };
+    cluster.route(slot(key), write, connection)
+}
+
 /// The slot of a command's keys (for EXEC, of every queued command's) and whether it writes;
 /// `None` without keys.
 fn keyed_slot(

@@ -276,8 +276,15 @@ fn blocking_move(
 ) -> Result<Reply, Error> {
     let timeout = args::timeout(timeout)?;
     let dst = args[2].clone();
-    let attempt: Attempt =
-        Box::new(move |db, keys| Ok(db.lmove(&keys[0], &dst, from, to)?.map(Reply::Bulk)));
+    let attempt: Attempt = Box::new(move |db, keys| match db.lmove(&keys[0], &dst, from, to) {
+        Ok(moved) => Ok(moved.map(Reply::Bulk)),
+        // A destination of another type answers the waiter with the error and leaves the
+        // element where it was, as in Redis; a source of another type keeps it waiting.
+        Err(Error::WrongType) if db.key_type(&keys[0])? == Some(KeyKind::List) => {
+            Ok(Some(Error::WrongType.to_reply()))
+        }
+        Err(err) => Err(err),
+    });
     let keys = vec![args[1].clone()];
     // As in Redis: a null bulk string where it may not block (MULTI, scripts), a null array
     // when it timed out.

@@ -49,7 +49,7 @@ use crate::services::{ClientState, Closing, Services};
 use crate::types::read_ahead::PlannedRead;
 use crate::types::ScanBuffer;
 
-pub use cluster::ScriptSlot;
+pub use cluster::{blocked_route, ScriptSlot};
 pub use replication::{run_for_master, ReplicaWait};
 use table::KeyEvent;
 pub use table::{

@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 use shale_protocol::Reply;
+use shale_storage::metadata::KeyKind;
 
 use super::args::{int, is, subcommand_syntax};
 use super::{help_reply, wait_for, Context};
@@ -463,7 +464,11 @@ fn read(ctx: &mut Context<'_>, args: &[Bytes], group_read: bool) -> Result<Reply
                 let Some(start) = starts_of.iter().find(|(k, _)| k == key).map(|(_, s)| s) else {
                     continue;
                 };
-                // A group destroyed meanwhile ends the wait, with Redis's words.
+                // A stream deleted or overwritten meanwhile ends the wait, as does a group
+                // destroyed, with Redis's words.
+                if db.key_type(key)? != Some(KeyKind::Stream) {
+                    return Err(Error::Unblocked("the stream key no longer exists"));
+                }
                 let read = db
                     .xreadgroup(key, &group, &consumer, *start, served_count, no_ack)
                     .map_err(|err| match err {

@@ -587,11 +587,11 @@ impl Keyspace {
         // Noted by this writer once its write is done, not by the one that wrote it: the
         // connection serves the clients blocked on its keys itself, before it runs its next
         // command, as Redis does after each push.
-        let fillable = self.ready.fillable(&batch);
+        let changed = self.ready.changed_by(&batch);
         self.storage_writes
             .write(self.engine.as_ref(), batch)
             .await?;
-        self.ready.add(fillable);
+        self.ready.add(changed);
         self.apply_counts(change);
         Ok(())
     }

@@ -199,7 +199,8 @@ impl Keyspace {
             .collect();
         *by_db = moved;
         let changed = self.db_map.apply(map);
-        self.ready.note_swapped(changed);
+        self.ready
+            .note_swapped(changed.iter().map(|&number| map[number as usize]).collect());
     }
 
     /// The keys of a watch set (database number, key), to lock them for EXEC.

@@ -23,16 +23,17 @@ use shale_storage::ReadAhead;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
+use tokio::sync::watch::{self, error::RecvError};
 
 use crate::commands::{
-    command_keys, execute, monitored, planned_reads, resolve, CommandSpec, Context, Flags, Outcome,
-    PlannedReads, ReplicaWait,
+    blocked_route, command_keys, execute, monitored, planned_reads, resolve, CommandSpec, Context,
+    Flags, Outcome, PlannedReads, ReplicaWait,
 };
 use crate::config::FsyncPolicy;
 use crate::error::Error;
 use crate::keyspace::combine::{Combiner, Entry, Guest, Handback, Leadership};
 use crate::keyspace::{HeldStripes, Transaction};
-use crate::services::blocking::BlockRequest;
+use crate::services::blocking::{BlockRequest, Ending};
 use crate::services::cluster::migration;
 use crate::services::monitor::Origin;
 use crate::services::replication::feed;
@@ -158,6 +159,14 @@ async fn gone(stream: &mut TcpStream, input: &mut BytesMut, query_limit: usize) 
             Ok(read) if read > 0 && input.len() <= query_limit => continue,
             _ => return,
         }
+    }
+}
+
+/// The next change of a watched value, or never without one.
+async fn changed(watched: &mut Option<watch::Receiver<u64>>) -> Option<Result<(), RecvError>> {
+    match watched {
+        Some(receiver) => Some(receiver.changed().await),
+        None => std::future::pending().await,
     }
 }
 
@@ -439,7 +448,8 @@ impl Connection {
             if let Some(request) = block {
                 // Earlier replies go out before the wait, as Redis sends them.
                 self.flush(output, wrote).await?;
-                match self.wait_blocked(request, input).await? {
+                let write = resolve(&args).is_ok_and(|spec| spec.flags.contains(Flags::WRITE));
+                match self.wait_blocked(request, write, input).await? {
                     // A served pop wrote, on this client's behalf.
                     Some(reply) => {
                         if let Reply::Error(line) = &reply {
@@ -465,9 +475,9 @@ impl Connection {
                 // Earlier replies go out before the wait.
                 self.flush(output, wrote).await?;
                 match self.wait_replicas(wait, input).await {
-                    Some(acked) => {
+                    Some(reply) => {
                         if self.client.replies.finish_command() {
-                            Reply::Integer(acked as i64).encode(output, self.client.resp3);
+                            reply.encode(output, self.client.resp3);
                         }
                         wrote = true;
                     }
@@ -750,46 +760,79 @@ impl Connection {
         wrote
     }
 
-    /// Blocks until a blocking command is served, times out or is unblocked. Meanwhile it
-    /// keeps reading, to notice a client that goes away; `None` when the connection must close.
+    /// Blocks until a blocking command's wait ends: served, timed out, unblocked, ended by its
+    /// keys' new state, by this server becoming a replica or by its keys' slots moving away.
+    /// Meanwhile it keeps reading, to notice a client that goes away; `None` when the
+    /// connection must close without a reply.
     async fn wait_blocked(
         &mut self,
         request: BlockRequest,
+        write: bool,
         input: &mut BytesMut,
     ) -> std::io::Result<Option<Reply>> {
         let services = self.services.clone();
         let keyspace = &services.keyspace;
-        let waiter = services
-            .blocking
-            .block(keyspace, self.client.handle.id, request);
+        let blocking = &services.blocking;
+        let mut masters = services.replication.master_changes();
+        masters.mark_unchanged();
+        let mut topologies = services.cluster.as_ref().map(|cluster| cluster.changes());
+        let timeout_reply = request.timeout_reply.clone();
+        let waiter = blocking.block(keyspace, self.client.handle.clone(), request);
         let query_limit = services.config.read().client_query_buffer_limit;
         let mut shutdown = services.shutdown.subscribe();
         let handle = self.client.handle.clone();
         let gone = gone(&mut self.stream, input, query_limit);
-        tokio::select! {
-            reply = services.blocking.wait(keyspace, &waiter) => Ok(Some(reply)),
-            _ = gone => {
-                services.blocking.finish(keyspace, &waiter);
-                Ok(None)
-            }
-            _ = handle.killed() => {
-                services.blocking.finish(keyspace, &waiter);
-                Ok(None)
-            }
-            _ = shutdown.wait_for(|&stop| stop) => {
-                services.blocking.finish(keyspace, &waiter);
-                Ok(None)
+        tokio::pin!(gone);
+        loop {
+            tokio::select! {
+                ending = blocking.wait(keyspace, &waiter) => {
+                    return Ok(Some(match ending {
+                        Ending::TimedOut => timeout_reply,
+                        Ending::Reply { reply, close } => {
+                            if close {
+                                self.client.closing = Some(Closing::AfterReply);
+                            }
+                            reply
+                        }
+                    }));
+                }
+                Ok(()) = masters.changed() => {
+                    if masters.borrow_and_update().is_some() {
+                        blocking.end(&waiter, Ending::role_changed());
+                    }
+                }
+                Some(Ok(())) = changed(&mut topologies) => {
+                    let cluster = services.cluster.as_deref();
+                    let routed = cluster.map_or(Ok(()), |cluster| {
+                        blocked_route(cluster, &self.client, waiter.keys(), write)
+                    });
+                    if let Err(err) = routed {
+                        let reply = err.to_reply();
+                        blocking.end(&waiter, Ending::Reply { reply, close: false });
+                    }
+                }
+                _ = &mut gone => break,
+                _ = handle.killed() => break,
+                _ = shutdown.wait_for(|&stop| stop) => break,
             }
         }
+        blocking.finish(keyspace, &waiter);
+        Ok(None)
     }
 
-    /// Waits until `wait.needed` replicas acknowledged `wait.offset` or its timeout passed;
-    /// returns how many did, or `None` if the connection closed meanwhile.
-    async fn wait_replicas(&mut self, wait: ReplicaWait, input: &mut BytesMut) -> Option<usize> {
+    /// Waits until `wait.needed` replicas acknowledged `wait.offset` or its timeout passed and
+    /// answers how many did, or ends the wait with an error when this server becomes a
+    /// replica or CLIENT UNBLOCK says so; `None` if the connection closed meanwhile.
+    async fn wait_replicas(&mut self, wait: ReplicaWait, input: &mut BytesMut) -> Option<Reply> {
         let services = self.services.clone();
+        let (keyspace, blocking) = (&services.keyspace, &services.blocking);
         let replication = &services.replication;
+        let mut masters = replication.master_changes();
+        masters.mark_unchanged();
+        let waiter = blocking.block_on_replicas(self.client.handle.clone(), wait.timeout);
         let query_limit = services.config.read().client_query_buffer_limit;
         let gone = gone(&mut self.stream, input, query_limit);
+        tokio::pin!(gone);
         let enough = async {
             loop {
                 let acked = replication.acked.notified();
@@ -799,22 +842,35 @@ impl Connection {
                 acked.await;
             }
         };
-        let deadline = async {
-            match wait.timeout {
-                Some(timeout) => tokio::time::sleep(timeout).await,
-                None => std::future::pending().await,
-            }
-        };
+        tokio::pin!(enough);
         let handle = self.client.handle.clone();
         let mut shutdown = services.shutdown.subscribe();
-        tokio::select! {
-            _ = enough => {}
-            _ = deadline => {}
-            _ = gone => return None,
-            _ = handle.killed() => return None,
-            _ = shutdown.wait_for(|&stop| stop) => return None,
-        }
-        Some(replication.acknowledged(wait.offset))
+        let ending = loop {
+            tokio::select! {
+                ending = blocking.wait(keyspace, &waiter) => break ending,
+                _ = &mut enough => break blocking.finish(keyspace, &waiter),
+                Ok(()) = masters.changed() => {
+                    if masters.borrow_and_update().is_some() {
+                        blocking.end(&waiter, Ending::role_changed());
+                    }
+                    continue;
+                }
+                _ = &mut gone => {}
+                _ = handle.killed() => {}
+                _ = shutdown.wait_for(|&stop| stop) => {}
+            }
+            blocking.finish(keyspace, &waiter);
+            return None;
+        };
+        Some(match ending {
+            Ending::TimedOut => Reply::Integer(replication.acknowledged(wait.offset) as i64),
+            Ending::Reply { reply, close } => {
+                if close {
+                    self.client.closing = Some(Closing::AfterReply);
+                }
+                reply
+            }
+        })
     }
 
     /// The keys of a write command that the connection locks before it runs, or `None` for

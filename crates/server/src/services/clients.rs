@@ -162,19 +162,26 @@ impl ClientHandle {
         now.saturating_sub(self.last_active.load(Ordering::Relaxed)) / 1000
     }
 
+    /// Wakes every task that waits on [`ClientHandle::killed`]: its connection's main loop and,
+    /// while it is blocked, its wait.
     pub fn kill(&self) {
-        self.killed.store(true, Ordering::Relaxed);
-        self.kill_signal.notify_one();
+        self.killed.store(true, Ordering::Release);
+        self.kill_signal.notify_waiters();
     }
 
     pub fn is_killed(&self) -> bool {
-        self.killed.load(Ordering::Relaxed)
+        self.killed.load(Ordering::Acquire)
     }
 
-    /// Resolves once the client has been killed.
+    /// Resolves once the client has been killed. Registered before the flag is checked, so a
+    /// kill in between is not missed.
     pub async fn killed(&self) {
-        while !self.is_killed() {
-            self.kill_signal.notified().await;
+        loop {
+            let notified = self.kill_signal.notified();
+            if self.is_killed() {
+                return;
+            }
+            notified.await;
         }
     }
 

@@ -138,6 +138,9 @@ pub struct Cluster {
     /// Held while the migration's line is read and written with the data
     /// (`migration::record`).
     recording: Mutex<()>,
+    /// Counts the states installed, so that clients blocked on keys see whether their slots
+    /// moved away.
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 /// What routing needs to know of a connection.
@@ -172,7 +175,19 @@ impl Cluster {
             state: RwLock::new(state),
             cleaning: Mutex::new(()),
             recording: Mutex::new(()),
+            changes: tokio::sync::watch::Sender::new(0),
         })
+    }
+
+    /// Changes whenever a new state is installed (topology, migration, import).
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Installs `next` as the state that `state` guards, and says so to the blocked clients.
+    fn install(&self, state: &mut State, next: State) {
+        *state = next;
+        self.changes.send_modify(|count| *count += 1);
     }
 
     pub fn myid(&self) -> Option<String> {
@@ -198,7 +213,7 @@ impl Cluster {
         let mut next = state.clone();
         next.myid = Some(id.to_string());
         self.save(&next)?;
-        *state = next;
+        self.install(&mut state, next);
         Ok(())
     }
 
@@ -227,7 +242,7 @@ impl Cluster {
         settle_moves(&mut next, &topology);
         next.topology = Some(Arc::new(topology));
         self.save(&next)?;
-        *state = next;
+        self.install(&mut state, next);
         Ok(true)
     }
 
@@ -253,7 +268,7 @@ impl Cluster {
         let mut next = state.clone();
         next.topology = Some(Arc::new(topology));
         self.save(&next)?;
-        *state = next;
+        self.install(&mut state, next);
         Ok(())
     }
 
@@ -280,7 +295,7 @@ impl Cluster {
             ..State::default()
         };
         self.save(&next)?;
-        *state = next;
+        self.install(&mut state, next);
         Ok(())
     }
 
@@ -361,7 +376,7 @@ impl Cluster {
         }
         next.migration = Some(migration);
         self.save(&next)?;
-        *state = next;
+        self.install(&mut state, next);
         Ok(leftover)
     }
 
@@ -433,7 +448,7 @@ impl Cluster {
             redirecting: false,
         });
         self.save(&next)?;
-        *state = next;
+        self.install(&mut state, next);
         Ok(target.clone())
     }
 
@@ -455,7 +470,7 @@ impl Cluster {
         let saved = self.save(&next);
         // A success stands even if it could not be recorded: the destination serves the
         // slots already, and this node must redirect to it.
-        *state = next;
+        self.install(&mut state, next);
         saved
     }
 
@@ -509,7 +524,7 @@ impl Cluster {
         next.leftovers
             .retain(|left| !left.slots().any(|slot| range.contains(slot)));
         self.save(&next)?;
-        *state = next;
+        self.install(&mut state, next);
         Ok(true)
     }
 
@@ -543,7 +558,7 @@ impl Cluster {
             }
         }
         self.save(&next)?;
-        *state = next;
+        self.install(&mut state, next);
         Ok(())
     }
 
@@ -590,7 +605,7 @@ impl Cluster {
         if let Err(err) = self.save(&next) {
             tracing::warn!("{}", err_text(&err));
         }
-        *state = next;
+        self.install(&mut state, next);
         state.leftovers.clone()
     }
 
@@ -605,7 +620,7 @@ impl Cluster {
         let mut next = state.clone();
         next.leftovers.retain(|left| *left != range);
         self.save(&next)?;
-        *state = next;
+        self.install(&mut state, next);
         Ok(())
     }
 

@@ -179,6 +179,11 @@ impl Replication {
         self.master.borrow().clone()
     }
 
+    /// Changes whenever this server follows a master or stops following one.
+    pub fn master_changes(&self) -> watch::Receiver<Option<Arc<link::MasterLink>>> {
+        self.master.subscribe()
+    }
+
     pub fn replicas(&self) -> Vec<Arc<feed::ReplicaState>> {
         self.replicas.lock().clone()
     }
