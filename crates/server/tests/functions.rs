@@ -254,7 +254,7 @@ fn a_running_function_shows_in_stats_and_only_function_kill_stops_it() {
     kill_function(&mut con);
     assert_eq!(
         runner.join().expect("runner"),
-        "ERR Script killed by user with SCRIPT KILL..."
+        "ERR Script killed by user with SCRIPT KILL... script: spin, on @user_function:3."
     );
     assert_eq!(stats(&mut con)[..2], ["running_script", "nil"]);
     // With a script running, FUNCTION KILL points at SCRIPT KILL instead.

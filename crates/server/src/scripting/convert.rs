@@ -1,7 +1,5 @@
 //! Redis's rules for converting between RESP replies and Lua values, both ways.
 
-use std::borrow::Cow;
-
 use bytes::Bytes;
 use mlua::{Lua, Table, Value};
 use shale_protocol::{format_double, Reply};
@@ -235,21 +233,6 @@ impl Conversion {
             }
         }
         Ok(Reply::Array(items))
-    }
-}
-
-/// The `err` field `redis.error_reply` makes of its argument: a leading `-` is dropped and a
-/// message without an error code gets `ERR`, as in Redis.
-pub fn error_line(text: &str) -> Cow<'static, str> {
-    let text = text.strip_prefix('-').unwrap_or(text);
-    let has_code = text
-        .split(' ')
-        .next()
-        .is_some_and(|code| !code.is_empty() && text.contains(' '));
-    if has_code {
-        text.to_string().into()
-    } else {
-        format!("ERR {text}").into()
     }
 }
 

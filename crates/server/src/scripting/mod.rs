@@ -9,11 +9,12 @@
 //! Lua states are pooled (one is needed per script running at the same time); each compiles a
 //! script once and keeps the function, as Redis keeps `f_<sha>`.
 
-mod cjson;
 mod convert;
 pub mod flags;
 pub mod functions;
 mod libraries;
+mod redis_api;
+mod sandbox;
 mod vm;
 
 use std::collections::{HashMap, HashSet};

@@ -1,6 +1,7 @@
-//! The C libraries Redis bundles for scripts, `struct`, `cmsgpack` and `bit`: Redis 7.0.15's
-//! own sources beside this file, built by the crate's build script against the vendored Lua,
-//! so scripts get Redis's packing, MessagePack and bit operations to the byte.
+//! The C libraries Redis bundles for scripts, `cjson`, `struct`, `cmsgpack` and `bit`: Redis
+//! 7.0.15's own sources beside this file, built by the crate's build script against the
+//! vendored Lua, so scripts get Redis's JSON, packing, MessagePack and bit operations to the
+//! byte.
 
 use std::os::raw::c_int;
 
@@ -8,6 +9,7 @@ use mlua::ffi::lua_State;
 use mlua::Lua;
 
 extern "C-unwind" {
+    fn luaopen_cjson(state: *mut lua_State) -> c_int;
     fn luaopen_struct(state: *mut lua_State) -> c_int;
     fn luaopen_cmsgpack(state: *mut lua_State) -> c_int;
     fn luaopen_bit(state: *mut lua_State) -> c_int;
@@ -16,7 +18,8 @@ extern "C-unwind" {
 /// Opens each library as Redis's `luaLoadLib` does: its opener, called with its name,
 /// registers it as a global.
 pub fn open(lua: &Lua) -> mlua::Result<()> {
-    let openers: [(&str, mlua::ffi::lua_CFunction); 3] = [
+    let openers: [(&str, mlua::ffi::lua_CFunction); 4] = [
+        ("cjson", luaopen_cjson),
         ("struct", luaopen_struct),
         ("cmsgpack", luaopen_cmsgpack),
         ("bit", luaopen_bit),
