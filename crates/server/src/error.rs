@@ -68,6 +68,9 @@ pub enum Error {
     /// the kill command that would stop it.
     #[error("Redis is busy running a script. You can only call {0} or SHUTDOWN NOSAVE.")]
     Busy(&'static str),
+    /// SCRIPT KILL or FUNCTION KILL of a script that may not be stopped; the text says why.
+    #[error("{0}")]
+    Unkillable(&'static str),
     #[error("Can't SYNC while not connected with my master")]
     NoMasterLink,
     /// A consumer group or its key is missing; the text names them as the command does.
@@ -144,6 +147,7 @@ impl Error {
             Error::CorruptHyperLogLog => "INVALIDOBJ",
             Error::ReadOnly => "READONLY",
             Error::Busy(_) => "BUSY",
+            Error::Unkillable(_) => "UNKILLABLE",
             Error::NoReplicas => "NOREPLICAS",
             Error::NoMasterLink => "NOMASTERLINK",
             Error::BusyKey => "BUSYKEY",

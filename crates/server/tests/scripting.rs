@@ -400,6 +400,71 @@ fn a_killed_script_leaves_its_client_usable() {
 }
 
 #[test]
+fn a_script_inside_exec_can_be_killed_until_it_writes() {
+    let server = TestServer::start_with(&["--lua-time-limit", "100"]);
+    let mut con = server.client();
+    // Killed before it writes: its reply is the error, and the EXEC's other writes commit.
+    let mut client = server.raw();
+    let script = "while true do end";
+    client.pipeline(&[
+        &["MULTI"],
+        &["SET", "x", "1"],
+        &["EVAL", script, "0"],
+        &["EXEC"],
+    ]);
+    kill_script(&mut con);
+    for reply in ["+OK", "+QUEUED", "+QUEUED", "*2", "+OK"] {
+        assert_eq!(client.read_line(), reply);
+    }
+    assert_eq!(client.read_line(), format!("-{}1.", killed_at(script)));
+    assert_eq!(run::<String>(&mut con, &["GET", "x"]), "1");
+    // Once it has written, its writes belong to the EXEC's: Redis's refusal.
+    let script = "redis.call('SET', 'y', 'written')\n\
+                  local function now() local t = redis.call('TIME') return t[1] + t[2] / 1e6 end\n\
+                  local stop = now() + 1.5 while now() < stop do end return 'done'";
+    client.pipeline(&[&["MULTI"], &["EVAL", script, "0"], &["EXEC"]]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let refusal = loop {
+        match redis::cmd("SCRIPT").arg("KILL").query::<()>(&mut con) {
+            Err(err) if err.code() == Some("NOTBUSY") && Instant::now() < deadline => {
+                thread::sleep(Duration::from_millis(20));
+            }
+            Err(err) => break common::error_line(err),
+            Ok(()) => panic!("SCRIPT KILL stopped a script that wrote inside EXEC"),
+        }
+    };
+    assert_eq!(
+        refusal,
+        "UNKILLABLE Sorry the script already executed write commands against the dataset. \
+         You can either wait the script termination or kill the server in a hard way using the \
+         SHUTDOWN NOSAVE command."
+    );
+    for reply in ["+OK", "+QUEUED", "*1", "$4", "done"] {
+        assert_eq!(client.read_line(), reply);
+    }
+    assert_eq!(run::<String>(&mut con, &["GET", "y"]), "written");
+}
+
+#[test]
+fn a_script_inside_exec_is_stopped_once_its_client_has_gone() {
+    let server = TestServer::start_with(&["--lua-time-limit", "200"]);
+    let mut con = server.client();
+    con.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut looping = server.raw();
+    looping.pipeline(&[
+        &["MULTI"],
+        &["EVAL", "while true do end", "1", "held"],
+        &["EXEC"],
+    ]);
+    thread::sleep(Duration::from_millis(100));
+    drop(looping);
+    // The EXEC holds the key until the script is stopped; a write of it waits for that.
+    run::<()>(&mut con, &["SET", "held", "mine"]);
+    assert_eq!(run::<String>(&mut con, &["GET", "held"]), "mine");
+    assert!(no_script_running(&mut con));
+}
+
+#[test]
 fn scripts_wake_blocked_clients_and_run_inside_multi() {
     let server = TestServer::start();
     let mut con = server.client();

@@ -13,7 +13,7 @@ use super::{execute_nested, help_reply, resolve, CommandSpec, Context, Flags, Sc
 use crate::error::Error;
 use crate::keyspace::{off_worker, Transaction};
 use crate::scripting::flags::{eval_shebang, ScriptFlags};
-use crate::scripting::{FunctionCall, Invocation, ScriptHost, Target};
+use crate::scripting::{FunctionCall, Invocation, RunningScript, ScriptHost, Target};
 use crate::services::monitor::Origin;
 use crate::services::notifications::Event;
 
@@ -136,17 +136,16 @@ fn run_in_transaction(
     function: Option<FunctionCall>,
 ) -> Result<Reply, Error> {
     if let Some(txn) = ctx.txn {
-        // Inside EXEC: the script's writes belong to the EXEC, so it cannot be killed alone.
-        let (reply, events, _) = run_script(ctx, txn, invocation, read_only, None, function)?;
+        // Inside EXEC: the script's writes join the EXEC's, so it can be killed only before it
+        // writes, and then has nothing to drop.
+        let (reply, events, _) = run_script(ctx, txn, invocation, read_only, true, function)?;
         ctx.events.extend(events);
         return Ok(reply);
     }
     let db = ctx.client.db as u8;
     let keys: Vec<(u8, &[u8])> = invocation.keys.iter().map(|k| (db, k.as_ref())).collect();
     let txn = ctx.keyspace.begin(&keys)?;
-    let client_fd = Some(ctx.client.handle.fd);
-    let (reply, events, killed) =
-        run_script(ctx, &txn, invocation, read_only, client_fd, function)?;
+    let (reply, events, killed) = run_script(ctx, &txn, invocation, read_only, false, function)?;
     if !killed {
         ctx.keyspace.commit(&txn)?;
         ctx.services.notifications().publish_all(events);
@@ -154,15 +153,15 @@ fn run_in_transaction(
     Ok(reply)
 }
 
-/// Runs the script's commands in `txn`. Returns the reply, the keyspace events to publish
-/// once `txn` commits, and whether SCRIPT KILL stopped it (then its writes must not be
-/// committed). A script that can be killed alone names its client's socket.
+/// Runs the script's commands in `txn`, that of an EXEC if `in_exec`. Returns the reply, the
+/// keyspace events to publish once `txn` commits, and whether SCRIPT KILL stopped it (then
+/// its writes must not be committed).
 fn run_script(
     ctx: &mut Context<'_>,
     txn: &Transaction,
     invocation: &Invocation<'_>,
     read_only: bool,
-    client_fd: Option<i32>,
+    in_exec: bool,
     function: Option<FunctionCall>,
 ) -> Result<(Reply, Vec<Event>, bool), Error> {
     let services = ctx.services;
@@ -170,7 +169,9 @@ fn run_script(
         .scripts
         .checkout()
         .map_err(|e| Error::msg(format!("can't start a Lua state: {e}")))?;
-    let running = services.scripts.started(client_fd, function);
+    let running = services
+        .scripts
+        .started(ctx.client.handle.fd, in_exec, function);
     let (caller_db, caller_resp3) = (ctx.client.db, ctx.client.resp3);
     // The script's commands run as a client of its own, which subscribes to nothing.
     let subscriptions = std::mem::take(&mut ctx.client.subscriptions);
@@ -178,7 +179,11 @@ fn run_script(
     inner.in_script = true;
     inner.from_master = ctx.from_master;
     inner.script_slot = ctx.script_slot;
-    let mut host = Host { inner, read_only };
+    let mut host = Host {
+        inner,
+        read_only,
+        script: &running.script,
+    };
     let (reply, error_counted) = vm.run(invocation, &running.script, &mut host);
     ctx.error_counted = error_counted;
     let events = host.inner.events;
@@ -196,6 +201,7 @@ fn run_script(
 struct Host<'a> {
     inner: Context<'a>,
     read_only: bool,
+    script: &'a RunningScript,
 }
 
 impl ScriptHost for Host<'_> {
@@ -204,12 +210,18 @@ impl ScriptHost for Host<'_> {
     /// swallows it with pcall.
     fn call(&mut self, args: &[Bytes], resp3: bool) -> Reply {
         let services = self.inner.services;
-        if let Some((refusal, spec)) = script_refusal(args, self.read_only) {
-            services.stats.record_errors(refusal, 1);
-            if let Some(spec) = spec {
-                services.stats.record_rejected(spec.index());
+        let spec = match script_refusal(args, self.read_only) {
+            Ok(spec) => spec,
+            Err((refusal, spec)) => {
+                services.stats.record_errors(refusal, 1);
+                if let Some(spec) = spec {
+                    services.stats.record_rejected(spec.index());
+                }
+                return Reply::Error(refusal.into());
             }
-            return Reply::Error(refusal.into());
+        };
+        if spec.flags.contains(Flags::WRITE) {
+            self.script.writes();
         }
         self.inner.client.resp3 = resp3;
         execute_nested(&mut self.inner, args).reply
@@ -221,14 +233,14 @@ impl ScriptHost for Host<'_> {
     }
 }
 
-/// The error line for a command a script may not run here, before it runs, and the command
-/// if it exists (its refusal counts as a rejected call).
+/// The command a script may run here, or the error line for one it may not, before it runs,
+/// and the command if it exists (its refusal counts as a rejected call).
 fn script_refusal(
     args: &[Bytes],
     read_only: bool,
-) -> Option<(&'static str, Option<&'static CommandSpec>)> {
+) -> Result<&'static CommandSpec, (&'static str, Option<&'static CommandSpec>)> {
     let Ok(spec) = resolve(args) else {
-        return Some(("ERR Unknown Redis command called from script", None));
+        return Err(("ERR Unknown Redis command called from script", None));
     };
     let refusal = if !spec.accepts(args.len()) {
         "ERR Wrong number of args calling Redis command from script"
@@ -237,9 +249,9 @@ fn script_refusal(
     } else if read_only && spec.flags.contains(Flags::WRITE) {
         "ERR Write commands are not allowed from read-only scripts."
     } else {
-        return None;
+        return Ok(spec);
     };
-    Some((refusal, Some(spec)))
+    Err((refusal, Some(spec)))
 }
 
 /// SCRIPT LOAD script

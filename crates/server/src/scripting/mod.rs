@@ -2,9 +2,10 @@
 //!
 //! A script runs as a transaction ([`crate::keyspace::Transaction`]): the keys it declares are
 //! locked before it starts, any other key the moment it touches one, and all its writes commit
-//! as one batch when it ends. Clients of other keys never wait for it. Because nothing is
-//! written before the end, SCRIPT KILL can stop any script, even one that has written: its
-//! writes are simply dropped.
+//! as one batch when it ends. Clients of other keys never wait for it, and nobody gets Redis's
+//! `-BUSY`. Because nothing is written before the end, SCRIPT KILL can stop a script even once
+//! it has written: its writes are simply dropped. Only inside EXEC, whose batch its writes
+//! join, does it refuse as Redis does.
 //!
 //! Lua states are pooled (one is needed per script running at the same time); each compiles a
 //! script once and keeps the function, as Redis keeps `f_<sha>`.
@@ -52,14 +53,22 @@ const FAST_SCRIPT: Duration = Duration::from_millis(10);
 pub struct RunningScript {
     started: Instant,
     killed: AtomicBool,
-    /// Whether SCRIPT KILL may stop it: not inside EXEC, whose other writes it belongs to.
-    killable: bool,
-    /// The socket of the client waiting for its reply; `None` inside EXEC.
-    client_fd: Option<i32>,
+    /// Whether it has run a write command.
+    wrote: AtomicBool,
+    /// Whether it runs inside EXEC, whose writes its own join.
+    in_exec: bool,
+    /// The socket of the client waiting for its reply.
+    client_fd: i32,
     /// The FCALL that runs, if this is a function: SCRIPT KILL stops only scripts, FUNCTION
     /// KILL only functions, and FUNCTION STATS shows it.
     function: Option<FunctionCall>,
 }
+
+/// Redis's refusal to stop a script that wrote, which is Shale's inside EXEC, where the
+/// script's writes join the EXEC's and cannot be dropped alone.
+const WROTE: &str = "Sorry the script already executed write commands against the dataset. You \
+                     can either wait the script termination or kill the server in a hard way \
+                     using the SHUTDOWN NOSAVE command.";
 
 pub struct FunctionCall {
     pub name: String,
@@ -76,6 +85,17 @@ pub struct RunningFunction {
 impl RunningScript {
     pub fn is_killed(&self) -> bool {
         self.killed.load(Ordering::Relaxed)
+    }
+
+    /// Notes that the script runs a write command.
+    pub fn writes(&self) {
+        self.wrote.store(true, Ordering::Relaxed);
+    }
+
+    /// Why SCRIPT KILL, FUNCTION KILL and the cron may not stop it, if they may not. Any other
+    /// script is stopped with its writes, which were not committed yet.
+    fn unkillable(&self) -> Option<&'static str> {
+        (self.in_exec && self.wrote.load(Ordering::Relaxed)).then_some(WROTE)
     }
 }
 
@@ -162,14 +182,20 @@ impl Scripts {
         }
     }
 
-    /// A script or function that starts running now for the client on socket `client_fd`;
-    /// SCRIPT KILL or FUNCTION KILL may stop it if it has one (it does not run inside EXEC).
-    /// The script is listed as running until the returned guard drops, however its run ends.
-    pub fn started(&self, client_fd: Option<i32>, function: Option<FunctionCall>) -> Running<'_> {
+    /// A script or function that starts running now for the client on socket `client_fd`,
+    /// inside EXEC or not. It is listed as running until the returned guard drops, however its
+    /// run ends.
+    pub fn started(
+        &self,
+        client_fd: i32,
+        in_exec: bool,
+        function: Option<FunctionCall>,
+    ) -> Running<'_> {
         let script = Arc::new(RunningScript {
             started: Instant::now(),
             killed: AtomicBool::new(false),
-            killable: client_fd.is_some(),
+            wrote: AtomicBool::new(false),
+            in_exec,
             client_fd,
             function,
         });
@@ -181,26 +207,30 @@ impl Scripts {
     }
 
     /// SCRIPT KILL (`functions` false) or FUNCTION KILL: stops every script or function that
-    /// has run longer than `limit`. With none of its kind but some of the other, the error
-    /// names the other kill, as Redis's `-BUSY` does.
+    /// has run longer than `limit` and may be stopped. With none of its kind but one that may
+    /// not be, the error says why, as Redis's `-UNKILLABLE`; with none but some of the other
+    /// kind, it names the other kill, as Redis's `-BUSY` does.
     pub fn kill(&self, limit: Duration, functions: bool) -> Result<(), Error> {
         let running = self.running.lock();
-        let (mut killed, mut others) = (0, 0);
-        for script in running.iter().filter(|script| script.killable) {
+        let (mut killed, mut others, mut refusal) = (0, 0, None);
+        for script in running.iter() {
             if script.started.elapsed() < limit || script.is_killed() {
                 continue;
             }
-            if script.function.is_some() == functions {
+            if let Some(reason) = script.unkillable() {
+                refusal = Some(reason);
+            } else if script.function.is_some() == functions {
                 script.killed.store(true, Ordering::Relaxed);
                 killed += 1;
             } else {
                 others += 1;
             }
         }
-        match (killed, others, functions) {
-            (0, 0, _) => Err(Error::NotBusy),
-            (0, _, true) => Err(Error::Busy("SCRIPT KILL")),
-            (0, _, false) => Err(Error::Busy("FUNCTION KILL")),
+        match (killed, refusal, others, functions) {
+            (0, Some(reason), _, _) => Err(Error::Unkillable(reason)),
+            (0, None, 0, _) => Err(Error::NotBusy),
+            (0, None, _, true) => Err(Error::Busy("SCRIPT KILL")),
+            (0, None, _, false) => Err(Error::Busy("FUNCTION KILL")),
             _ => Ok(()),
         }
     }
@@ -229,14 +259,17 @@ impl Scripts {
 
     /// Stops the scripts that have run longer than `limit` for a client that has gone: their
     /// reply can no longer be delivered and their writes are not committed yet, so they are
-    /// dropped as SCRIPT KILL drops them, rather than hold their keys and a core forever.
-    /// Returns how many it stopped.
+    /// dropped as SCRIPT KILL drops them (those it may stop), rather than hold their keys and a
+    /// core forever. Returns how many it stopped.
     pub fn stop_orphans(&self, limit: Duration) -> usize {
         let running = self.running.lock();
         let mut stopped = 0;
         for script in running.iter() {
-            let Some(fd) = script.client_fd else { continue };
-            if script.started.elapsed() >= limit && !script.is_killed() && peer_closed(fd) {
+            if script.started.elapsed() >= limit
+                && !script.is_killed()
+                && script.unkillable().is_none()
+                && peer_closed(script.client_fd)
+            {
                 script.killed.store(true, Ordering::Relaxed);
                 stopped += 1;
             }
