@@ -7,7 +7,7 @@ use shale_protocol::Reply;
 
 use super::args::{int, is, text};
 use super::table::{
-    acl_categories, command_keys, lookup, resolve, CommandSpec, ALL_COMMANDS, COMMANDS,
+    acl_categories, command_keys, lookup_full, resolve, CommandSpec, ALL_COMMANDS, COMMANDS,
 };
 use super::{help_reply, info, Context};
 use crate::config::Config;
@@ -76,7 +76,7 @@ pub fn command_info(_ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Err
     Ok(Reply::Array(
         args[2..]
             .iter()
-            .map(|name| named(name).map_or(Reply::NullArray, info_entry))
+            .map(|name| lookup_full(name).map_or(Reply::NullArray, info_entry))
             .collect(),
     ))
 }
@@ -86,7 +86,10 @@ pub fn command_docs(_ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Err
     let specs: Vec<&CommandSpec> = if args.len() == 2 {
         COMMANDS.iter().collect()
     } else {
-        args[2..].iter().filter_map(|name| named(name)).collect()
+        args[2..]
+            .iter()
+            .filter_map(|name| lookup_full(name))
+            .collect()
     };
     Ok(Reply::Map(
         specs
@@ -162,17 +165,6 @@ pub fn command_help(_ctx: &mut Context<'_>, _args: &[Bytes]) -> Result<Reply, Er
         "GETKEYS <full-command>",
         "    Return the keys from a full Redis command.",
     ]))
-}
-
-/// A command or subcommand by its name as COMMAND INFO and DOCS take it (`config|get`).
-fn named(name: &[u8]) -> Option<&'static CommandSpec> {
-    match name.iter().position(|&b| b == b'|') {
-        Some(bar) => lookup(&name[..bar])?
-            .subcommands
-            .iter()
-            .find(|sub| sub.name.as_bytes().eq_ignore_ascii_case(name)),
-        None => lookup(name),
-    }
 }
 
 /// INFO [section ...]

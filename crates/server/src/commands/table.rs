@@ -657,6 +657,15 @@ const LATENCY_FLAGS: Flags = Flags::ADMIN
     .with(Flags::STALE);
 static LATENCY: &[CommandSpec] = &[
     spec!(
+        "latency|doctor",
+        2,
+        LATENCY_FLAGS,
+        NO_KEYS,
+        "server",
+        "Return a human readable latency analysis report.",
+        latency::doctor
+    ),
+    spec!(
         "latency|histogram",
         -2,
         LATENCY_FLAGS,
@@ -1012,6 +1021,18 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
         *dst = src.to_ascii_lowercase();
     }
     BY_NAME.get(&*lower).copied()
+}
+
+/// Finds a command or a subcommand by its full name (`config|get`), as COMMAND INFO and
+/// LATENCY HISTOGRAM take it.
+pub fn lookup_full(name: &[u8]) -> Option<&'static CommandSpec> {
+    match name.iter().position(|&b| b == b'|') {
+        Some(bar) => lookup(&name[..bar])?
+            .subcommands
+            .iter()
+            .find(|sub| sub.name.as_bytes().eq_ignore_ascii_case(name)),
+        None => lookup(name),
+    }
 }
 
 /// Why [`resolve`] found no command to run.

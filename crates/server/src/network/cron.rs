@@ -66,7 +66,12 @@ pub fn start(services: Arc<Services>) -> Cron {
                 stop_orphan_scripts(&services);
                 // A replica expires nothing: its master's deletions arrive as writes.
                 if !services.keyspace.is_replica() {
+                    let reaping = Instant::now();
                     reap(&services, tick * REAP_BUDGET_PERCENT / 100);
+                    // A cycle slower than the threshold is an event, as in Redis's expiry.
+                    services
+                        .latency_monitor
+                        .note("expire-cycle", reaping.elapsed());
                 }
                 recover_writes(&services, &mut failure);
                 engine_events.note(&services);

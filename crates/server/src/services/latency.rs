@@ -196,6 +196,20 @@ pub struct Latest {
     pub max: u64,
 }
 
+/// An event's samples as Redis's `analyzeLatencyForEvent` sums them up.
+pub struct Summary {
+    pub event: &'static str,
+    pub samples: u64,
+    /// Mean latency, in ms (rounded down).
+    pub avg: u64,
+    /// Mean absolute deviation from `avg`, in ms (rounded down).
+    pub mad: u64,
+    /// Seconds since the oldest sample kept, at least 1.
+    pub period: u64,
+    /// The longest ever recorded, in ms.
+    pub max: u64,
+}
+
 impl LatencyMonitor {
     pub fn set_threshold(&self, millis: u64) {
         self.threshold.store(millis, Ordering::Relaxed);
@@ -241,6 +255,39 @@ impl LatencyMonitor {
                 })
             })
             .collect()
+    }
+
+    /// Each event's figures as LATENCY DOCTOR reports them, at `now` (unix seconds).
+    pub fn summaries(&self, now: u64) -> Vec<Summary> {
+        let events = self.events.lock();
+        events
+            .iter()
+            .filter(|(_, history)| !history.samples.is_empty())
+            .map(|(&event, history)| {
+                let samples = history.samples.len() as u64;
+                let sum: u64 = history.samples.iter().map(|&(_, millis)| millis).sum();
+                let avg = sum / samples;
+                let deviations: u64 = history
+                    .samples
+                    .iter()
+                    .map(|&(_, millis)| avg.abs_diff(millis))
+                    .sum();
+                let oldest = history.samples.iter().map(|&(time, _)| time).min();
+                Summary {
+                    event,
+                    samples,
+                    avg,
+                    mad: deviations / samples,
+                    period: now.saturating_sub(oldest.unwrap_or(now)).max(1),
+                    max: history.max,
+                }
+            })
+            .collect()
+    }
+
+    /// Whether the monitor has ever recorded an event that is still kept.
+    pub fn is_empty(&self) -> bool {
+        self.events.lock().is_empty()
     }
 
     pub fn history(&self, event: &str) -> Vec<(u64, u64)> {
@@ -318,6 +365,20 @@ mod tests {
         let latest = monitor.latest();
         assert_eq!(latest[0].event, "command");
         assert_eq!((latest[0].latest, latest[0].max), (120, 200));
+        let summaries = monitor.summaries(14);
+        let command = &summaries[0];
+        assert_eq!(command.event, "command");
+        assert_eq!(
+            (
+                command.samples,
+                command.avg,
+                command.mad,
+                command.period,
+                command.max
+            ),
+            (2, 160, 40, 4, 200)
+        );
+        assert_eq!(monitor.summaries(10)[1].period, 1, "at least a second");
         assert_eq!(monitor.reset(&[b"command"]), 1);
         assert_eq!(monitor.reset(&[]), 1);
     }
