@@ -231,3 +231,56 @@ fn a_message_published_before_a_subscribers_request_comes_before_its_reply() {
         subscriber.expect(b"*2\r\n$4\r\npong\r\n$0\r\n\r\n");
     }
 }
+
+#[test]
+fn unsubscribing_from_everything_without_arguments() {
+    let server = TestServer::start();
+    let mut publisher = server.client();
+    for resp3 in [false, true] {
+        let mut sub = server.raw();
+        let (push, null) = if resp3 {
+            sub.send(b"HELLO 3\r\nPING\r\n");
+            sub.skip_through(b"+PONG\r\n");
+            (">", "_")
+        } else {
+            ("*", "$-1")
+        };
+        let confirm = |word: &str, name: Option<&str>, count: i64| {
+            let name = name.map_or(format!("{null}\r\n"), |n| {
+                format!("${}\r\n{n}\r\n", n.len())
+            });
+            format!("{push}3\r\n${}\r\n{word}\r\n{name}:{count}\r\n", word.len())
+        };
+        sub.send(b"PSUBSCRIBE b* a* c*\r\nSUBSCRIBE news\r\nSSUBSCRIBE orders\r\n");
+        sub.skip_through(confirm("ssubscribe", Some("orders"), 1).as_bytes());
+        // Patterns in the order they were subscribed, as Redis keeps them.
+        sub.send(b"PUNSUBSCRIBE\r\n");
+        let expected = [("b*", 3), ("a*", 2), ("c*", 1)]
+            .map(|(pattern, count)| confirm("punsubscribe", Some(pattern), count))
+            .concat();
+        sub.expect(expected.as_bytes());
+        assert_eq!(run::<i64>(&mut publisher, &["PUBSUB", "NUMPAT"]), 0);
+        assert_eq!(run::<i64>(&mut publisher, &["PUBLISH", "abc", "m"]), 0);
+        assert_eq!(run::<i64>(&mut publisher, &["PUBLISH", "news", "m"]), 1);
+        let message = if resp3 { ">3\r\n" } else { "*3\r\n" };
+        sub.expect(format!("{message}$7\r\nmessage\r\n$4\r\nnews\r\n$1\r\nm\r\n").as_bytes());
+        sub.send(b"PUNSUBSCRIBE\r\n");
+        sub.expect(confirm("punsubscribe", None, 1).as_bytes());
+
+        sub.send(b"UNSUBSCRIBE\r\n");
+        sub.expect(confirm("unsubscribe", Some("news"), 0).as_bytes());
+        assert_eq!(run::<i64>(&mut publisher, &["PUBLISH", "news", "m"]), 0);
+        sub.send(b"UNSUBSCRIBE\r\n");
+        sub.expect(confirm("unsubscribe", None, 0).as_bytes());
+
+        // Shard channels count on their own.
+        sub.send(b"SUNSUBSCRIBE\r\n");
+        sub.expect(confirm("sunsubscribe", Some("orders"), 0).as_bytes());
+        assert_eq!(run::<i64>(&mut publisher, &["SPUBLISH", "orders", "m"]), 0);
+        sub.send(b"SUNSUBSCRIBE\r\n");
+        sub.expect(confirm("sunsubscribe", None, 0).as_bytes());
+        // No longer in subscribed mode.
+        sub.send(b"SET k v\r\n");
+        sub.expect(b"+OK\r\n");
+    }
+}

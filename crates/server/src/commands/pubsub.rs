@@ -20,7 +20,7 @@ fn confirmation(word: &'static str, name: Option<Bytes>, count: i64) -> Reply {
 fn subscribe(ctx: &mut Context<'_>, args: &[Bytes], kind: Kind) -> Result<Reply, Error> {
     let mut replies = Vec::new();
     for name in &args[1..] {
-        if ctx.client.subscriptions.of(kind).insert(name.clone()) {
+        if ctx.client.subscriptions.insert(kind, name.clone()) {
             ctx.services
                 .pubsub
                 .subscribe(kind, name.clone(), &ctx.client.subscriber);
@@ -39,9 +39,7 @@ fn unsubscribe(ctx: &mut Context<'_>, args: &[Bytes], kind: Kind) -> Result<Repl
     let names: Vec<Bytes> = if args.len() > 1 {
         args[1..].to_vec()
     } else {
-        let mut all: Vec<Bytes> = ctx.client.subscriptions.of(kind).iter().cloned().collect();
-        all.sort();
-        all
+        ctx.client.subscriptions.ordered(kind)
     };
     if names.is_empty() {
         return Ok(confirmation(
@@ -53,7 +51,7 @@ fn unsubscribe(ctx: &mut Context<'_>, args: &[Bytes], kind: Kind) -> Result<Repl
     let id = ctx.client.handle.id;
     let mut replies = Vec::new();
     for name in names {
-        ctx.client.subscriptions.of(kind).remove(&name);
+        ctx.client.subscriptions.remove(kind, &name);
         ctx.services.pubsub.unsubscribe(kind, &name, id);
         replies.push(confirmation(
             kind.unsubscribe_word(),

@@ -148,9 +148,9 @@ impl ClientState {
         let mut info = self.handle.info.lock();
         let subscriptions = &self.subscriptions;
         info.subscribed = [
-            subscriptions.channels.len(),
-            subscriptions.patterns.len(),
-            subscriptions.shard.len(),
+            subscriptions.len(pubsub::Kind::Channel),
+            subscriptions.len(pubsub::Kind::Pattern),
+            subscriptions.len(pubsub::Kind::Shard),
         ];
         info.queued = self.multi.as_ref().map(|multi| multi.commands.len());
         info.queued_bytes = self.multi.as_ref().map_or(0, |multi| multi.bytes);

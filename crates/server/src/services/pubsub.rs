@@ -6,7 +6,8 @@
 //! [`QUEUE_LIMIT`] messages unread, is disconnected, so a slow reader cannot grow the server's
 //! memory.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -252,10 +253,8 @@ impl PubSub {
 
     /// Drops every subscription of a client (on disconnect and RESET).
     pub fn forget(&self, client: u64, subscriptions: &Subscriptions) {
-        for (kind, names) in subscriptions.all() {
-            for name in names {
-                self.unsubscribe(kind, name, client);
-            }
+        for (kind, name) in subscriptions.all() {
+            self.unsubscribe(kind, name, client);
         }
     }
 }
@@ -267,13 +266,29 @@ fn deliver(subscriber: &Subscriber, push: Vec<Reply>) -> i64 {
 /// A connection's own subscriptions.
 #[derive(Default, Debug, Clone)]
 pub struct Subscriptions {
-    pub channels: HashSet<Bytes>,
-    pub patterns: HashSet<Bytes>,
-    pub shard: HashSet<Bytes>,
+    channels: Names,
+    patterns: Names,
+    shard: Names,
+}
+
+/// Names with the order they were subscribed in: UNSUBSCRIBE and friends without arguments
+/// answer in that order, as Redis does for patterns (its channels come in hash order).
+#[derive(Default, Debug, Clone)]
+struct Names {
+    next: u64,
+    names: HashMap<Bytes, u64>,
 }
 
 impl Subscriptions {
-    pub fn of(&mut self, kind: Kind) -> &mut HashSet<Bytes> {
+    fn names(&self, kind: Kind) -> &Names {
+        match kind {
+            Kind::Channel => &self.channels,
+            Kind::Pattern => &self.patterns,
+            Kind::Shard => &self.shard,
+        }
+    }
+
+    fn names_mut(&mut self, kind: Kind) -> &mut Names {
         match kind {
             Kind::Channel => &mut self.channels,
             Kind::Pattern => &mut self.patterns,
@@ -281,24 +296,57 @@ impl Subscriptions {
         }
     }
 
-    fn all(&self) -> [(Kind, &HashSet<Bytes>); 3] {
-        [
-            (Kind::Channel, &self.channels),
-            (Kind::Pattern, &self.patterns),
-            (Kind::Shard, &self.shard),
-        ]
+    /// Adds a subscription; false if there was one.
+    pub fn insert(&mut self, kind: Kind, name: Bytes) -> bool {
+        let names = self.names_mut(kind);
+        match names.names.entry(name) {
+            Entry::Occupied(_) => false,
+            Entry::Vacant(slot) => {
+                slot.insert(names.next);
+                names.next += 1;
+                true
+            }
+        }
+    }
+
+    pub fn remove(&mut self, kind: Kind, name: &[u8]) {
+        self.names_mut(kind).names.remove(name);
+    }
+
+    /// The subscriptions of `kind`, oldest first.
+    pub fn ordered(&self, kind: Kind) -> Vec<Bytes> {
+        let mut all: Vec<(&Bytes, u64)> = self
+            .names(kind)
+            .names
+            .iter()
+            .map(|(name, &order)| (name, order))
+            .collect();
+        all.sort_unstable_by_key(|&(_, order)| order);
+        all.into_iter().map(|(name, _)| name.clone()).collect()
+    }
+
+    pub fn len(&self, kind: Kind) -> usize {
+        self.names(kind).names.len()
+    }
+
+    fn all(&self) -> impl Iterator<Item = (Kind, &Bytes)> {
+        [Kind::Channel, Kind::Pattern, Kind::Shard]
+            .into_iter()
+            .flat_map(move |kind| self.names(kind).names.keys().map(move |name| (kind, name)))
     }
 
     /// The count SUBSCRIBE and friends reply with: channels plus patterns (shard channels
     /// count on their own, as in Redis).
     pub fn count(&self, kind: Kind) -> i64 {
         match kind {
-            Kind::Shard => self.shard.len() as i64,
-            _ => (self.channels.len() + self.patterns.len()) as i64,
+            Kind::Shard => self.len(Kind::Shard) as i64,
+            _ => (self.len(Kind::Channel) + self.len(Kind::Pattern)) as i64,
         }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.channels.is_empty() && self.patterns.is_empty() && self.shard.is_empty()
+        [Kind::Channel, Kind::Pattern, Kind::Shard]
+            .into_iter()
+            .all(|kind| self.len(kind) == 0)
     }
 }
