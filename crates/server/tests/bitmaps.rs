@@ -517,3 +517,39 @@ fn bit_commands_over_a_dense_bitmap_still_count_every_byte() {
     );
     assert_eq!(run::<i64>(&mut con, &["BITCOUNT", "a"]), 0);
 }
+
+#[test]
+fn bit_writes_that_change_nothing_count_no_change() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let changes =
+        |con: &mut redis::Connection| info_field(con, "persistence", "rdb_changes_since_last_save");
+    assert_eq!(run::<i64>(&mut con, &["SETBIT", "b", "3", "1"]), 0);
+    let _: Vec<i64> = run(&mut con, &["BITFIELD", "f", "SET", "u8", "0", "200"]);
+    let before = changes(&mut con);
+    // As in Redis 7.0.15: a bit or field set to what it holds, in a string that need not
+    // grow, is no change (nor is a SETRANGE of nothing).
+    for args in [
+        &["SETBIT", "b", "3", "1"][..],
+        &["SETBIT", "b", "0", "0"],
+        &["BITFIELD", "f", "SET", "u8", "0", "200"],
+        &["BITFIELD", "f", "INCRBY", "u8", "0", "0", "GET", "u8", "0"],
+        &[
+            "BITFIELD", "f", "SET", "i4", "0", "-4", "OVERFLOW", "FAIL", "INCRBY", "u4", "4", "99",
+        ],
+        &["BITFIELD", "missing", "GET", "u8", "0"],
+        &["SETRANGE", "b", "0", ""],
+    ] {
+        let _: redis::Value = run(&mut con, args);
+        assert_eq!(changes(&mut con), before, "{args:?}");
+    }
+    // What changes a bit, or grows the string, counts.
+    let _: i64 = run(&mut con, &["SETBIT", "b", "3", "0"]);
+    let after_setbit = changes(&mut con);
+    assert!(after_setbit > before);
+    let _: i64 = run(&mut con, &["SETBIT", "b", "15", "0"]);
+    let after_growth = changes(&mut con);
+    assert!(after_growth > after_setbit, "a string that grows changes");
+    let _: Vec<i64> = run(&mut con, &["BITFIELD", "f", "INCRBY", "u8", "0", "1"]);
+    assert!(changes(&mut con) > after_growth);
+}
