@@ -551,6 +551,62 @@ fn migrate_errors_match_redis() {
     }
 }
 
+#[test]
+fn migrate_keeps_its_connection_to_a_target() {
+    let target = TestServer::start();
+    let source = TestServer::start();
+    let (mut t, mut s) = (target.client(), source.client());
+    let cached = |con: &mut Connection| common::info_field(con, "stats", "migrate_cached_sockets");
+    assert_eq!(cached(&mut s), 0);
+    for key in ["a", "b", "c"] {
+        run::<()>(&mut s, &["SET", key, "1"]);
+    }
+    let ok = "ok".to_string();
+    assert_eq!(migrate(&mut s, target.port, 2, &["KEYS", "a"]), ok);
+    assert_eq!(migrate(&mut s, target.port, 2, &["KEYS", "b"]), ok);
+    assert_eq!(cached(&mut s), 1);
+    // One connection for both, and one SELECT: the second finds the database selected.
+    let connections =
+        |con: &mut Connection| common::info_field(con, "stats", "total_connections_received");
+    assert_eq!(connections(&mut t), 2, "the test's own and MIGRATE's");
+    let stats: String = run(&mut t, &["INFO", "commandstats"]);
+    assert!(common::command_stats(&stats, "select").starts_with("cmdstat_select:calls=1,"));
+
+    // A connection the target closed is replaced, and the MIGRATE still succeeds.
+    let mine: i64 = run(&mut t, &["CLIENT", "ID"]);
+    let list: String = run(&mut t, &["CLIENT", "LIST"]);
+    let link = list
+        .lines()
+        .filter_map(|line| {
+            line.strip_prefix("id=")?
+                .split(' ')
+                .next()?
+                .parse::<i64>()
+                .ok()
+        })
+        .find(|&id| id != mine)
+        .expect("MIGRATE's connection");
+    assert_eq!(
+        run::<i64>(&mut t, &["CLIENT", "KILL", "ID", &link.to_string()]),
+        1
+    );
+    assert_eq!(migrate(&mut s, target.port, 2, &["KEYS", "c"]), ok);
+    assert_eq!(connections(&mut t), 3);
+    run::<()>(&mut t, &["SELECT", "2"]);
+    assert_eq!(run::<i64>(&mut t, &["EXISTS", "a", "b", "c"]), 3);
+    assert_eq!(cached(&mut s), 1);
+
+    // Closed after 10 seconds unused, as Redis closes it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while cached(&mut s) > 0 {
+        assert!(std::time::Instant::now() < deadline, "still cached");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    common::wait_until("the target sees the connection closed", || {
+        common::info_field(&mut t, "clients", "connected_clients") == 1
+    });
+}
+
 /// Runs `shale-server` with `args` (a subcommand) and returns whether it succeeded, and its
 /// output.
 fn shale_command(args: &[&std::ffi::OsStr]) -> (bool, String) {

@@ -383,6 +383,11 @@ fn stats(services: &Services, keyspace: &Keyspace, out: &mut String) {
         "pubsubshard_channels",
         services.pubsub.active_count(Kind::Shard),
     );
+    line(
+        out,
+        "migrate_cached_sockets",
+        services.migrate_sockets.count(),
+    );
     line(out, "combined_writes", get(&s.combined_writes));
     line(out, "command_panics", get(&s.command_panics));
 }

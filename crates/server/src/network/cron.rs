@@ -1,5 +1,6 @@
 //! Background work on a timer: reaping expired keys, sampling throughput, trimming the WAL
-//! history, fitting memtables to the free disk space, and recovering from write failures.
+//! history, fitting memtables to the free disk space, closing MIGRATE's idle connections, and
+//! recovering from write failures.
 //!
 //! It runs on its own thread because reaping makes synchronous storage calls that must not
 //! hold up the connection tasks.
@@ -73,6 +74,9 @@ pub fn start(services: Arc<Services>) -> Cron {
                         .latency_monitor
                         .note("expire-cycle", reaping.elapsed());
                 }
+                services
+                    .migrate_sockets
+                    .close_idle(crate::services::replication::unix_secs());
                 recover_writes(&services, &mut failure);
                 engine_events.note(&services);
                 if history_trimmed.elapsed() >= HISTORY_TRIM_INTERVAL {

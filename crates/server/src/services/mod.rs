@@ -9,6 +9,7 @@ mod clients;
 pub mod cluster;
 mod durability;
 pub mod latency;
+pub mod migrate_sockets;
 pub mod monitor;
 pub mod notifications;
 pub mod pubsub;
@@ -257,6 +258,8 @@ pub struct Services {
     /// Run-time histograms per command (INFO latencystats, LATENCY HISTOGRAM).
     pub latencies: latency::CommandLatencies,
     pub latency_monitor: latency::LatencyMonitor,
+    /// MIGRATE's connections to its targets.
+    pub migrate_sockets: migrate_sockets::MigrateSockets,
     pub pubsub: pubsub::PubSub,
     /// `client-output-buffer-limit` as message queues apply it.
     pub output_limits: Arc<pubsub::SharedOutputLimits>,
@@ -302,6 +305,7 @@ impl Services {
             slowlog: SlowLog::default(),
             latencies: latency::CommandLatencies::new(commands.len()),
             latency_monitor: latency::LatencyMonitor::default(),
+            migrate_sockets: migrate_sockets::MigrateSockets::default(),
             pubsub: pubsub::PubSub::default(),
             output_limits: Default::default(),
             blocking: blocking::Blocking::default(),
