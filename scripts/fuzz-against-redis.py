@@ -51,6 +51,8 @@ def templates(rng):
     unit = lambda: one(["m", "km", "km", "mi", "ft", "yd"])  # noqa: E731
     origin = lambda: one([["FROMMEMBER", v()], ["FROMLONLAT", *place()], ["FROMLONLAT", *place()]])  # noqa: E731
     area = lambda: one([["BYRADIUS", radius(), unit()], ["BYBOX", radius(), radius(), unit()]])  # noqa: E731
+    approx_trim = lambda: [one(["MAXLEN", "MINID"]), "~", one(["0", "1", "3", stream_id()]),  # noqa: E731
+                           *one([[], ["LIMIT", one(["0", "1", "2", "5"])]])]
 
     def search_options():
         options = [one([[], ["ASC"], ["DESC"]]), one([[], ["COUNT", one(["1", "3", "50", "0"])],
@@ -121,15 +123,19 @@ def templates(rng):
                  *one([[], [], ["STORE", k()], ["STOREDIST", k()]])],
         lambda: [one(["GEORADIUSBYMEMBER", "GEORADIUSBYMEMBER_RO"]), k(), v(), radius(), unit(),
                  *search_options(), *one([[], [], ["STORE", k()], ["STOREDIST", k()]])],
-        # streams: explicit IDs from a few, so both servers add the same; `~` trims and
-        # anything that prints an idle time or Redis's radix tree are not sent
+        # streams: explicit IDs from a few, so both servers add the same; small nodes, so `~`
+        # trims and LIMIT meet their boundaries; anything that prints an idle time is not sent
         lambda: ["XADD", k(), *one([[], ["NOMKSTREAM"], ["MAXLEN", one(["0", "2", "5"])],
-                                     ["MINID", stream_id()]]), stream_id(), v(), v()],
+                                     ["MINID", stream_id()], approx_trim()]), stream_id(), v(), v()],
+        lambda: ["CONFIG", "SET", one(["stream-node-max-entries", "stream-node-max-bytes"]),
+                 one(["0", "1", "2", "3", "40", "100"])],
+        lambda: ["XINFO", "STREAM", k()],
         lambda: ["XADD", k(), *[a for i in range(rng.randint(2, 8)) for a in (f"{i + 1}-{rng.randint(0, 3)}", "f", v())]],
         lambda: [one(["XRANGE", "XREVRANGE"]), k(), *one([["-", "+"], ["+", "-"], [stream_id(), stream_id()],
                                                          ["(" + stream_id(), "+"]]), *one([[], ["COUNT", n()]])],
         lambda: ["XLEN", k()], lambda: ["XDEL", k(), stream_id(), stream_id()],
         lambda: ["XTRIM", k(), one(["MAXLEN", "MINID"]), one(["0", "1", "3", stream_id()])],
+        lambda: ["XTRIM", k(), *approx_trim()],
         lambda: ["XREAD", "COUNT", one(["1", "2", "10"]), "STREAMS", k(), k(), stream_id(), one(["0", "$", stream_id()])],
         lambda: ["XSETID", k(), stream_id(), *one([[], ["ENTRIESADDED", one(["0", "5", "100"])]])],
         lambda: ["XGROUP", "CREATE", k(), one(["g1", "g2"]), one(["0", "$", stream_id()]), *one([[], ["MKSTREAM"]])],

@@ -189,15 +189,21 @@ fn encode_string(lp: &mut Vec<u8>, data: &[u8]) {
 
 /// The bytes `data` takes as a listpack entry, back-length included.
 pub fn entry_size(data: &[u8]) -> usize {
-    let body = match crate::canonical_integer(data) {
-        Some(v) => {
-            let mut scratch = Vec::with_capacity(9);
-            encode_integer(&mut scratch, v);
-            scratch.len()
+    match crate::canonical_integer(data) {
+        Some(v) => integer_entry_size(v),
+        None => {
+            let body = string_header_len(data.len()) + data.len();
+            body + backlen_size(body as u64)
         }
-        None => string_header_len(data.len()) + data.len(),
-    };
-    body + backlen_size(body as u64)
+    }
+}
+
+/// The bytes the integer `v` takes as a listpack entry (`lpAppendInteger`), back-length
+/// included.
+pub fn integer_entry_size(v: i64) -> usize {
+    let mut scratch = Vec::with_capacity(9);
+    encode_integer(&mut scratch, v);
+    scratch.len() + backlen_size(scratch.len() as u64)
 }
 
 fn string_header_len(len: usize) -> usize {
@@ -282,6 +288,10 @@ mod tests {
     fn entry_size_matches_the_encoding() {
         for data in [&b"5"[..], b"hello", &[b'z'; 70], b"-100000"] {
             assert_eq!(encode([data]).len() - HEADER - 1, entry_size(data));
+        }
+        for v in [0, 127, 128, -4096, 4096, -32769, 8388608, i64::MIN] {
+            let text = v.to_string();
+            assert_eq!(integer_entry_size(v), entry_size(text.as_bytes()));
         }
     }
 

@@ -6,6 +6,10 @@
 //! 0`); each entry follows as `flags · ms-delta · seq-delta · [field count] · (field) value ...
 //! · lp-count`, its fields left out when they are the master's (flag 2) and its flag 1 set
 //! once deleted. IDs are deltas from the master ID, in wrapping 64-bit arithmetic.
+//!
+//! [`Node`] is what a node is beside its entries: its master entry, counts and the bytes its
+//! listpack takes, so a server can place node boundaries where Redis's `streamAppendItem`
+//! does and write them here as they were.
 
 use std::collections::HashSet;
 
@@ -26,6 +30,8 @@ pub struct Stream {
     pub max_deleted: Id,
     pub entries_added: u64,
     pub groups: Vec<Group>,
+    /// The nodes holding `entries`, in order, their live counts adding up to the entries.
+    pub nodes: Vec<Node>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -49,9 +55,10 @@ pub struct Consumer {
 
 const FLAG_DELETED: i64 = 1;
 const FLAG_SAME_FIELDS: i64 = 2;
-/// Redis's `stream-node-max-entries` and `stream-node-max-bytes` defaults.
-const NODE_ENTRIES: usize = 100;
-const NODE_BYTES: usize = 4096;
+/// Redis's `STREAM_LISTPACK_MAX_SIZE`: no node limit in bytes is above it.
+const LISTPACK_MAX: u64 = 1 << 30;
+/// A listpack without entries: its header and end byte.
+const EMPTY_LISTPACK: u64 = 7;
 /// Elements reserved ahead at most, whatever a count claims.
 const RESERVE: u64 = 4096;
 
@@ -75,6 +82,153 @@ fn id_from(bytes: &[u8]) -> Result<Id, RdbError> {
     }
 }
 
+/// Redis's `stream-node-max-entries` (0: no limit) and `stream-node-max-bytes` (0: the
+/// listpack maximum).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeLimits {
+    pub entries: u64,
+    pub bytes: u64,
+}
+
+impl Default for NodeLimits {
+    fn default() -> Self {
+        NodeLimits {
+            entries: 100,
+            bytes: 4096,
+        }
+    }
+}
+
+/// A node as Redis keeps one: a listpack under its master ID that starts with a master
+/// entry (the field names of the entry that opened it) and keeps its deleted entries,
+/// flagged, until the whole node goes. `bytes` is the size `listpack.c` gives that listpack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub master: Id,
+    pub fields: Vec<Bytes>,
+    /// Entries not deleted (the master entry's count).
+    pub live: u64,
+    /// Entries flagged deleted.
+    pub deleted: u64,
+    /// The listpack's size (`lpBytes`).
+    pub bytes: u64,
+    /// The last entry's ID, deleted or not.
+    pub last: Id,
+}
+
+fn integer_size(v: i64) -> u64 {
+    listpack::integer_entry_size(v) as u64
+}
+
+fn element_size(data: &[u8]) -> u64 {
+    listpack::entry_size(data) as u64
+}
+
+impl Node {
+    /// The node the entry `id` opens: an empty listpack, the master entry, then the entry.
+    pub fn new(id: Id, fields: &[(Bytes, Bytes)]) -> Node {
+        let names: Vec<Bytes> = fields.iter().map(|(f, _)| f.clone()).collect();
+        let master_entry = 3 * integer_size(0)
+            + integer_size(names.len() as i64)
+            + names.iter().map(|f| element_size(f)).sum::<u64>();
+        let mut node = Node {
+            master: id,
+            fields: names,
+            live: 0,
+            deleted: 0,
+            bytes: EMPTY_LISTPACK + master_entry,
+            last: id,
+        };
+        node.append(id, fields);
+        node
+    }
+
+    /// Whether `streamAppendItem` puts an entry of `fields` in a new node instead: when the
+    /// listpack's bytes and the entry's data reach the byte limit, or the entries, deleted
+    /// ones included, reach the entry limit.
+    pub fn is_full(&self, limits: NodeLimits, fields: &[(Bytes, Bytes)]) -> bool {
+        let max_bytes = match limits.bytes {
+            0 => LISTPACK_MAX,
+            bytes => bytes.min(LISTPACK_MAX),
+        };
+        let data: u64 = fields.iter().map(|(f, v)| (f.len() + v.len()) as u64).sum();
+        self.bytes.saturating_add(data) >= max_bytes
+            || (limits.entries != 0 && self.live.saturating_add(self.deleted) >= limits.entries)
+    }
+
+    fn same_fields(&self, fields: &[(Bytes, Bytes)]) -> bool {
+        fields.len() == self.fields.len()
+            && fields.iter().zip(&self.fields).all(|((f, _), m)| f == m)
+    }
+
+    /// Appends the entry `id`: flags, ID deltas, the field count and names unless they are
+    /// the master entry's, the values and the entry's element count.
+    pub fn append(&mut self, id: Id, fields: &[(Bytes, Bytes)]) {
+        self.set_counts(self.live + 1, self.deleted);
+        let same = self.same_fields(fields);
+        let n = fields.len() as i64;
+        let mut size = integer_size(if same { FLAG_SAME_FIELDS } else { 0 })
+            + integer_size(id.0.wrapping_sub(self.master.0) as i64)
+            + integer_size(id.1.wrapping_sub(self.master.1) as i64)
+            + fields.iter().map(|(_, v)| element_size(v)).sum::<u64>();
+        if same {
+            size += integer_size(n + 3);
+        } else {
+            size += integer_size(n)
+                + fields.iter().map(|(f, _)| element_size(f)).sum::<u64>()
+                + integer_size(2 * n + 4);
+        }
+        self.bytes += size;
+        self.last = id;
+    }
+
+    /// Flags `n` live entries deleted, as XDEL and a trim within the node do: only the master
+    /// entry's counts change size.
+    pub fn delete(&mut self, n: u64) {
+        let n = n.min(self.live);
+        self.set_counts(self.live - n, self.deleted + n);
+    }
+
+    fn set_counts(&mut self, live: u64, deleted: u64) {
+        let size = |v: u64| integer_size(v as i64);
+        let old = size(self.live) + size(self.deleted);
+        self.bytes = (self.bytes + size(live) + size(deleted)).saturating_sub(old);
+        self.live = live;
+        self.deleted = deleted;
+    }
+}
+
+/// Adds the entry `id` after the node `tail` as `streamAppendItem` does: to it, or, when it
+/// is full (or there is none), to a new node. Returns the node that is the tail now, and the
+/// one that was full.
+pub fn append_entry(
+    tail: Option<Node>,
+    limits: NodeLimits,
+    id: Id,
+    fields: &[(Bytes, Bytes)],
+) -> (Node, Option<Node>) {
+    match tail {
+        Some(mut node) if !node.is_full(limits, fields) => {
+            node.append(id, fields);
+            (node, None)
+        }
+        full => (Node::new(id, fields), full),
+    }
+}
+
+/// The nodes Redis would have made of `entries`, appended one by one under `limits`.
+pub fn nodes_of(entries: &[(Id, Vec<(Bytes, Bytes)>)], limits: NodeLimits) -> Vec<Node> {
+    let mut nodes = Vec::new();
+    let mut tail = None;
+    for (id, fields) in entries {
+        let (node, full) = append_entry(tail, limits, *id, fields);
+        nodes.extend(full);
+        tail = Some(node);
+    }
+    nodes.extend(tail);
+    nodes
+}
+
 /// Reads a stream of type `code` (15 or 19).
 pub fn read<R: std::io::Read>(input: &mut Decoder<R>, v2: bool) -> Result<Stream, RdbError> {
     let mut stream = Stream::default();
@@ -86,7 +240,8 @@ pub fn read<R: std::io::Read>(input: &mut Decoder<R>, v2: bool) -> Result<Stream
             return Err(corrupt("stream nodes out of order"));
         }
         last_master = Some(master);
-        node_entries(&input.string()?, master, &mut stream.entries)?;
+        let node = node_entries(&input.string()?, master, &mut stream.entries)?;
+        stream.nodes.push(node);
     }
     let length = input.length()?;
     if length != stream.entries.len() as u64 {
@@ -208,12 +363,13 @@ fn integer(entry: &[u8]) -> Result<i64, RdbError> {
         .ok_or(corrupt("stream listpack integer expected"))
 }
 
-/// Appends the live entries of one node, checking its layout as Redis's deep check does.
+/// Appends the live entries of one node, checking its layout as Redis's deep check does,
+/// and returns the node.
 fn node_entries(
     lp: &[u8],
     master: Id,
     out: &mut Vec<(Id, Vec<(Bytes, Bytes)>)>,
-) -> Result<(), RdbError> {
+) -> Result<Node, RdbError> {
     let items = listpack::decode(lp)?;
     let mut items = items.into_iter();
     let mut next = || items.next().ok_or(corrupt("stream listpack ends early"));
@@ -232,10 +388,12 @@ fn node_entries(
         return Err(corrupt("stream master entry without its terminator"));
     }
     let mut live = 0;
+    let mut last = master;
     for _ in 0..total {
         let flags = integer(&next()?)?;
         let ms = master.0.wrapping_add(integer(&next()?)? as u64);
         let seq = master.1.wrapping_add(integer(&next()?)? as u64);
+        last = (ms, seq);
         let (fields, extra) = if flags & FLAG_SAME_FIELDS != 0 {
             let mut fields = Vec::with_capacity(master_fields.len());
             for field in &master_fields {
@@ -268,16 +426,38 @@ fn node_entries(
     if live != count || next().is_ok() {
         return Err(corrupt("stream node counts differ from its entries"));
     }
-    Ok(())
+    Ok(Node {
+        master,
+        fields: master_fields,
+        live: count as u64,
+        deleted: deleted as u64,
+        bytes: lp.len() as u64,
+        last,
+    })
 }
 
-/// Writes the body of a stream of type 19.
+/// Writes the body of a stream of type 19, node by node as `stream.nodes` has them (or as
+/// Redis's default limits would make them, if they do not hold the entries). A node
+/// without live entries is left out, and deleted entries, which are not kept, with it.
 pub fn write(out: &mut Vec<u8>, stream: &Stream) {
-    let nodes = nodes(&stream.entries);
-    length(out, nodes.len() as u64);
-    for (master, lp) in &nodes {
-        string(out, &id_bytes(*master));
-        string(out, lp);
+    let held = stream
+        .nodes
+        .iter()
+        .try_fold(0u64, |sum, n| sum.checked_add(n.live));
+    let computed;
+    let nodes = if held == Some(stream.entries.len() as u64) {
+        &stream.nodes
+    } else {
+        computed = nodes_of(&stream.entries, NodeLimits::default());
+        &computed
+    };
+    length(out, nodes.iter().filter(|n| n.live > 0).count() as u64);
+    let mut at = 0;
+    for node in nodes.iter().filter(|n| n.live > 0) {
+        let entries = &stream.entries[at..at + node.live as usize];
+        at += entries.len();
+        string(out, &id_bytes(node.master));
+        string(out, &node_listpack(node, entries));
     }
     length(out, stream.entries.len() as u64);
     for value in [
@@ -315,66 +495,36 @@ pub fn write(out: &mut Vec<u8>, stream: &Stream) {
     }
 }
 
-/// The entries in listpack nodes of at most Redis's default entries and about its bytes, each
-/// with its first entry's fields as the master fields.
-fn nodes(entries: &[(Id, Vec<(Bytes, Bytes)>)]) -> Vec<(Id, Vec<u8>)> {
-    let mut nodes = Vec::new();
-    let mut start = 0;
-    while start < entries.len() {
-        let master = entries[start].0;
-        let master_fields: Vec<&[u8]> = entries[start].1.iter().map(|(f, _)| f.as_ref()).collect();
-        let mut items: Vec<Bytes> = Vec::new();
-        let mut bytes = 0;
-        let mut end = start;
-        while end < entries.len()
-            && end - start < NODE_ENTRIES
-            && (end == start || bytes < NODE_BYTES)
-        {
-            let (id, fields) = &entries[end];
-            let same = fields.len() == master_fields.len()
-                && fields
-                    .iter()
-                    .zip(&master_fields)
-                    .all(|((f, _), m)| f.as_ref() == *m);
-            let ms_delta = id.0.wrapping_sub(master.0) as i64;
-            let seq_delta = id.1.wrapping_sub(master.1) as i64;
-            let flags = if same { FLAG_SAME_FIELDS } else { 0 };
-            items.push(Bytes::from(flags.to_string()));
-            items.push(Bytes::from(ms_delta.to_string()));
-            items.push(Bytes::from(seq_delta.to_string()));
-            if same {
-                items.extend(fields.iter().map(|(_, v)| v.clone()));
-            } else {
-                items.push(Bytes::from(fields.len().to_string()));
-                for (f, v) in fields {
-                    items.push(f.clone());
-                    items.push(v.clone());
-                }
+/// The listpack of `node` holding `entries`, its live ones: each entry without its field
+/// names when they are the master entry's.
+fn node_listpack(node: &Node, entries: &[(Id, Vec<(Bytes, Bytes)>)]) -> Vec<u8> {
+    let text = |v: i64| Bytes::from(v.to_string());
+    let mut items: Vec<Bytes> = vec![
+        text(entries.len() as i64),
+        text(0),
+        text(node.fields.len() as i64),
+    ];
+    items.extend(node.fields.iter().cloned());
+    items.push(text(0));
+    for (id, fields) in entries {
+        let same = node.same_fields(fields);
+        let n = fields.len() as i64;
+        items.push(text(if same { FLAG_SAME_FIELDS } else { 0 }));
+        items.push(text(id.0.wrapping_sub(node.master.0) as i64));
+        items.push(text(id.1.wrapping_sub(node.master.1) as i64));
+        if same {
+            items.extend(fields.iter().map(|(_, v)| v.clone()));
+            items.push(text(n + 3));
+        } else {
+            items.push(text(n));
+            for (f, v) in fields {
+                items.push(f.clone());
+                items.push(v.clone());
             }
-            let lp_count = if same {
-                fields.len() + 3
-            } else {
-                2 * fields.len() + 4
-            };
-            items.push(Bytes::from(lp_count.to_string()));
-            bytes += fields.iter().map(|(f, v)| f.len() + v.len()).sum::<usize>();
-            end += 1;
+            items.push(text(2 * n + 4));
         }
-        let mut lp_items: Vec<Bytes> = vec![
-            Bytes::from((end - start).to_string()),
-            Bytes::from_static(b"0"),
-            Bytes::from(master_fields.len().to_string()),
-        ];
-        lp_items.extend(master_fields.iter().map(|f| Bytes::copy_from_slice(f)));
-        lp_items.push(Bytes::from_static(b"0"));
-        lp_items.extend(items);
-        nodes.push((
-            master,
-            listpack::encode(lp_items.iter().map(|i| i.as_ref())),
-        ));
-        start = end;
     }
-    nodes
+    listpack::encode(items.iter().map(|i| i.as_ref()))
 }
 
 #[cfg(test)]
@@ -392,8 +542,9 @@ mod tests {
                 };
                 ((1000 + i / 3, i % 3), fields)
             })
-            .collect();
+            .collect::<Vec<_>>();
         Stream {
+            nodes: nodes_of(&entries, NodeLimits::default()),
             entries,
             last_id: (2000, 5),
             first_id: (1000, 0),
@@ -427,7 +578,98 @@ mod tests {
         write(&mut out, &stream);
         let mut input = Decoder::new(&out[..]);
         assert_eq!(read(&mut input, true).expect("a stream"), stream);
-        assert_eq!(nodes(&stream.entries).len(), 3);
+        let sizes: Vec<u64> = stream.nodes.iter().map(|n| n.live).collect();
+        assert_eq!(sizes, [100, 100, 50]);
+    }
+
+    #[test]
+    fn nodes_are_written_as_redis_writes_them() {
+        // XADD s 1-1 a 1 b 2, XADD s 1-2 a 3 b 4, XADD s 2-0 c hello: Redis 7.0.15's DUMP,
+        // without its type byte and its footer (RDB version, CRC).
+        let redis = "0110000000000000000100000000000000014042420000001900030100010201816102\
+                     816202000102010001000101010201050102010001010103010401050100010101dfff\
+                     0201018163028568656c6c6f060601ff030200010100000300";
+        let redis: Vec<u8> = (0..redis.len() / 2)
+            .map(|i| u8::from_str_radix(&redis[2 * i..2 * i + 2], 16).expect("hex"))
+            .collect();
+        let b = |s: &str| Bytes::copy_from_slice(s.as_bytes());
+        let entries = vec![
+            ((1, 1), vec![(b("a"), b("1")), (b("b"), b("2"))]),
+            ((1, 2), vec![(b("a"), b("3")), (b("b"), b("4"))]),
+            ((2, 0), vec![(b("c"), b("hello"))]),
+        ];
+        let stream = Stream {
+            nodes: nodes_of(&entries, NodeLimits::default()),
+            entries,
+            last_id: (2, 0),
+            first_id: (1, 1),
+            entries_added: 3,
+            ..Stream::default()
+        };
+        let mut out = Vec::new();
+        write(&mut out, &stream);
+        assert_eq!(out, redis);
+        assert_eq!(stream.nodes[0].bytes, 66);
+    }
+
+    #[test]
+    fn node_sizes_are_their_listpacks() {
+        let b = |s: &str| Bytes::copy_from_slice(s.as_bytes());
+        let long = "x".repeat(5000);
+        let entries: Vec<(Id, Vec<(Bytes, Bytes)>)> = (0..400u64)
+            .map(|i| {
+                let value = match i % 5 {
+                    0 => b(&i.to_string()),
+                    1 => b(&"y".repeat(70 + i as usize)),
+                    2 => b(&long[..(i as usize * 13) % 5000]),
+                    3 => b(&(-(i as i64) * 100_003).to_string()),
+                    _ => b(""),
+                };
+                let fields = match i % 7 {
+                    0 => vec![(b("other"), value)],
+                    _ => vec![(b("n"), value), (b("12"), b("v"))],
+                };
+                // Sequences that go down as milliseconds go up: negative deltas.
+                (((1 << 40) + i * 300, (i * 7919) % 13), fields)
+            })
+            .collect();
+        for limits in [
+            NodeLimits::default(),
+            NodeLimits {
+                entries: 0,
+                bytes: 0,
+            },
+            NodeLimits {
+                entries: 3,
+                bytes: 1 << 40,
+            },
+            NodeLimits {
+                entries: 1000,
+                bytes: 20_000,
+            },
+        ] {
+            let nodes = nodes_of(&entries, limits);
+            let mut at = 0;
+            for node in &nodes {
+                let held = &entries[at..at + node.live as usize];
+                at += held.len();
+                assert_eq!(node_listpack(node, held).len() as u64, node.bytes);
+                assert_eq!(node.last, held[held.len() - 1].0);
+            }
+            assert_eq!(at, entries.len());
+        }
+        // A node's counts change size when they cross an encoding's bounds.
+        let one = vec![(b("f"), b("v"))];
+        let mut node = Node::new((1, 0), &one);
+        for seq in 1..200 {
+            node.append((1, seq), &one);
+        }
+        let held: Vec<_> = (0..200).map(|seq| ((1, seq), one.clone())).collect();
+        assert_eq!(node_listpack(&node, &held).len() as u64, node.bytes);
+        let before = node.bytes;
+        node.delete(100);
+        // 200 (two bytes and a back-length) is now 100 (one), and 0 deleted now 100.
+        assert_eq!(node.bytes, before - 1);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Stream commands against a real server: blocking reads woken by another client's XADD,
 //! consumer-group redelivery after a consumer dies, large streams trimmed and read in
-//! ranges, and streams with their groups surviving a restart. (Replies and errors are
-//! compared with Redis's in scripts/compare/streams.txt.)
+//! ranges, streams with their groups surviving a restart, and trims by Redis's nodes, whose
+//! expected numbers are Redis 7.0.15's. (Replies and errors are compared with Redis's in
+//! scripts/compare/streams.txt.)
 
 mod common;
 
@@ -260,16 +261,17 @@ fn a_large_stream_is_trimmed_and_read_in_ranges_and_survives_a_restart() {
         run::<i64>(&mut con, &["XTRIM", "big", "MINID", "10000"]),
         4_999
     );
-    // An approximate trim removes at most LIMIT entries.
+    // An approximate trim removes whole nodes, at most LIMIT entries of them: the node the
+    // exact trim left one entry of, not the next 100 (Redis 7.0.15 answers the same).
     assert_eq!(
         run::<i64>(
             &mut con,
             &["XTRIM", "big", "MAXLEN", "~", "0", "LIMIT", "100"]
         ),
-        100
+        1
     );
     let first: Value = run(&mut con, &["XRANGE", "big", "-", "+", "COUNT", "2"]);
-    assert_eq!(ids(&first), ["10100-1", "10101-1"]);
+    assert_eq!(ids(&first), ["10001-1", "10002-1"]);
     let last: Value = run(&mut con, &["XREVRANGE", "big", "+", "-", "COUNT", "1"]);
     assert_eq!(ids(&last), ["20000-1"]);
     run::<String>(&mut con, &["XGROUP", "CREATE", "big", "g", "0"]);
@@ -290,7 +292,7 @@ fn a_large_stream_is_trimmed_and_read_in_ranges_and_survives_a_restart() {
 
     server.restart();
     let mut con = server.client();
-    assert_eq!(run::<i64>(&mut con, &["XLEN", "big"]), 9_901);
+    assert_eq!(run::<i64>(&mut con, &["XLEN", "big"]), 10_000);
     let info: Value = run(&mut con, &["XINFO", "STREAM", "big"]);
     let text = format!("{info:?}");
     assert!(text.contains("20000-1"), "{text}");
@@ -299,7 +301,7 @@ fn a_large_stream_is_trimmed_and_read_in_ranges_and_survives_a_restart() {
         panic!("no summary");
     };
     assert_eq!(summary[0], Value::Int(10));
-    assert_eq!(summary[1], Value::BulkString(b"10100-1".to_vec()));
+    assert_eq!(summary[1], Value::BulkString(b"10001-1".to_vec()));
     // Auto IDs continue after the last one, in milliseconds since the epoch.
     let id: String = run(&mut con, &["XADD", "big", "*", "n", "x"]);
     let ms: u64 = id
@@ -308,4 +310,179 @@ fn a_large_stream_is_trimmed_and_read_in_ranges_and_survives_a_restart() {
         .and_then(|m| m.parse().ok())
         .expect("an ID");
     assert!(ms > 1_700_000_000_000, "{id}");
+}
+
+/// XINFO STREAM's `length`, `radix-tree-keys` and `radix-tree-nodes`.
+fn nodes(con: &mut redis::Connection, key: &str) -> [i64; 3] {
+    let info: Vec<Value> = run(con, &["XINFO", "STREAM", key]);
+    let field = |name: &str| {
+        let at = info
+            .iter()
+            .position(|v| *v == Value::BulkString(name.as_bytes().to_vec()))
+            .unwrap_or_else(|| panic!("no {name} in {info:?}"));
+        match info[at + 1] {
+            Value::Int(n) => n,
+            ref other => panic!("{name} is {other:?}"),
+        }
+    };
+    [
+        field("length"),
+        field("radix-tree-keys"),
+        field("radix-tree-nodes"),
+    ]
+}
+
+/// XADDs `key` the entries `ms-seq f v<ms>` for `ms` in `range`.
+fn fill(con: &mut redis::Connection, key: &str, range: std::ops::RangeInclusive<u64>, seq: u64) {
+    let mut pipe = redis::pipe();
+    for i in range {
+        pipe.cmd("XADD")
+            .arg(key)
+            .arg(format!("{i}-{seq}"))
+            .arg("f")
+            .arg(format!("v{i}"));
+    }
+    pipe.query::<()>(con).expect("pipeline");
+}
+
+fn trim(con: &mut redis::Connection, args: &str) -> i64 {
+    let args: Vec<&str> = args.split(' ').collect();
+    run(con, &[&["XTRIM"][..], &args].concat())
+}
+
+#[test]
+fn approximate_trims_remove_whole_nodes_and_limit_counts_them() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    fill(&mut con, "s", 1..=1000, 0);
+    assert_eq!(nodes(&mut con, "s"), [1000, 10, 26]);
+    // Four whole nodes of 100 go, so more than 600 are left.
+    run::<String>(
+        &mut con,
+        &["XADD", "s", "MAXLEN", "~", "600", "1001-0", "f", "x"],
+    );
+    assert_eq!(run::<i64>(&mut con, &["XLEN", "s"]), 601);
+    // LIMIT 1 is less than a node: nothing goes; LIMIT 250 takes two whole nodes.
+    assert_eq!(trim(&mut con, "s MAXLEN ~ 0 LIMIT 1"), 0);
+    assert_eq!(trim(&mut con, "s MAXLEN ~ 0 LIMIT 250"), 200);
+    assert_eq!(trim(&mut con, "s MAXLEN ~ 350 LIMIT 0"), 0);
+    // MINID ~ removes the nodes whose last entry is older, not the older entries of the next.
+    assert_eq!(trim(&mut con, "s MINID ~ 750"), 100);
+    assert_eq!(nodes(&mut con, "s"), [301, 4, 11]);
+    assert_eq!(trim(&mut con, "s MINID ~ 1001-0"), 300);
+    assert_eq!(nodes(&mut con, "s"), [1, 1, 2]);
+    // The node of the entry XADD adds goes too when the trim takes every node.
+    run::<String>(
+        &mut con,
+        &["XADD", "s", "MAXLEN", "~", "0", "1002-0", "f", "y"],
+    );
+    assert_eq!(nodes(&mut con, "s"), [0, 0, 1]);
+    assert_eq!(run::<i64>(&mut con, &["EXISTS", "s"]), 1);
+}
+
+#[test]
+fn deleted_entries_keep_their_place_in_their_node() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    fill(&mut con, "d", 1..=250, 1);
+    run::<i64>(&mut con, &["XDEL", "d", "90-1", "95-1", "99-1", "100-1"]);
+    assert_eq!(nodes(&mut con, "d"), [246, 3, 8]);
+    // The first node's last entry, 100-1, is deleted but still its last.
+    assert_eq!(trim(&mut con, "d MINID ~ 100-1"), 0);
+    assert_eq!(trim(&mut con, "d MINID ~ 101"), 96);
+    // An exact trim within a node flags entries; the node stays until it has none.
+    run::<i64>(&mut con, &["XDEL", "d", "101-1", "102-1"]);
+    assert_eq!(trim(&mut con, "d MAXLEN ~ 100"), 0);
+    assert_eq!(nodes(&mut con, "d"), [148, 2, 6]);
+    let ids: Vec<String> = (103..=200).map(|i| format!("{i}-1")).collect();
+    let args: Vec<&str> = ["XDEL", "d"]
+        .into_iter()
+        .chain(ids.iter().map(String::as_str))
+        .collect();
+    assert_eq!(run::<i64>(&mut con, &args), 98);
+    assert_eq!(nodes(&mut con, "d"), [50, 1, 2]);
+    // Deleted entries count toward a node's entries.
+    run::<String>(
+        &mut con,
+        &["CONFIG", "SET", "stream-node-max-entries", "10"],
+    );
+    fill(&mut con, "e", 1..=95, 0);
+    run::<i64>(&mut con, &["XDEL", "e", "91-0", "92-0", "93-0"]);
+    fill(&mut con, "e", 96..=100, 0);
+    assert_eq!(nodes(&mut con, "e"), [97, 10, 22]);
+    fill(&mut con, "e", 101..=101, 0);
+    assert_eq!(nodes(&mut con, "e"), [98, 11, 24]);
+}
+
+#[test]
+fn config_set_node_limits_are_honoured() {
+    let server = TestServer::start();
+    let mut con = server.client();
+    let set = |con: &mut redis::Connection, name: &str, value: &str| {
+        run::<String>(con, &["CONFIG", "SET", name, value]);
+    };
+    set(&mut con, "stream-node-max-entries", "10");
+    fill(&mut con, "n", 1..=95, 0);
+    assert_eq!(nodes(&mut con, "n"), [95, 10, 22]);
+    // Without LIMIT, ~ removes at most 100 nodes' worth: 1,000 entries here.
+    assert_eq!(trim(&mut con, "n MAXLEN ~ 50"), 40);
+    assert_eq!(trim(&mut con, "n MAXLEN ~ 0 LIMIT 25"), 20);
+    // By bytes: 200 bytes of listpack, as Redis counts them, per node.
+    set(&mut con, "stream-node-max-entries", "0");
+    set(&mut con, "stream-node-max-bytes", "200");
+    let mut pipe = redis::pipe();
+    for i in 1..=60 {
+        pipe.cmd("XADD")
+            .arg("b")
+            .arg(format!("{i}-{i}"))
+            .arg("field")
+            .arg(format!("value-{i}"))
+            .arg("n")
+            .arg(i * 1000);
+    }
+    pipe.query::<()>(&mut con).expect("pipeline");
+    assert_eq!(nodes(&mut con, "b"), [60, 8, 18]);
+    assert_eq!(trim(&mut con, "b MAXLEN ~ 20"), 39);
+    let got: Vec<String> = run(&mut con, &["CONFIG", "GET", "stream-node-max-bytes"]);
+    assert_eq!(got, ["stream-node-max-bytes", "200"]);
+    let refused = common::fails(
+        &mut con,
+        &["CONFIG", "SET", "stream-node-max-entries", "-1"],
+    );
+    assert!(
+        refused.contains("argument must be between 0 and 9223372036854775807"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn node_boundaries_survive_a_restart_and_dump_and_restore() {
+    let mut server = TestServer::start();
+    let mut con = server.client();
+    fill(&mut con, "r", 1..=150, 0);
+    // The last node holds 50 entries, 10 of them deleted.
+    let ids: Vec<String> = (141..=150).map(|i| format!("{i}-0")).collect();
+    let args: Vec<&str> = ["XDEL", "r"]
+        .into_iter()
+        .chain(ids.iter().map(String::as_str))
+        .collect();
+    run::<i64>(&mut con, &args);
+    let dump: Vec<u8> = run(&mut con, &["DUMP", "r"]);
+    server.restart();
+    let mut con = server.client();
+    // So 50 more fill it, and 10 go to a new node.
+    fill(&mut con, "r", 151..=210, 0);
+    assert_eq!(nodes(&mut con, "r"), [200, 3, 8]);
+    assert_eq!(trim(&mut con, "r MAXLEN ~ 0 LIMIT 99"), 0);
+    assert_eq!(trim(&mut con, "r MAXLEN ~ 0 LIMIT 100"), 100);
+    // A restored stream has the dumped one's nodes and dumps the same. Deleted entries are
+    // not kept, so its last node holds the 40 live ones only, and takes 60 more: as in
+    // Redis restoring this payload.
+    let mut restore = redis::cmd("RESTORE");
+    restore.arg("copy").arg(0).arg(&dump);
+    restore.query::<()>(&mut con).expect("RESTORE");
+    assert_eq!(nodes(&mut con, "copy"), [140, 2, 6]);
+    assert_eq!(run::<Vec<u8>>(&mut con, &["DUMP", "copy"]), dump);
+    fill(&mut con, "copy", 151..=210, 0);
+    assert_eq!(nodes(&mut con, "copy"), [200, 2, 6]);
 }

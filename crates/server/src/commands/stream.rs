@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 use shale_protocol::Reply;
+use shale_rdb::stream::NodeLimits;
 use shale_storage::metadata::KeyKind;
 
 use super::args::{int, is, subcommand_syntax};
@@ -17,9 +18,6 @@ use crate::types::stream::{
     GroupStart, PendingFilter, ReadGroupStart, StreamInfo, Trim, TrimTo,
 };
 
-/// Entries an approximate trim removes at most without LIMIT: Redis's 100 nodes of
-/// `stream-node-max-entries` (100).
-const APPROX_TRIM_LIMIT: u64 = 10_000;
 /// Entries a blocked XREAD without COUNT is served at most, as in Redis.
 const BLOCKED_READ_COUNT: usize = 1000;
 
@@ -125,7 +123,13 @@ struct AddOrTrim {
     id_at: usize,
 }
 
-fn add_or_trim_args(args: &[Bytes], xadd: bool) -> Result<AddOrTrim, Error> {
+/// `from_master`: a master's command trims without a limit, as Redis obeys its master.
+fn add_or_trim_args(
+    args: &[Bytes],
+    xadd: bool,
+    from_master: bool,
+    limits: NodeLimits,
+) -> Result<AddOrTrim, Error> {
     let mut to = None;
     let mut approx = false;
     let mut limit: Option<i64> = None;
@@ -202,24 +206,39 @@ fn add_or_trim_args(args: &[Bytes], xadd: bool) -> Result<AddOrTrim, Error> {
             "syntax error, XTRIM must be called with a trimming strategy",
         ));
     }
-    if limit.is_some() && !approx {
+    if limit.is_some() && !approx && !from_master {
         return Err(Error::msg(
             "syntax error, LIMIT cannot be used without the special ~ option",
         ));
     }
     let limit = match (approx, limit) {
+        _ if from_master => 0,
         (true, Some(n)) => n as u64,
-        (true, None) => APPROX_TRIM_LIMIT,
+        // At most 100 nodes' worth, as Redis caps it.
+        (true, None) => match 100i64.wrapping_mul(limits.entries as i64) {
+            n if n <= 0 => 10_000,
+            n => n.min(1_000_000) as u64,
+        },
         (false, _) => 0,
     };
-    parsed.trim = to.map(|to| Trim { to, limit });
+    parsed.trim = to.map(|to| Trim { to, approx, limit });
     Ok(parsed)
+}
+
+/// `stream-node-max-entries` and `stream-node-max-bytes`.
+fn node_limits(ctx: &Context<'_>) -> NodeLimits {
+    let config = ctx.services.config.read();
+    NodeLimits {
+        entries: config.stream_node_max_entries,
+        bytes: config.stream_node_max_bytes,
+    }
 }
 
 /// XADD key [NOMKSTREAM] [MAXLEN | MINID [= | ~] threshold [LIMIT count]] * | id field value
 /// [field value ...]
 pub fn xadd(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let parsed = add_or_trim_args(args, true)?;
+    let limits = node_limits(ctx);
+    let parsed = add_or_trim_args(args, true, ctx.from_master, limits)?;
     let fields_at = parsed.id_at + 1;
     let rest = args.len().saturating_sub(fields_at);
     if rest < 2 || rest % 2 == 1 {
@@ -235,9 +254,9 @@ pub fn xadd(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
         .chunks_exact(2)
         .map(|p| (p[0].clone(), p[1].clone()))
         .collect();
-    let Some(added) = ctx
-        .db()
-        .xadd(&args[1], id, parsed.no_create, parsed.trim, &fields)?
+    let Some(added) =
+        ctx.db()
+            .xadd(&args[1], id, parsed.no_create, parsed.trim, &fields, limits)?
     else {
         return Ok(Reply::Null);
     };
@@ -250,7 +269,7 @@ pub fn xadd(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
 
 /// XTRIM key MAXLEN | MINID [= | ~] threshold [LIMIT count]
 pub fn xtrim(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Error> {
-    let parsed = add_or_trim_args(args, false)?;
+    let parsed = add_or_trim_args(args, false, ctx.from_master, node_limits(ctx))?;
     let Some(trim) = parsed.trim else {
         return Err(Error::Syntax);
     };
@@ -1030,13 +1049,18 @@ pub fn xinfo_stream(ctx: &mut Context<'_>, args: &[Bytes]) -> Result<Reply, Erro
     Ok(Reply::Map(fields))
 }
 
-/// The fields XINFO STREAM starts with, FULL or not. Shale has no radix tree: its key and
-/// node counts are the entries.
+/// The fields XINFO STREAM starts with, FULL or not.
 fn stream_info_fields(info: &StreamInfo) -> Vec<(Reply, Reply)> {
     vec![
         (bulk("length"), Reply::Integer(info.length as i64)),
-        (bulk("radix-tree-keys"), Reply::Integer(info.length as i64)),
-        (bulk("radix-tree-nodes"), Reply::Integer(info.length as i64)),
+        (
+            bulk("radix-tree-keys"),
+            Reply::Integer(info.radix_keys as i64),
+        ),
+        (
+            bulk("radix-tree-nodes"),
+            Reply::Integer(info.radix_nodes as i64),
+        ),
         (bulk("last-generated-id"), id_reply(info.last_generated)),
         (bulk("max-deleted-entry-id"), id_reply(info.max_deleted)),
         (

@@ -60,6 +60,10 @@ pub struct Config {
     pub hll_sparse_max_bytes: usize,
     /// A client whose unparsed input exceeds this is closed.
     pub client_query_buffer_limit: usize,
+    /// A stream node takes entries until its listpack's bytes reach this (0: 1 GB, the most).
+    pub stream_node_max_bytes: u64,
+    /// ... or until it holds this many entries (0: no limit).
+    pub stream_node_max_entries: u64,
     /// `client-output-buffer-limit`, per client class.
     pub output_limits: OutputLimits,
     pub slowlog_log_slower_than: i64,
@@ -237,8 +241,6 @@ const ENCODING_PARAMS: &[(&str, &str)] = &[
     ("zset-max-listpack-value", "64"),
     ("zset-max-ziplist-entries", "128"),
     ("zset-max-ziplist-value", "64"),
-    ("stream-node-max-bytes", "4096"),
-    ("stream-node-max-entries", "100"),
     ("activerehashing", "yes"),
 ];
 
@@ -262,6 +264,8 @@ impl Default for Config {
             proto_max_bulk_len: 512 << 20,
             hll_sparse_max_bytes: 3000,
             client_query_buffer_limit: 1 << 30,
+            stream_node_max_bytes: 4096,
+            stream_node_max_entries: 100,
             output_limits: OutputLimits::default(),
             slowlog_log_slower_than: 10_000,
             slowlog_max_len: 128,
@@ -459,6 +463,39 @@ pub const PARAMS: &[Param] = &[
         |c| c.hll_sparse_max_bytes.to_string(),
         |c, v| {
             c.hll_sparse_max_bytes = parse_memory(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "stream-node-max-bytes",
+        true,
+        |c| c.stream_node_max_bytes.to_string(),
+        |c, v| {
+            let n = parse_memory(v)? as u64;
+            if n > i64::MAX as u64 {
+                return Err(format!(
+                    "argument must be between 0 and {} inclusive",
+                    i64::MAX
+                ));
+            }
+            c.stream_node_max_bytes = n;
+            Ok(())
+        }
+    ),
+    param!(
+        "stream-node-max-entries",
+        true,
+        |c| c.stream_node_max_entries.to_string(),
+        |c, v| {
+            let n = crate::types::string::parse_strict_i64(v.as_bytes())
+                .ok_or("argument couldn't be parsed into an integer")?;
+            if n < 0 {
+                return Err(format!(
+                    "argument must be between 0 and {} inclusive",
+                    i64::MAX
+                ));
+            }
+            c.stream_node_max_entries = n as u64;
             Ok(())
         }
     ),

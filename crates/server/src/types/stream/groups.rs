@@ -101,6 +101,9 @@ pub struct ConsumerInfo {
 
 pub struct StreamInfo {
     pub length: u64,
+    /// The nodes, and the nodes of Redis's radix tree over them.
+    pub radix_keys: u64,
+    pub radix_nodes: u64,
     pub last_generated: StreamId,
     pub max_deleted: StreamId,
     pub entries_added: u64,
@@ -1131,8 +1134,11 @@ impl<'a> Db<'a> {
                 .entries(key, stream, (StreamId::MIN, StreamId::MAX), 1, rev)?
                 .pop())
         };
+        let (radix_keys, radix_nodes) = self.radix_tree(key, stream, meta)?;
         Ok(StreamInfo {
             length: stream.size,
+            radix_keys,
+            radix_nodes,
             last_generated: meta.last_id,
             max_deleted: meta.max_deleted,
             entries_added: meta.entries_added,

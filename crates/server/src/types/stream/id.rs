@@ -57,6 +57,19 @@ impl StreamId {
     }
 }
 
+/// The `(ms, seq)` pairs of `shale_rdb::stream`.
+impl From<(u64, u64)> for StreamId {
+    fn from((ms, seq): (u64, u64)) -> StreamId {
+        StreamId { ms, seq }
+    }
+}
+
+impl From<StreamId> for (u64, u64) {
+    fn from(id: StreamId) -> (u64, u64) {
+        (id.ms, id.seq)
+    }
+}
+
 impl fmt::Display for StreamId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}-{}", self.ms, self.seq)

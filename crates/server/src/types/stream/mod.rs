@@ -1,13 +1,16 @@
-//! Streams: entries keyed by ID, so ranges, reads and trims are scans of one prefix; consumer
-//! groups, their consumers and their pending entries are records beside them (`stored`), so
-//! no part of a stream is held in memory. Semantics follow Redis 7.0's `t_stream.c`.
+//! Streams: entries keyed by ID, so ranges and reads are scans of one prefix; the nodes Redis
+//! would keep them in, consumer groups, their consumers and their pending entries are records
+//! beside them (`stored`, `nodes`), so no part of a stream is held in memory. Semantics follow
+//! Redis 7.0's `t_stream.c`.
 
 mod groups;
 pub mod id;
+mod nodes;
 mod serialized;
 mod stored;
 
 use bytes::Bytes;
+use shale_rdb::stream::{append_entry, NodeLimits};
 use shale_storage::metadata::KeyKind;
 use shale_storage::{Cf, ScanDirection};
 
@@ -21,7 +24,7 @@ pub use groups::{
 };
 use id::StreamId;
 pub use stored::Fields;
-use stored::{decode_entry, encode_entry, entry_sub, StreamMeta};
+use stored::{decode_entry, encode_entry, encode_node, entry_sub, node_sub, Nodes, StreamMeta};
 
 /// An entry: its ID and its field-value pairs.
 pub type Entry = (StreamId, Fields);
@@ -36,8 +39,9 @@ pub enum TrimTo {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Trim {
     pub to: TrimTo,
-    /// `~`: Redis trims whole nodes only; here entries are records of their own, so an
-    /// approximate trim is exact, but removes at most `limit` entries (0: no limit).
+    /// `~`: whole nodes only.
+    pub approx: bool,
+    /// Entries removed at most, counted by whole nodes (0: no limit).
     pub limit: u64,
 }
 
@@ -166,7 +170,8 @@ impl<'a> Db<'a> {
         Ok(edge)
     }
 
-    /// XADD: `None` if there is no stream and NOMKSTREAM said not to make one.
+    /// XADD: `None` if there is no stream and NOMKSTREAM said not to make one. The entry goes
+    /// to the last node or, if that is full by `limits`, to a new one.
     pub fn xadd(
         &self,
         key: &'a [u8],
@@ -174,9 +179,10 @@ impl<'a> Db<'a> {
         no_create: bool,
         trim: Option<Trim>,
         fields: &[(Bytes, Bytes)],
+        limits: NodeLimits,
     ) -> Result<Option<Added>, Error> {
         let _guard = self.lock(&[key])?;
-        let Some(mut stream) = self.open_stream(key, !no_create)? else {
+        let Some(mut stream) = self.open_stream_nodes(key, !no_create)? else {
             return Ok(None);
         };
         let last = stream.meta.last_id;
@@ -211,9 +217,8 @@ impl<'a> Db<'a> {
         if new_id <= last {
             return Err(too_small());
         }
-        stream
-            .write
-            .put(Cf::Data, &entry_sub(new_id), encode_entry(fields));
+        let (node, _) = append_entry(self.tail_node(&stream)?, limits, new_id.into(), fields);
+        let mut tail = Some(node);
         stream.write.size += 1;
         stream.meta.last_id = new_id;
         stream.meta.entries_added = stream.meta.entries_added.wrapping_add(1);
@@ -221,9 +226,20 @@ impl<'a> Db<'a> {
             stream.meta.first_id = new_id;
         }
         let trimmed = match trim {
-            Some(trim) => self.trim_staged(key, &mut stream, trim, Some(new_id))?,
+            Some(trim) => self.trim_nodes(key, &mut stream, trim, &mut tail)?,
             None => 0,
         };
+        // Written after the trim's range deletes, unless the trim took the entry's node.
+        if let Some(node) = tail {
+            let master = StreamId::from(node.master);
+            stream
+                .write
+                .put(Cf::Data, &entry_sub(new_id), encode_entry(fields));
+            stream
+                .write
+                .put(Cf::Data, &node_sub(master), encode_node(&node));
+            stream.meta.nodes = Nodes::Recorded { tail: Some(master) };
+        }
         stream.commit()?;
         Ok(Some(Added {
             id: new_id,
@@ -231,94 +247,15 @@ impl<'a> Db<'a> {
         }))
     }
 
-    /// Stages the trim of the oldest entries; `added` is an entry this write staged, which a
-    /// scan of what is stored does not see.
-    fn trim_staged(
-        &self,
-        key: &[u8],
-        stream: &mut StreamWrite<'_>,
-        trim: Trim,
-        added: Option<StreamId>,
-    ) -> Result<u64, Error> {
-        let collection = stream.write.collection();
-        let mut length = stream.write.size;
-        // How many of the oldest entries go, and the last of them.
-        let (mut doomed, mut last_doomed) = (0u64, None);
-        let mut stop_at = None;
-        let limit = trim.limit;
-        self.scan_entries(
-            key,
-            &collection,
-            (StreamId::MIN, StreamId::MAX),
-            false,
-            &mut |id, _| {
-                let keep = match trim.to {
-                    TrimTo::MaxLen(max) => length <= max,
-                    TrimTo::MinId(min) => id >= min,
-                };
-                if keep || (limit != 0 && doomed >= limit) {
-                    stop_at = Some(id);
-                    return false;
-                }
-                doomed += 1;
-                last_doomed = Some(id);
-                length = length.saturating_sub(1);
-                true
-            },
-        )?;
-        // An entry added by this write is the newest: trimmed only if every other one was.
-        let mut removed_added = false;
-        if let (None, Some(added)) = (stop_at, added) {
-            let goes = match trim.to {
-                TrimTo::MaxLen(max) => length > max,
-                TrimTo::MinId(min) => added < min,
-            };
-            if goes && (limit == 0 || doomed < limit) {
-                removed_added = true;
-            } else {
-                stop_at = Some(added);
-            }
-        }
-        let Some(last_doomed) = last_doomed else {
-            if removed_added {
-                if let Some(added) = added {
-                    stream.write.delete(Cf::Data, &entry_sub(added));
-                }
-                stream.write.size = 0;
-                stream.meta.first_id = StreamId::MIN;
-                return Ok(1);
-            }
-            return Ok(0);
-        };
-        let end = last_doomed.next().map_or_else(
-            || [entry_sub(StreamId::MAX).as_slice(), &[0]].concat(),
-            entry_sub,
-        );
-        stream
-            .write
-            .delete_range(Cf::Data, &entry_sub(StreamId::MIN), &end);
-        if removed_added {
-            if let Some(added) = added {
-                stream.write.delete(Cf::Data, &entry_sub(added));
-            }
-        }
-        let removed = doomed + removed_added as u64;
-        stream.write.size = stream.write.size.saturating_sub(removed);
-        stream.meta.first_id = match stop_at {
-            Some(id) if stream.write.size > 0 => id,
-            _ => StreamId::MIN,
-        };
-        Ok(removed)
-    }
-
     /// XTRIM: the entries removed; 0 if there is no stream.
     pub fn xtrim(&self, key: &'a [u8], trim: Trim) -> Result<u64, Error> {
         let _guard = self.lock(&[key])?;
-        let Some(mut stream) = self.open_stream(key, false)? else {
+        let Some(mut stream) = self.open_stream_nodes(key, false)? else {
             return Ok(0);
         };
-        let removed = self.trim_staged(key, &mut stream, trim, None)?;
-        if removed > 0 {
+        let removed = self.trim_nodes(key, &mut stream, trim, &mut None)?;
+        // Nodes left without live entries may go though no entry does.
+        if !stream.write.change.batch.is_empty() {
             stream.commit()?;
         }
         Ok(removed)
@@ -410,9 +347,11 @@ impl<'a> Db<'a> {
     /// XDEL: how many of `ids` were entries.
     pub fn xdel(&self, key: &'a [u8], ids: &[StreamId]) -> Result<i64, Error> {
         let _guard = self.lock(&[key])?;
-        let Some(mut stream) = self.open_stream(key, false)? else {
+        let Some(mut stream) = self.open_stream_nodes(key, false)? else {
             return Ok(0);
         };
+        let collection = stream.write.collection();
+        let mut nodes = nodes::NodeEdits::new();
         let mut deleted = 0;
         let mut first_deleted = false;
         let mut seen = std::collections::HashSet::new();
@@ -421,6 +360,7 @@ impl<'a> Db<'a> {
                 continue;
             }
             stream.write.delete(Cf::Data, &entry_sub(id));
+            self.delete_in_node(key, &collection, &mut nodes, id)?;
             stream.write.size = stream.write.size.saturating_sub(1);
             first_deleted |= id == stream.meta.first_id;
             stream.meta.max_deleted = stream.meta.max_deleted.max(id);
@@ -429,10 +369,10 @@ impl<'a> Db<'a> {
         if deleted == 0 {
             return Ok(0);
         }
+        self.stage_node_edits(key, &mut stream, &nodes)?;
         if stream.write.size == 0 {
             stream.meta.first_id = StreamId::MIN;
         } else if first_deleted {
-            let collection = stream.write.collection();
             let mut first = StreamId::MIN;
             self.scan_entries(
                 key,

@@ -4,25 +4,46 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use shale_rdb::stream::{Consumer, Group, Id, Stream};
+use shale_rdb::stream::{nodes_of, Consumer, Group, Id, Node, NodeLimits, Stream};
 use shale_storage::metadata::KeyKind;
 use shale_storage::Cf;
 
 use super::id::StreamId;
 use super::stored::{
-    consumer_pending_sub, consumer_sub, encode_entry, entry_sub, group_sub, pending_sub,
-    ConsumerRecord, GroupRecord, PendingRecord, StreamMeta,
+    consumer_pending_sub, consumer_sub, encode_entry, encode_node, entry_sub, group_sub, node_sub,
+    pending_sub, ConsumerRecord, GroupRecord, Nodes, PendingRecord, StreamMeta,
 };
 use super::{corrupt, Entry};
 use crate::error::Error;
 use crate::keyspace::Db;
 
-fn id((ms, seq): Id) -> StreamId {
-    StreamId::new(ms, seq)
+fn id(pair: Id) -> StreamId {
+    pair.into()
 }
 
 fn pair(id: StreamId) -> Id {
-    (id.ms, id.seq)
+    id.into()
+}
+
+/// Whether `nodes` hold `entries` as nodes do: each its count of them, in order, between its
+/// master ID and its last one, before the next node's.
+fn nodes_hold(nodes: &[Node], entries: &[(Id, Vec<(Bytes, Bytes)>)]) -> bool {
+    let mut at: usize = 0;
+    for (i, node) in nodes.iter().enumerate() {
+        let end = at.checked_add(node.live as usize);
+        let Some(held) = end.and_then(|end| entries.get(at..end)) else {
+            return false;
+        };
+        at += held.len();
+        let inside = held
+            .iter()
+            .all(|(id, _)| node.master <= *id && *id <= node.last);
+        let before_next = nodes.get(i + 1).is_none_or(|next| node.last < next.master);
+        if !inside || node.master > node.last || !before_next {
+            return false;
+        }
+    }
+    at == entries.len()
 }
 
 impl<'a> Db<'a> {
@@ -33,6 +54,7 @@ impl<'a> Db<'a> {
         };
         let entries: Vec<Entry> =
             self.entries(key, &stream, (StreamId::MIN, StreamId::MAX), 0, false)?;
+        let nodes = self.stream_nodes(key, &stream, &meta)?;
         let mut groups = Vec::new();
         for (name, record) in self.groups(key, &stream)? {
             let mut pending = Vec::new();
@@ -75,17 +97,26 @@ impl<'a> Db<'a> {
             max_deleted: pair(meta.max_deleted),
             entries_added: meta.entries_added,
             groups,
+            nodes,
         }))
     }
 
     /// Replaces whatever `key` holds with `stream`, expiring at `expire_at` (Unix ms, 0 for
-    /// never). The caller holds the key's lock.
+    /// never), in its nodes (or, if they do not hold its entries, in those Redis would make of
+    /// them). The caller holds the key's lock.
     pub(crate) fn store_stream(
         &self,
         key: &'a [u8],
         stream: &Stream,
         expire_at: u64,
     ) -> Result<(), Error> {
+        let computed;
+        let nodes = if nodes_hold(&stream.nodes, &stream.entries) {
+            &stream.nodes
+        } else {
+            computed = nodes_of(&stream.entries, NodeLimits::default());
+            &computed
+        };
         // Each group's pending entries by owner, checked before anything is staged: every
         // pending entry has its owner.
         let mut owners: Vec<HashMap<Id, &Bytes>> = Vec::with_capacity(stream.groups.len());
@@ -103,6 +134,9 @@ impl<'a> Db<'a> {
         self.replace_with_collection(key, KeyKind::Stream, expire_at, |write| {
             for (entry, fields) in &stream.entries {
                 write.put(Cf::Data, &entry_sub(id(*entry)), encode_entry(fields));
+            }
+            for node in nodes {
+                write.put(Cf::Data, &node_sub(id(node.master)), encode_node(node));
             }
             for (group, owner) in stream.groups.iter().zip(&owners) {
                 let record = GroupRecord {
@@ -149,6 +183,9 @@ impl<'a> Db<'a> {
                 max_deleted: id(stream.max_deleted),
                 entries_added: stream.entries_added,
                 groups: stream.groups.len() as u64,
+                nodes: Nodes::Recorded {
+                    tail: nodes.last().map(|node| id(node.master)),
+                },
             }
             .encode();
         })
