@@ -31,6 +31,8 @@ const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
 /// Shale's side of the scripting API, in Lua: the read-only globals and libraries, the error
 /// handler, and FUNCTION LOAD's `redis.register_function`.
 const PRELUDE: &str = include_str!("prelude.lua");
+/// The prelude's chunk name, which no error a script sees may name.
+const PRELUDE_NAME: &str = "=shale";
 
 /// What EVAL or FCALL asks to run.
 pub struct Invocation<'a> {
@@ -125,7 +127,7 @@ impl Vm {
         watch.install(&lua, KILL_CHECK_INSTRUCTIONS)?;
         let api = sandbox::functions(&lua)?;
         lua.load(PRELUDE)
-            .set_name("=shale")
+            .set_name(PRELUDE_NAME)
             .call::<()>((bridge.clone(), api))?;
         for (key, name) in [
             (redis_api::DISPATCH, "dispatch"),
@@ -419,19 +421,21 @@ fn error_message(value: &Value) -> String {
     }
 }
 
-/// The script line that called into Rust: the innermost stack level in the user's script or
-/// function, with its source. A `return redis.call(...)` is a Lua tail call, which leaves no
-/// frame to find.
-fn script_line(lua: &Lua) -> Option<(&'static str, i32)> {
-    (1..32).find_map(|level| {
-        let frame = lua.inspect_stack(level)?;
-        let source = match frame.source().source.as_deref() {
-            Some("@user_script") => "@user_script",
-            Some("@user_function") => "@user_function",
-            _ => return None,
-        };
-        Some((source, frame.curr_line()))
-    })
+/// Where the script's code called into Rust or raised an error, as Redis's error handler
+/// finds it: the innermost Lua function on the stack, this prelude's and C functions left
+/// out, with its source (`@user_script`, `@user_function`, or the text of a chunk it loaded)
+/// and line.
+fn script_line(lua: &Lua) -> Option<(String, i32)> {
+    (1..32)
+        .map_while(|level| lua.inspect_stack(level))
+        .find_map(|frame| {
+            let source = frame.source();
+            match source.source.as_deref() {
+                _ if source.what == "C" => None,
+                Some(PRELUDE_NAME) | None => None,
+                Some(name) => Some((name.to_string(), frame.curr_line())),
+            }
+        })
 }
 
 /// The reply for a script that raised an error: its message, and where it happened.
