@@ -125,9 +125,9 @@ pub unsafe fn raise(state: *mut lua_State, message: &CStr) -> c_int {
 }
 
 /// The C functions the prelude installs, by name, and the tables they share with it:
-/// `proxies` maps each proxy to its real table (or to a function that returns it, for a
-/// proxy that watches its use), `reported` each proxy to what `getmetatable` answers for it, and `loading.env` is the globals that chunks loaded by `loadstring` and
-/// `load` run in.
+/// `proxies` maps each proxy to its real table (or to a function that returns it, for a proxy
+/// that watches its use), `reported` each proxy to what `getmetatable` answers for it, and
+/// `loading.env` is the globals that chunks loaded by `loadstring` and `load` run in.
 pub fn functions(lua: &Lua) -> mlua::Result<Table> {
     let functions = lua.create_table()?;
     let (proxies, reported, loading) = (
