@@ -10,6 +10,15 @@ use common::{fails, run, wait_for_blocked, wait_until, TestServer};
 
 /// Runs a blocking command on its own connection and thread.
 fn spawn_blocked(server: &TestServer, args: &[&str]) -> thread::JoinHandle<redis::Value> {
+    let reply = spawn_blocked_reply(server, args);
+    thread::spawn(move || reply.join().unwrap().expect("a reply that is not an error"))
+}
+
+/// Runs a blocking command on its own connection and thread; an error reply as its line.
+fn spawn_blocked_reply(
+    server: &TestServer,
+    args: &[&str],
+) -> thread::JoinHandle<Result<redis::Value, String>> {
     let mut con = server.client();
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     thread::spawn(move || {
@@ -17,7 +26,7 @@ fn spawn_blocked(server: &TestServer, args: &[&str]) -> thread::JoinHandle<redis
         for arg in &args[1..] {
             cmd.arg(arg);
         }
-        cmd.query(&mut con).unwrap()
+        cmd.query(&mut con).map_err(common::error_line)
     })
 }
 
@@ -257,22 +266,6 @@ fn a_move_into_a_destination_of_another_type_answers_that_waiter_and_serves_the_
         run::<Vec<String>>(&mut con, &["LRANGE", "dst", "0", "-1"]),
         ["a"]
     );
-}
-
-/// Runs a blocking command on its own connection and thread; an error reply as its line.
-fn spawn_blocked_reply(
-    server: &TestServer,
-    args: &[&str],
-) -> thread::JoinHandle<Result<redis::Value, String>> {
-    let mut con = server.client();
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    thread::spawn(move || {
-        let mut cmd = redis::cmd(&args[0]);
-        for arg in &args[1..] {
-            cmd.arg(arg);
-        }
-        cmd.query(&mut con).map_err(common::error_line)
-    })
 }
 
 #[test]
