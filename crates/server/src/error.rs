@@ -125,9 +125,6 @@ impl Error {
             Error::Storage(StorageError::Unwritable(reason)) => {
                 format!("MISCONF Errors writing to the WAL: {reason}").into()
             }
-            Error::Storage(StorageError::Reopening) => {
-                "LOADING Shale is reopening its database after a write failure".into()
-            }
             other => format!("{} {other}", other.prefix()).into(),
         };
         Reply::Error(line)

@@ -217,9 +217,6 @@ pub enum StorageError {
     /// The WAL cannot be written (the reason as `strerror` words it): the write was refused.
     #[error("{0}")]
     Unwritable(std::sync::Arc<str>),
-    /// The database is closed for a moment while it reopens after a write failure.
-    #[error("the database is reopening after a write failure")]
-    Reopening,
     /// A WAL record the open would replay is damaged and intact ones follow it.
     #[error(
         "WAL file {} is damaged at byte {}, and intact writes follow it; `shale-server repair` recovers what is readable",

@@ -1,11 +1,11 @@
 //! The RocksDB engine.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use arc_swap::ArcSwapOption;
+use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
 use rocksdb::checkpoint::Checkpoint;
@@ -101,13 +101,11 @@ impl Default for RocksConfig {
 /// RocksDB with caches in front. The database it serves can be replaced while it runs (a
 /// replica's full sync switches to the copy it received); every call works on the one that is
 /// current when it starts. After a write failure it is reopened ([`RocksEngine::recover`]),
-/// and for that moment there is none.
+/// served read-only meanwhile.
 pub struct RocksEngine {
-    current: ArcSwapOption<Opened>,
-    /// The directory of the database served, also while it reopens.
+    current: ArcSwap<Opened>,
+    /// The directory of the database served.
     path: Mutex<PathBuf>,
-    /// The last sequence number of a database closed to reopen, for the moment it is closed.
-    closed_sequence: AtomicU64,
     health: WriteHealth,
     /// Held by a switch and a reopen, which must not interleave.
     switching: Mutex<()>,
@@ -134,6 +132,8 @@ struct Opened {
     families: FamilyIds,
     /// A damaged last record of the WAL this open dropped (a write torn by a power loss).
     torn_wal_tail: Option<WalDamage>,
+    /// Opened read-only, to serve reads until a database that failed a write reopens.
+    read_only: bool,
 }
 
 impl RocksEngine {
@@ -145,9 +145,8 @@ impl RocksEngine {
             WriteBufferManager::new_write_buffer_manager(config.memtable_budget, true);
         let opened = Opened::open(path, config, &cache, &write_buffers)?;
         let engine = RocksEngine {
-            current: ArcSwapOption::from_pointee(opened),
+            current: ArcSwap::from_pointee(opened),
             path: Mutex::new(path.to_path_buf()),
-            closed_sequence: AtomicU64::new(0),
             health: WriteHealth::default(),
             switching: Mutex::new(()),
             wal_readers: Arc::new(AtomicUsize::new(0)),
@@ -170,7 +169,7 @@ impl RocksEngine {
         let opened = Opened::open(path, &self.config, &self.cache, &self.write_buffers)?;
         let old_path = std::mem::replace(&mut *self.path.lock(), path.to_path_buf());
         let retired = Retired {
-            opened: self.current.swap(Some(Arc::new(opened))),
+            opened: self.current.swap(Arc::new(opened)),
             path: old_path,
         };
         // What was kept belongs to the old database's numbers.
@@ -189,12 +188,14 @@ impl RocksEngine {
     /// room an open needs. RocksDB cannot resume after a failed WAL write when the WAL is
     /// flushed by hand (it marks the error fatal); reopening replays what reached the WAL,
     /// and the writes that did not are gone: under `appendfsync always` none of them was
-    /// acknowledged. The caller keeps writes
-    /// out meanwhile; reads during the reopen fail with [`StorageError::Reopening`]. Writes
-    /// stay refused until [`RocksEngine::resume_writes`], once the caller has caught up with
-    /// the reopened database. `before_reopen` runs once the probe passed, to end what holds
-    /// the database open (replicas' feeds); while a WAL reader is still open, no reopen is
-    /// tried, so a reader that does not let go costs reads nothing.
+    /// acknowledged. A directory opens for writing once in a process, so the database that
+    /// failed closes first; from then until a reopen succeeds, however many tries that takes
+    /// (the room the probe found may be gone again), reads are served by the same database
+    /// opened read-only. The caller keeps writes out meanwhile; they stay refused until
+    /// [`RocksEngine::resume_writes`], once the caller has caught up with the reopened
+    /// database. `before_reopen` runs once the probe passed, to end what holds the database
+    /// open (replicas' feeds); while a WAL reader is still open, no reopen is tried, so a
+    /// reader that does not let go costs reads nothing.
     pub fn recover(&self, before_reopen: impl FnOnce()) -> Result<(), StorageError> {
         let _switching = self.switching.lock();
         if self.health.failure().is_none() {
@@ -209,31 +210,39 @@ impl RocksEngine {
         if self.wal_readers.load(Ordering::Acquire) > 0 {
             return Err(StorageError::Engine("a WAL reader is still open".into()));
         }
-        if let Some(old) = self.current.swap(None) {
-            self.closed_sequence
-                .store(old.db.latest_sequence_number(), Ordering::Relaxed);
-            // Calls that started before the swap finish on it; only then can it close.
-            let deadline = Instant::now() + REOPEN_PATIENCE;
-            while Arc::strong_count(&old) > 1 {
-                if Instant::now() >= deadline {
-                    self.current.store(Some(old));
-                    return Err(StorageError::Engine("the database is still in use".into()));
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
+        if !self.current.load().read_only {
+            self.retire_failed(&path)?;
         }
         let opened = Opened::open(&path, &self.config, &self.cache, &self.write_buffers)?;
-        self.current.store(Some(Arc::new(opened)));
-        self.recent.set_on(self.recent.is_on());
+        self.current.store(Arc::new(opened));
         self.memtable_size
             .store(self.config.write_buffer_size, Ordering::Relaxed);
         let _ = self.fit_to_free_space();
         Ok(())
     }
 
+    /// Replaces the database that failed a write by the same database opened read-only, and
+    /// waits until the failed one has closed.
+    fn retire_failed(&self, path: &Path) -> Result<(), StorageError> {
+        let stand_in = Opened::open_read_only(path, &self.config, &self.cache)?;
+        let failed = self.current.swap(Arc::new(stand_in));
+        // What was kept belongs to the failed database's numbers.
+        self.recent.set_on(self.recent.is_on());
+        // Calls that started before the swap finish on it; only then can it close.
+        let deadline = Instant::now() + REOPEN_PATIENCE;
+        while Arc::strong_count(&failed) > 1 {
+            if Instant::now() >= deadline {
+                self.current.store(failed);
+                return Err(StorageError::Engine("the database is still in use".into()));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    }
+
     /// The damaged last record of the WAL the database's open dropped, if it met one.
     pub fn torn_wal_tail(&self) -> Option<WalDamage> {
-        self.current.load().as_ref()?.torn_wal_tail.clone()
+        self.current.load().torn_wal_tail.clone()
     }
 
     /// Ends a write failure after [`RocksEngine::recover`]: writes work again, in a new
@@ -280,10 +289,9 @@ impl RocksEngine {
         if self.memtable_size.swap(size, Ordering::Relaxed) != size {
             let value = size.to_string();
             let resized = self.with(|opened| {
+                let db = opened.writable()?;
                 for cf in Cf::ALL {
-                    opened
-                        .db
-                        .set_options_cf(opened.handle(cf)?, &[("write_buffer_size", &value)])?;
+                    db.set_options_cf(opened.handle(cf)?, &[("write_buffer_size", &value)])?;
                 }
                 Ok(())
             });
@@ -313,7 +321,7 @@ impl RocksEngine {
     /// The batches written after sequence number `after`, oldest first, as RocksDB's bytes.
     /// Ends at the last batch written so far; a later call continues.
     pub fn updates_since(&self, after: u64) -> Result<WalUpdates, StorageError> {
-        let opened = self.current.load_full().ok_or(StorageError::Reopening)?;
+        let opened = self.current.load_full();
         let inner = opened.db.get_updates_since(after)?;
         self.wal_readers.fetch_add(1, Ordering::AcqRel);
         Ok(WalUpdates {
@@ -328,10 +336,7 @@ impl RocksEngine {
         &self,
         read: impl FnOnce(&Opened) -> Result<T, StorageError>,
     ) -> Result<T, StorageError> {
-        match self.current.load().as_deref() {
-            Some(opened) => read(opened),
-            None => Err(StorageError::Reopening),
-        }
+        read(&self.current.load())
     }
 
     /// Notes an error of a write as a write failure if it is one of I/O; `always` notes any
@@ -341,9 +346,7 @@ impl RocksEngine {
             return err.into();
         }
         let message = err.into_string();
-        let reason = health::reason_of(&message);
-        self.health.fail(reason);
-        StorageError::Unwritable(reason.into())
+        StorageError::Unwritable(self.health.fail(health::reason_of(&message)))
     }
 
     /// Keeps a copy of every batch written from now on, in a ring of the latest (see
@@ -391,17 +394,14 @@ impl RocksEngine {
 
 /// A database no longer served; it closes when the last handle on it is dropped.
 pub struct Retired {
-    /// None if there was none open (a reopen had failed).
-    opened: Option<Arc<Opened>>,
+    opened: Arc<Opened>,
     path: PathBuf,
 }
 
 impl Retired {
     /// Whether calls that started before the switch still use it.
     pub fn in_use(&self) -> bool {
-        self.opened
-            .as_ref()
-            .is_some_and(|o| Arc::strong_count(o) > 1)
+        Arc::strong_count(&self.opened) > 1
     }
 
     pub fn path(&self) -> &Path {
@@ -452,22 +452,13 @@ impl Opened {
     ) -> Result<Opened, StorageError> {
         health::room_to_open(path)
             .map_err(|err| StorageError::Unwritable(health::io_reason(&err).into()))?;
-        // What the WAL holds at start stays in memtables instead of being flushed at once: a
-        // start on a nearly full disk (after a write failure, or a crash) then needs only room
-        // for a new WAL, MANIFEST and OPTIONS file, not for a flush. No file is preallocated:
-        // on a nearly full disk a compaction's preallocation (24 MB for a 22 MB file, under
-        // strace) takes the free space while fallocate runs (and until the file is closed if
-        // it succeeds), and the open's own OPTIONS file or a WAL write that lands meanwhile
-        // fails. The crate has no setters.
-        let mut db_options = Options::default()
-            .get_options_from_string("avoid_flush_during_recovery=true;allow_fallocate=false")?;
+        let mut db_options = db_options(config)?;
         db_options.create_if_missing(true);
         db_options.create_missing_column_families(true);
         db_options.set_max_background_jobs(config.max_background_jobs);
         // Each open starts a new info LOG (200 KB with its dump of the options); RocksDB keeps
         // 1,000 old ones by default, which a server restarted on a nearly full disk can't spare.
         db_options.set_keep_log_file_num(10);
-        db_options.set_max_open_files(config.max_open_files);
         db_options.set_bytes_per_sync(1 << 20);
         db_options.set_wal_bytes_per_sync(512 << 10);
         if config.rate_limit > 0 {
@@ -487,46 +478,18 @@ impl Opened {
         // WAL files whose writes are all flushed move to `archive/` instead of being deleted,
         // where replicas read the writes they missed; the server deletes them (`history`).
         db_options.set_wal_ttl_seconds(WAL_KEPT_SECONDS);
-        if config.statistics {
-            db_options.enable_statistics();
-            // INFO reads tickers only; timers and histograms read the clock on every call.
-            db_options.set_statistics_level(StatsLevel::ExceptHistogramOrTimers);
-        }
 
         let open = |db_options: &Options| {
-            let descriptors = Cf::ALL.map(|cf| {
-                let options = family_options(cf, db_options, cache, config);
-                ColumnFamilyDescriptor::new(cf.name(), options)
-            });
-            DB::open_cf_descriptors(db_options, path, descriptors)
+            DB::open_cf_descriptors(db_options, path, descriptors(db_options, cache, config))
         };
-        // Only an incomplete last record (a process killed mid-write) is taken for the WAL's
-        // end; other damage fails the open, and `wal_damage` says where (see there).
-        db_options.set_wal_recovery_mode(if config.salvage_wal {
-            DBRecoveryMode::SkipAnyCorruptedRecord
-        } else {
-            DBRecoveryMode::TolerateCorruptedTailRecords
-        });
-        let (db, torn_wal_tail) = match open(&db_options) {
-            Ok(db) => (db, None),
-            Err(err) if err.kind() == rocksdb::ErrorKind::Corruption => {
-                match wal_damage::find(path) {
-                    Ok(Some(damage)) if !damage.intact_after => {
-                        db_options.set_wal_recovery_mode(DBRecoveryMode::PointInTime);
-                        let db = open(&db_options)?;
-                        // The damaged WAL stays live until what it replayed is flushed, and
-                        // the next open would meet its damage with a newer WAL's writes after.
-                        for cf in Cf::ALL {
-                            db.flush_cf(handle_in(&db, cf)?)?;
-                        }
-                        (db, Some(damage))
-                    }
-                    Ok(Some(damage)) => return Err(StorageError::DamagedWal(damage)),
-                    _ => return Err(err.into()),
-                }
+        let (db, torn_wal_tail) = open_replaying_wal(path, &mut db_options, open)?;
+        if torn_wal_tail.is_some() {
+            // The damaged WAL stays live until what it replayed is flushed, and the next
+            // open would meet its damage with a newer WAL's writes after.
+            for cf in Cf::ALL {
+                db.flush_cf(handle_in(&db, cf)?)?;
             }
-            Err(err) => return Err(err.into()),
-        };
+        }
         // Blocks a flush writes go into the block cache as well, so the reads that follow
         // (every write reads its key's metadata first) do not load them back from the new
         // file. The crate has no setter for this table option; RocksDB takes it this way.
@@ -550,10 +513,37 @@ impl Opened {
                 ],
             )?;
         }
+        Opened::new(db, db_options, config, torn_wal_tail, false)
+    }
+
+    /// The database at `path` opened read-only, which takes no lock and writes nothing: it
+    /// opens while the database open for writes is still open, and on a full disk. It holds
+    /// what the WAL holds, which is what the next open for writes replays.
+    fn open_read_only(
+        path: &Path,
+        config: &RocksConfig,
+        cache: &Cache,
+    ) -> Result<Opened, StorageError> {
+        let mut db_options = db_options(config)?;
+        let open = |db_options: &Options| {
+            let descriptors = descriptors(db_options, cache, config);
+            DB::open_cf_descriptors_read_only(db_options, path, descriptors, false)
+        };
+        let (db, torn_wal_tail) = open_replaying_wal(path, &mut db_options, open)?;
+        Opened::new(db, db_options, config, torn_wal_tail, true)
+    }
+
+    fn new(
+        db: DB,
+        options: Options,
+        config: &RocksConfig,
+        torn_wal_tail: Option<WalDamage>,
+        read_only: bool,
+    ) -> Result<Opened, StorageError> {
         let families = family_ids(&db)?;
         Ok(Opened {
             db,
-            options: db_options,
+            options,
             caches: Caches {
                 meta: RecordCache::new(config.meta_cache_size),
                 data: RecordCache::new(config.data_cache_size),
@@ -561,7 +551,19 @@ impl Opened {
             point_reads: ReadOptions::default(),
             families,
             torn_wal_tail,
+            read_only,
         })
+    }
+
+    /// The database, to write to or change; not one open read-only, which stands in for a
+    /// database that failed a write.
+    fn writable(&self) -> Result<&DB, StorageError> {
+        if self.read_only {
+            return Err(StorageError::Engine(
+                "the database is open read-only until it can be reopened".into(),
+            ));
+        }
+        Ok(&self.db)
     }
 
     fn handle(&self, cf: Cf) -> Result<&ColumnFamily, StorageError> {
@@ -738,6 +740,67 @@ fn note_written(
                 }
             }
         }
+    }
+}
+
+/// The options every open of the database shares, read-only ones included.
+fn db_options(config: &RocksConfig) -> Result<Options, StorageError> {
+    // What the WAL holds at start stays in memtables instead of being flushed at once: a
+    // start on a nearly full disk (after a write failure, or a crash) then needs only room
+    // for a new WAL, MANIFEST and OPTIONS file, not for a flush. No file is preallocated:
+    // on a nearly full disk a compaction's preallocation (24 MB for a 22 MB file, under
+    // strace) takes the free space while fallocate runs (and until the file is closed if
+    // it succeeds), and the open's own OPTIONS file or a WAL write that lands meanwhile
+    // fails. The crate has no setters.
+    let mut db_options = Options::default()
+        .get_options_from_string("avoid_flush_during_recovery=true;allow_fallocate=false")?;
+    db_options.set_max_open_files(config.max_open_files);
+    if config.statistics {
+        db_options.enable_statistics();
+        // INFO reads tickers only; timers and histograms read the clock on every call.
+        db_options.set_statistics_level(StatsLevel::ExceptHistogramOrTimers);
+    }
+    // Only an incomplete last record (a process killed mid-write) is taken for the WAL's
+    // end; other damage fails the open, and `wal_damage` says where (see there).
+    db_options.set_wal_recovery_mode(if config.salvage_wal {
+        DBRecoveryMode::SkipAnyCorruptedRecord
+    } else {
+        DBRecoveryMode::TolerateCorruptedTailRecords
+    });
+    Ok(db_options)
+}
+
+/// The column families an open names, each with its options.
+fn descriptors(
+    db_options: &Options,
+    cache: &Cache,
+    config: &RocksConfig,
+) -> [ColumnFamilyDescriptor; Cf::ALL.len()] {
+    Cf::ALL.map(|cf| {
+        let options = family_options(cf, db_options, cache, config);
+        ColumnFamilyDescriptor::new(cf.name(), options)
+    })
+}
+
+/// Opens the database at `path` with `open`, again with point-in-time recovery if the WAL's
+/// only damage is a torn last write (see `wal_damage`); returns that damage, whose writes
+/// the open dropped.
+fn open_replaying_wal(
+    path: &Path,
+    db_options: &mut Options,
+    open: impl Fn(&Options) -> Result<DB, rocksdb::Error>,
+) -> Result<(DB, Option<WalDamage>), StorageError> {
+    match open(db_options) {
+        Ok(db) => Ok((db, None)),
+        Err(err) if err.kind() == rocksdb::ErrorKind::Corruption => match wal_damage::find(path) {
+            Ok(Some(damage)) if !damage.intact_after => {
+                db_options.set_wal_recovery_mode(DBRecoveryMode::PointInTime);
+                Ok((open(db_options)?, Some(damage)))
+            }
+            Ok(Some(damage)) => Err(StorageError::DamagedWal(damage)),
+            _ => Err(err.into()),
+        },
+        Err(err) => Err(err.into()),
     }
 }
 
@@ -942,10 +1005,8 @@ impl Engine for RocksEngine {
         if let Some(reason) = self.health.failure() {
             return Err(StorageError::Unwritable(reason));
         }
-        let guard = self.current.load();
-        let Some(opened) = guard.as_deref() else {
-            return Err(StorageError::Reopening);
-        };
+        let opened = self.current.load();
+        let db = opened.writable()?;
         let mut raw = rocksdb::WriteBatch::default();
         for op in &batch.ops {
             match op {
@@ -967,9 +1028,9 @@ impl Engine for RocksEngine {
         let keeping = self.recent.is_on();
         let order = keeping.then(|| self.recent.write_order.lock());
         let kept = keeping.then(|| raw.data().to_vec());
-        let result = opened.db.write_opt(raw, &options);
+        let result = db.write_opt(raw, &options);
         if let (Ok(()), Some(bytes)) = (&result, kept) {
-            let last = opened.db.latest_sequence_number();
+            let last = db.latest_sequence_number();
             self.recent.keep(bytes, batch.ops.len() as u64, last);
         }
         drop(order);
@@ -1021,16 +1082,13 @@ impl Engine for RocksEngine {
     }
 
     fn sequence(&self) -> u64 {
-        match self.current.load().as_deref() {
-            Some(opened) => opened.db.latest_sequence_number(),
-            None => self.closed_sequence.load(Ordering::Relaxed),
-        }
+        self.current.load().db.latest_sequence_number()
     }
 
     fn flush_wal(&self) -> Result<(), StorageError> {
         self.with(|opened| {
             opened
-                .db
+                .writable()?
                 .flush_wal(false)
                 .map_err(|err| self.noted(err, true))
         })
@@ -1039,7 +1097,7 @@ impl Engine for RocksEngine {
     fn sync_wal(&self) -> Result<(), StorageError> {
         self.with(|opened| {
             opened
-                .db
+                .writable()?
                 .flush_wal(true)
                 .map_err(|err| self.noted(err, true))
         })
@@ -1052,7 +1110,7 @@ impl Engine for RocksEngine {
                 .filter_map(|&cf| opened.handle(cf).ok())
                 .collect();
             opened
-                .db
+                .writable()?
                 .flush_cfs_opt(&handles, &rocksdb::FlushOptions::default())
                 .map_err(|err| self.noted(err, true))
         })
@@ -1061,17 +1119,14 @@ impl Engine for RocksEngine {
     fn compact_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<(), StorageError> {
         self.with(|opened| {
             opened
-                .db
+                .writable()?
                 .compact_range_cf(opened.handle(cf)?, Some(start), Some(end));
             Ok(())
         })
     }
 
     fn stats(&self) -> EngineStats {
-        let guard = self.current.load();
-        let Some(opened) = guard.as_deref() else {
-            return EngineStats::default();
-        };
+        let opened = self.current.load();
         let cache_stats = |cache: &Option<RecordCache>| {
             cache
                 .as_ref()
@@ -1226,6 +1281,56 @@ mod tests {
             &engine.family_ids().expect("families")
         )
         .is_err());
+    }
+
+    /// After a write failure the database is read, read-only, from the moment the one that
+    /// failed closes until a reopen succeeds, also when a reopen fails (here because another
+    /// open holds the directory's lock, as a disk taken again would make it fail).
+    #[test]
+    fn a_database_that_failed_a_write_is_read_until_it_reopens() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("db");
+        let config = RocksConfig::default();
+        let engine = RocksEngine::open(&path, &config).expect("open");
+        let mut batch = WriteBatch::new();
+        batch.put(Cf::Meta, b"k".to_vec(), b"v".to_vec());
+        engine.write(batch).expect("write");
+        engine.sync_wal().expect("sync");
+        engine.health.fail("No space left on device");
+
+        engine.retire_failed(&path).expect("stand-in");
+        let holder = Opened::open(&path, &config, &engine.cache, &engine.write_buffers)
+            .expect("lock holder");
+        assert!(engine.recover(|| {}).is_err(), "the directory is locked");
+        assert_eq!(
+            engine.get(Cf::Meta, b"k").expect("read"),
+            Some(b"v".to_vec())
+        );
+        let mut batch = WriteBatch::new();
+        batch.put(Cf::Meta, b"j".to_vec(), b"w".to_vec());
+        assert!(matches!(
+            engine.write(batch),
+            Err(StorageError::Unwritable(_))
+        ));
+        // The stand-in is not written to, and its refusals are no new failure.
+        assert!(engine.flush_wal().is_err());
+        assert!(engine.flush_memtables().is_err());
+        assert!(engine.fit_to_free_space().is_ok());
+        assert_eq!(
+            engine.write_failure().as_deref(),
+            Some("No space left on device")
+        );
+
+        drop(holder);
+        engine.recover(|| {}).expect("reopen");
+        engine.resume_writes();
+        let mut batch = WriteBatch::new();
+        batch.put(Cf::Meta, b"j".to_vec(), b"w".to_vec());
+        engine.write(batch).expect("write after the reopen");
+        assert_eq!(
+            engine.get(Cf::Meta, b"k").expect("read"),
+            Some(b"v".to_vec())
+        );
     }
 
     /// RocksDB is built without its perf context (`.cargo/config.toml`): with counting on, a
