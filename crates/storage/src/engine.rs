@@ -206,6 +206,9 @@ pub struct EngineStats {
     pub immutable_memtables: u64,
     pub block_cache_hits: u64,
     pub block_cache_misses: u64,
+    /// CPU time of the compactions run here.
+    pub compaction_cpu_micros: u64,
+    pub compactions: crate::compaction::CompactionStats,
 }
 
 #[derive(Debug, Clone, Error)]

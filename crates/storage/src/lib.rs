@@ -17,8 +17,11 @@
 //! - `wal_damage` finds a damaged record in the WAL files an open replays.
 //! - `health` tracks whether writes work (a full disk, a read-only directory) and what room
 //!   the data directory has.
+//! - [`compaction`] sends compactions to `shale-compactor` workers (RocksDB's remote
+//!   compaction) and runs them there.
 //! - `patch` encodes the byte patches that change part of a record without rewriting it.
 
+pub mod compaction;
 mod engine;
 mod health;
 pub mod keys;

@@ -17,6 +17,7 @@ use rocksdb::{
     WriteBufferManager, WriteOptions, DB,
 };
 
+use crate::compaction::{FamilySettings, RemoteCompaction};
 use crate::engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
 use crate::health::{self, WriteHealth};
 use crate::keys::{element_prefix_len, prefix_end, INTERNAL_PREFIX};
@@ -68,6 +69,10 @@ pub struct RocksConfig {
     /// Replays every intact WAL record and skips damaged ones, wherever they lie: the first
     /// step of a repair, never a server's open.
     pub salvage_wal: bool,
+    /// Base URLs of `shale-compactor` workers that run the compactions; none compacts locally.
+    pub compaction_workers: Vec<String>,
+    /// How long a job may take on a worker before it is compacted locally instead.
+    pub compaction_remote_timeout: Duration,
 }
 
 impl Default for RocksConfig {
@@ -94,6 +99,8 @@ impl Default for RocksConfig {
             statistics: true,
             bulk_load: false,
             salvage_wal: false,
+            compaction_workers: Vec::new(),
+            compaction_remote_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -119,6 +126,8 @@ pub struct RocksEngine {
     cache: Cache,
     write_buffers: WriteBufferManager,
     recent: RecentBatches,
+    /// The workers compactions go to; outlives a switch and a reopen, as the cache does.
+    remote: Arc<RemoteCompaction>,
 }
 
 /// One open database and what belongs to it alone.
@@ -143,7 +152,9 @@ impl RocksEngine {
         let cache = Cache::new_hyper_clock_cache(config.block_cache_size, 0);
         let write_buffers =
             WriteBufferManager::new_write_buffer_manager(config.memtable_budget, true);
-        let opened = Opened::open(path, config, &cache, &write_buffers)?;
+        let remote = RemoteCompaction::new(FamilySettings::of(config));
+        remote.configure(&config.compaction_workers, config.compaction_remote_timeout);
+        let opened = Opened::open(path, config, &cache, &write_buffers, &remote)?;
         let engine = RocksEngine {
             current: ArcSwap::from_pointee(opened),
             path: Mutex::new(path.to_path_buf()),
@@ -155,6 +166,7 @@ impl RocksEngine {
             cache,
             write_buffers,
             recent: RecentBatches::default(),
+            remote,
         };
         // Fitted after the open: the WAL replays into memtables of the configured size, which
         // a replay on a nearly full disk must not fill, as a full one is flushed at once.
@@ -166,7 +178,13 @@ impl RocksEngine {
     /// calls still running on it return, when the returned handle is dropped last.
     pub fn switch_to(&self, path: &Path) -> Result<Retired, StorageError> {
         let _switching = self.switching.lock();
-        let opened = Opened::open(path, &self.config, &self.cache, &self.write_buffers)?;
+        let opened = Opened::open(
+            path,
+            &self.config,
+            &self.cache,
+            &self.write_buffers,
+            &self.remote,
+        )?;
         let old_path = std::mem::replace(&mut *self.path.lock(), path.to_path_buf());
         let retired = Retired {
             opened: self.current.swap(Arc::new(opened)),
@@ -213,7 +231,13 @@ impl RocksEngine {
         if !self.current.load().read_only {
             self.retire_failed(&path)?;
         }
-        let opened = Opened::open(&path, &self.config, &self.cache, &self.write_buffers)?;
+        let opened = Opened::open(
+            &path,
+            &self.config,
+            &self.cache,
+            &self.write_buffers,
+            &self.remote,
+        )?;
         self.current.store(Arc::new(opened));
         self.memtable_size
             .store(self.config.write_buffer_size, Ordering::Relaxed);
@@ -238,6 +262,11 @@ impl RocksEngine {
             std::thread::sleep(Duration::from_millis(1));
         }
         Ok(())
+    }
+
+    /// The workers compactions go to, and what came of them.
+    pub fn remote_compaction(&self) -> &RemoteCompaction {
+        &self.remote
     }
 
     /// The damaged last record of the WAL the database's open dropped, if it met one.
@@ -449,10 +478,13 @@ impl Opened {
         config: &RocksConfig,
         cache: &Cache,
         write_buffers: &WriteBufferManager,
+        remote: &Arc<RemoteCompaction>,
     ) -> Result<Opened, StorageError> {
         health::room_to_open(path)
             .map_err(|err| StorageError::Unwritable(health::io_reason(&err).into()))?;
+        remote.clean(path);
         let mut db_options = db_options(config)?;
+        remote.install(&mut db_options);
         db_options.create_if_missing(true);
         db_options.create_missing_column_families(true);
         db_options.set_max_background_jobs(config.max_background_jobs);
@@ -804,7 +836,14 @@ fn open_replaying_wal(
     }
 }
 
-fn family_options(cf: Cf, base: &Options, cache: &Cache, config: &RocksConfig) -> Options {
+/// A family's options, on the node and on a worker that compacts for it
+/// ([`crate::compaction::run_job`]).
+pub(crate) fn family_options(
+    cf: Cf,
+    base: &Options,
+    cache: &Cache,
+    config: &RocksConfig,
+) -> Options {
     let mut table = BlockBasedOptions::default();
     table.set_block_cache(cache);
     table.set_block_size(config.block_size);
@@ -1158,6 +1197,10 @@ impl Engine for RocksEngine {
             immutable_memtables: opened.int_property("rocksdb.num-immutable-mem-table"),
             block_cache_hits: opened.options.get_ticker_count(Ticker::BlockCacheHit),
             block_cache_misses: opened.options.get_ticker_count(Ticker::BlockCacheMiss),
+            compaction_cpu_micros: opened
+                .options
+                .get_ticker_count(Ticker::CompactionCpuTotalTime),
+            compactions: self.remote.stats(),
         }
     }
 
@@ -1299,8 +1342,14 @@ mod tests {
         engine.health.fail("No space left on device");
 
         engine.retire_failed(&path).expect("stand-in");
-        let holder = Opened::open(&path, &config, &engine.cache, &engine.write_buffers)
-            .expect("lock holder");
+        let holder = Opened::open(
+            &path,
+            &config,
+            &engine.cache,
+            &engine.write_buffers,
+            &engine.remote,
+        )
+        .expect("lock holder");
         assert!(engine.recover(|| {}).is_err(), "the directory is locked");
         assert_eq!(
             engine.get(Cf::Meta, b"k").expect("read"),

@@ -494,6 +494,26 @@ fn rocksdb(services: &Services, keyspace: &Keyspace, out: &mut String) {
         engine.pending_compaction_bytes,
     );
     line(out, "num_running_compactions", engine.running_compactions);
+    let remote = &engine.compactions;
+    line(out, "compaction_workers", remote.workers);
+    line(out, "local_compactions", remote.local);
+    line(out, "local_compaction_read_bytes", remote.local_bytes_read);
+    line(
+        out,
+        "local_compaction_cpu_seconds",
+        format!("{:.3}", engine.compaction_cpu_micros as f64 / 1e6),
+    );
+    line(out, "remote_compactions_running", remote.running);
+    line(out, "remote_compactions_done", remote.done);
+    line(out, "remote_compactions_failed", remote.failed);
+    line(out, "remote_compaction_fallbacks", remote.fallbacks);
+    line(out, "remote_compaction_read_bytes", remote.bytes_read);
+    line(out, "remote_compaction_write_bytes", remote.bytes_written);
+    line(
+        out,
+        "remote_compaction_seconds",
+        format!("{:.3}", remote.micros as f64 / 1e6),
+    );
     line(out, "num_running_flushes", engine.running_flushes);
     line(out, "num_immutable_memtables", engine.immutable_memtables);
     line(out, "is_write_stopped", engine.write_stopped as u8);

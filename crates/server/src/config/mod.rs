@@ -809,6 +809,32 @@ pub const PARAMS: &[Param] = &[
         }
     ),
     param!(
+        "compaction-workers",
+        true,
+        |c| c.rocks.compaction_workers.join(" "),
+        |c, v| {
+            let workers: Vec<String> = v.split_whitespace().map(str::to_string).collect();
+            if let Some(bad) = workers.iter().find(|w| !w.starts_with("http://")) {
+                return Err(format!("'{bad}' is not a worker's URL (http://host:port)"));
+            }
+            c.rocks.compaction_workers = workers;
+            Ok(())
+        }
+    ),
+    param!(
+        "compaction-remote-timeout",
+        true,
+        |c| c.rocks.compaction_remote_timeout.as_secs().to_string(),
+        |c, v| {
+            let seconds: u64 = parse_num(v)?;
+            if seconds == 0 {
+                return Err("argument must be at least 1 second".into());
+            }
+            c.rocks.compaction_remote_timeout = std::time::Duration::from_secs(seconds);
+            Ok(())
+        }
+    ),
+    param!(
         "rocksdb.rate-limit",
         false,
         |c| c.rocks.rate_limit.to_string(),

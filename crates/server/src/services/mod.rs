@@ -347,6 +347,10 @@ impl Services {
             .store(config.notify_keyspace_events, Ordering::Relaxed);
         self.output_limits.set(&config.output_limits);
         self.replication.configure(&config.replication);
+        self.replication.engine().remote_compaction().configure(
+            &config.rocks.compaction_workers,
+            config.rocks.compaction_remote_timeout,
+        );
         self.acl.log.set_max_len(config.acllog_max_len);
         self.acl.set_all_channels_default(config.acl_pubsub_all);
         self.acl.apply_requirepass(config.requirepass.as_deref());
