@@ -7,6 +7,7 @@
 mod args;
 mod metrics;
 
+use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -30,6 +31,7 @@ struct Worker {
 #[tokio::main]
 async fn main() {
     tracing_subscriber::fmt()
+        .with_ansi(std::io::stdout().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
@@ -63,10 +65,13 @@ async fn main() {
             std::process::exit(1);
         }
     };
-    tracing::info!(
-        "shale-compactor listening on {}:{}, {} jobs at once",
-        args.bind,
-        args.port,
+    let bound = listener.local_addr().map_or_else(
+        |_| format!("{}:{}", args.bind, args.port),
+        |a| a.to_string(),
+    );
+    // The line a supervisor (or a test) waits for: the port is known once it is printed.
+    println!(
+        "shale-compactor ready on http://{bound}, {} jobs at once",
         args.jobs
     );
     if let Err(err) = axum::serve(listener, app).await {

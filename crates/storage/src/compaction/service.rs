@@ -348,6 +348,17 @@ enum Posted {
 /// file of the size it says, whose CRC32C is the one the worker computed as it wrote it.
 fn verify(serialized: &[u8], output: &Path) -> Result<(CompactionResult, Vec<u8>), String> {
     let result = CompactionResult::parse(serialized).ok_or("not a compaction result")?;
+    // RocksDB renames the files into the database: across filesystems that fails, and
+    // RocksDB takes the failure for a fatal error of its own.
+    if let (Some(db), Ok(files)) = (output.parent().and_then(Path::parent), output.metadata()) {
+        use std::os::unix::fs::MetadataExt;
+        let db = db
+            .metadata()
+            .map_err(|err| format!("{}: {err}", db.display()))?;
+        if db.dev() != files.dev() {
+            return Err("its output is on another filesystem than the database".into());
+        }
+    }
     if result.status_code != 0 {
         return Err(format!(
             "its compaction failed (status code {})",
