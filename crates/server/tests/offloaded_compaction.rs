@@ -137,20 +137,20 @@ fn write_round(con: &mut redis::Connection, round: u64) {
         let n = round * 500 + i;
         let key = format!("s{}", n % 3000);
         pipe.cmd("SET").arg(&key).arg(value(n)).ignore();
-        if n % 7 == 0 {
+        if n.is_multiple_of(7) {
             pipe.cmd("PEXPIREAT")
                 .arg(&key)
                 .arg(FAR_FUTURE_MS + n)
                 .ignore();
         }
-        if n % 5 == 0 {
+        if n.is_multiple_of(5) {
             pipe.cmd("HSET")
                 .arg(format!("h{}", n % 40))
                 .arg(format!("f{n}"))
                 .arg(n)
                 .ignore();
         }
-        if n % 11 == 0 {
+        if n.is_multiple_of(11) {
             let member = format!("m{}", n % 300);
             pipe.cmd("ZADD")
                 .arg(format!("z{}", n % 20))
@@ -158,19 +158,19 @@ fn write_round(con: &mut redis::Connection, round: u64) {
                 .arg(member)
                 .ignore();
         }
-        if n % 13 == 0 {
+        if n.is_multiple_of(13) {
             pipe.cmd("INCRBY")
                 .arg(format!("c{}", n % 10))
                 .arg(n)
                 .ignore();
         }
-        if n % 17 == 0 {
+        if n.is_multiple_of(17) {
             pipe.cmd("APPEND")
                 .arg(format!("a{}", n % 10))
                 .arg(format!("{n},"))
                 .ignore();
         }
-        if n % 19 == 0 {
+        if n.is_multiple_of(19) {
             pipe.cmd("DEL").arg(format!("s{}", (n * 7) % 3000)).ignore();
         }
     }
