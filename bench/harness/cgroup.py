@@ -32,3 +32,34 @@ def release(name):
         os.rmdir(os.path.join(ROOT, name))
     except OSError:
         pass
+
+
+CPUSET = "/sys/fs/cgroup/cpuset"
+
+
+def pin(name, pid, cpus):
+    """Puts process `pid` (all its threads, and those it starts later) in cpuset cgroup
+    `name` of CPUs `cpus` (as "0" or "0-1"); False where none can be made."""
+    path = os.path.join(CPUSET, name)
+    if not os.path.exists(os.path.join(CPUSET, "cpuset.cpus")):
+        print(f"no cgroup v1 cpuset controller: {name} runs on every core", file=sys.stderr)
+        return False
+    try:
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(CPUSET, "cpuset.mems")) as f:
+            mems = f.read().strip()
+        for key, value in (("cpuset.mems", mems), ("cpuset.cpus", cpus), ("cgroup.procs", str(pid))):
+            with open(os.path.join(path, key), "w") as f:
+                f.write(value)
+        return True
+    except OSError as err:
+        print(f"no cpuset cgroup ({err}): {name} runs on every core", file=sys.stderr)
+        return False
+
+
+def unpin(name):
+    """Removes cpuset cgroup `name` once its processes are gone."""
+    try:
+        os.rmdir(os.path.join(CPUSET, name))
+    except OSError:
+        pass

@@ -30,7 +30,8 @@ def install_java():
 
 
 def build():
-    subprocess.run(["cargo", "build", "--release", "--bin", "shale-server", "--bin", "shale-bench"], cwd=ROOT,
+    subprocess.run(["cargo", "build", "--release", "--bin", "shale-server", "--bin", "shale-bench",
+                    "--bin", "shale-compactor"], cwd=ROOT,
                    check=True, env=dict(os.environ, CARGO_TARGET_DIR=TARGET))
     subprocess.run(["mvn", "-q", "-B", "-f", os.path.join(ROOT, "bench", "ycsb", "pom.xml"), "package"], check=True)
 
