@@ -102,6 +102,8 @@ enum Fallback {
     Unverified(String, String),
     #[error("the database is closing")]
     Closing,
+    #[error("the node could not send it: {0}")]
+    Unsendable(&'static str),
     #[error("RocksDB could not read the result")]
     Unreadable,
 }
@@ -220,7 +222,12 @@ impl RemoteCompaction {
 
     /// The verified result of job `id`, or why it is compacted locally.
     fn wait(self: &Arc<Self>, id: &str) -> Result<Vec<u8>, Fallback> {
-        let job = self.jobs.lock().get(id).cloned().ok_or(Fallback::Closing)?;
+        let job = self
+            .jobs
+            .lock()
+            .get(id)
+            .cloned()
+            .ok_or(Fallback::Unsendable("unknown job"))?;
         let (sender, receiver) = std::sync::mpsc::channel();
         let dispatcher = self.clone();
         let spawned = std::thread::Builder::new()
@@ -229,7 +236,7 @@ impl RemoteCompaction {
                 let _ = sender.send(dispatcher.dispatch(&job));
             });
         if spawned.is_err() {
-            return Err(Fallback::NoWorker);
+            return Err(Fallback::Unsendable("no thread for it"));
         }
         loop {
             match receiver.recv_timeout(CLOSING_POLL) {
@@ -240,7 +247,7 @@ impl RemoteCompaction {
                     }
                 }
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(Fallback::NoWorker)
+                    return Err(Fallback::Unsendable("its thread ended"))
                 }
             }
         }
@@ -251,7 +258,7 @@ impl RemoteCompaction {
     fn dispatch(&self, job: &Job) -> Result<Vec<u8>, Fallback> {
         let workers = self.workers.load_full();
         let (Some(db), Some(output)) = (job.db.to_str(), job.output.to_str()) else {
-            return Err(Fallback::NoWorker);
+            return Err(Fallback::Unsendable("its paths are not UTF-8"));
         };
         let request = JobRequest {
             db: db.to_string(),
@@ -491,7 +498,7 @@ unsafe extern "C" fn wait(
     let this = service(state);
     let id = CStr::from_ptr(id).to_string_lossy().into_owned();
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| this.wait(&id)))
-        .unwrap_or(Err(Fallback::NoWorker));
+        .unwrap_or(Err(Fallback::Unsendable("it panicked")));
     match outcome {
         Ok(serialized) => {
             let copy = libc::malloc(serialized.len().max(1)).cast::<u8>();
@@ -501,7 +508,7 @@ unsafe extern "C" fn wait(
                 *result_len = serialized.len();
                 return SUCCESS;
             }
-            this.fall_back(&id, &Fallback::NoWorker);
+            this.fall_back(&id, &Fallback::Unsendable("no memory for the result"));
             USE_LOCAL
         }
         Err(why) => {
