@@ -284,14 +284,18 @@ fn settle(server: &TestServer) {
     });
 }
 
-fn job_dirs(server: &TestServer) -> Vec<PathBuf> {
-    let root = server
+/// Where the node's jobs write their output.
+fn jobs_root(server: &TestServer) -> PathBuf {
+    server
         .dir
         .path()
         .join("data")
         .join("db")
-        .join("remote-compaction");
-    std::fs::read_dir(root)
+        .join("remote-compaction")
+}
+
+fn job_dirs(server: &TestServer) -> Vec<PathBuf> {
+    std::fs::read_dir(jobs_root(server))
         .map(|entries| entries.flatten().map(|e| e.path()).collect())
         .unwrap_or_default()
 }
@@ -357,56 +361,44 @@ fn bad_worker_settings_are_refused() {
     assert!(refusal.starts_with("ERR CONFIG SET failed"), "{refusal}");
 }
 
+/// Loads `server` with the workload while a reader reads; once a job runs on `worker`, does
+/// `fault` to it. Then checks the data against local compaction's, and that jobs fell back.
+fn fault_mid_job(server: &TestServer, worker: &mut Worker, fault: impl FnOnce(&mut Worker)) {
+    let expected = reference();
+    let reader = Reader::start(server);
+    let loader = std::thread::spawn({
+        let mut con = server.client();
+        move || {
+            for round in 0..ROUNDS {
+                write_round(&mut con, round);
+            }
+        }
+    });
+    wait_for("a job on the worker", Duration::from_secs(60), || {
+        worker.metric("shale_compactor_jobs_running") >= 1.0
+    });
+    fault(worker);
+    loader.join().expect("every write acknowledged");
+    assert!(reader.finish() > 0);
+    run::<()>(&mut server.client(), &["DEL", "fixed"]);
+    assert_eq!(fingerprint(server), expected);
+    assert!(compactions(server, "remote_compaction_fallbacks") >= 1);
+    assert!(compactions(server, "local_compactions") >= 1);
+}
+
 #[test]
 fn a_worker_killed_mid_job_changes_no_data() {
     let mut worker = Worker::start(&["--jobs", "1"]);
     let server = node(&[&worker], &[]);
-    let expected = reference();
-    let reader = Reader::start(&server);
-    let loader = std::thread::spawn({
-        let mut con = server.client();
-        move || {
-            for round in 0..ROUNDS {
-                write_round(&mut con, round);
-            }
-        }
-    });
-    wait_for("a job on the worker", Duration::from_secs(60), || {
-        worker.metric("shale_compactor_jobs_running") >= 1.0
-    });
-    worker.kill();
-    loader.join().expect("every write acknowledged");
-    assert!(reader.finish() > 0);
-    run::<()>(&mut server.client(), &["DEL", "fixed"]);
-    assert_eq!(fingerprint(&server), expected);
-    assert!(compactions(&server, "remote_compaction_fallbacks") >= 1);
-    assert!(compactions(&server, "local_compactions") >= 1);
+    fault_mid_job(&server, &mut worker, Worker::kill);
 }
 
 #[test]
 fn a_worker_hung_mid_job_times_out_and_changes_no_data() {
-    let worker = Worker::start(&["--jobs", "1"]);
+    let mut worker = Worker::start(&["--jobs", "1"]);
     let server = node(&[&worker], &["--compaction-remote-timeout", "1"]);
-    let expected = reference();
-    let reader = Reader::start(&server);
-    let loader = std::thread::spawn({
-        let mut con = server.client();
-        move || {
-            for round in 0..ROUNDS {
-                write_round(&mut con, round);
-            }
-        }
-    });
-    wait_for("a job on the worker", Duration::from_secs(60), || {
-        worker.metric("shale_compactor_jobs_running") >= 1.0
-    });
-    // Stopped mid-job, it still accepts connections (the kernel does) and answers nothing.
-    worker.signal("STOP");
-    loader.join().expect("every write acknowledged");
-    assert!(reader.finish() > 0);
-    run::<()>(&mut server.client(), &["DEL", "fixed"]);
-    assert_eq!(fingerprint(&server), expected);
-    assert!(compactions(&server, "remote_compaction_fallbacks") >= 1);
+    // Stopped, it still accepts connections (the kernel does) and answers nothing.
+    fault_mid_job(&server, &mut worker, |worker| worker.signal("STOP"));
 }
 
 /// What a misbehaving worker answers each job.
@@ -586,12 +578,7 @@ fn a_full_output_filesystem_is_compacted_locally() {
     let worker = Worker::start(&["--jobs", "1"]);
     let server = node(&[&worker], &[]);
     // The jobs' output directory on a filesystem of its own, too small for any output.
-    let root = server
-        .dir
-        .path()
-        .join("data")
-        .join("db")
-        .join("remote-compaction");
+    let root = jobs_root(&server);
     std::fs::create_dir_all(&root).expect("output root");
     let mounted = Command::new("mount")
         .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
