@@ -7,7 +7,8 @@ pub const USAGE: &str =
 
   --port      the HTTP port nodes send jobs to (6390)
   --bind      the address to listen on (127.0.0.1)
-  --jobs      jobs run at once, each on one thread; more wait (the number of cores)
+  --jobs      jobs run at once, each on one thread; as many more wait, and more than that
+              are refused (503) so their nodes try another worker (the number of cores)
   --path-map  FROM=TO: a node's path prefix FROM is TO here (shared storage mounted
               elsewhere); may be given more than once
 

@@ -22,8 +22,11 @@ use tokio::sync::Semaphore;
 use metrics::Metrics;
 
 struct Worker {
-    /// One permit per job run at once; jobs beyond wait for one.
-    jobs: Semaphore,
+    /// One permit per job run at once.
+    jobs: Arc<Semaphore>,
+    /// One permit per job taken, running or waiting for a job's permit: as many wait as run,
+    /// and a job beyond is answered 503, so its node tries another worker.
+    taken: Semaphore,
     path_maps: Vec<PathMap>,
     metrics: Metrics,
 }
@@ -48,7 +51,8 @@ async fn main() {
         }
     };
     let worker = Arc::new(Worker {
-        jobs: Semaphore::new(args.jobs),
+        jobs: Arc::new(Semaphore::new(args.jobs)),
+        taken: Semaphore::new(args.jobs * 2),
         path_maps: args.path_maps,
         metrics: Metrics::default(),
     });
@@ -83,7 +87,11 @@ async fn main() {
 /// `POST /compact`: runs a job, answering once it is done. A node that stops waiting (its
 /// timeout, its shutdown) drops the connection, which cancels the job.
 async fn compact(State(worker): State<Arc<Worker>>, Json(request): Json<JobRequest>) -> Response {
-    let Ok(_permit) = worker.jobs.acquire().await else {
+    let Ok(_taken) = worker.taken.try_acquire() else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "busy\n").into_response();
+    };
+    // Held by the job itself, which runs on after a cancel until RocksDB sees it.
+    let Ok(permit) = worker.jobs.clone().acquire_owned().await else {
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
     };
     let cancel = Arc::new(Cancel::new());
@@ -92,7 +100,11 @@ async fn compact(State(worker): State<Arc<Worker>>, Json(request): Json<JobReque
     let started = Instant::now();
     let job = {
         let worker = worker.clone();
-        tokio::task::spawn_blocking(move || run_job(&request, &worker.path_maps, &cancel))
+        tokio::task::spawn_blocking(move || {
+            let done = run_job(&request, &worker.path_maps, &cancel);
+            drop(permit);
+            done
+        })
     };
     let outcome = job.await;
     drop(running);

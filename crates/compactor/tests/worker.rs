@@ -96,30 +96,41 @@ fn health_metrics_and_bad_jobs() {
     assert_eq!(status, 400);
     let (status, _) = worker.request("POST", "/compact", r#"{"db":"/x"}"#);
     assert_eq!(status, 422);
-    // A job the worker cannot run: a family Shale does not have, an input that is not base64,
-    // a database that is not there.
+    // Jobs the worker cannot run: a family Shale does not have, an input that is not base64,
+    // one whose input compacts another family (or none), a database that is not there.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let output = dir.path().join("out");
     let job = |family: &str, input: &str| {
         format!(
-            r#"{{"db":"/nonexistent/db","output":"/tmp/shale-compactor-test-out","family":"{family}","settings":{{"block_size":4096,"bloom_bits_per_key":10.0,"min_blob_size":0}},"input":"{input}"}}"#
+            r#"{{"db":"/nonexistent/db","output":"{}","family":"{family}","settings":{{"block_size":4096,"bloom_bits_per_key":10.0,"min_blob_size":0}},"input":"{input}"}}"#,
+            output.display()
         )
     };
-    let (status, body) = worker.request("POST", "/compact", &job("nope", "AQAAAA=="));
-    assert_eq!(
-        (status, body.as_str()),
-        (400, "bad job: unknown column family\n")
-    );
-    let (status, body) = worker.request("POST", "/compact", &job("meta", "!!"));
-    assert_eq!(
-        (status, body.as_str()),
-        (400, "bad job: input is not base64\n")
-    );
-    let (status, _) = worker.request("POST", "/compact", &job("meta", "AQAAAGdhcmJhZ2U="));
-    assert_eq!(status, 500);
+    // RocksDB's serialized input of a compaction of family `meta`.
+    let meta = "AQAAAGNmX25hbWU9NkQ2NTc0NjE7aW5wdXRfZmlsZXM9O29wdGlvbnNfZmlsZV9udW1iZXI9MTs=";
+    for (family, input, answer) in [
+        ("nope", meta, "bad job: unknown column family\n"),
+        ("meta", "!!", "bad job: input is not base64\n"),
+        (
+            "data",
+            meta,
+            "bad job: the input compacts another column family\n",
+        ),
+        (
+            "meta",
+            "AQAAAGdhcmJhZ2U=",
+            "bad job: the input compacts another column family\n",
+        ),
+    ] {
+        let (status, body) = worker.request("POST", "/compact", &job(family, input));
+        assert_eq!((status, body.as_str()), (400, answer), "{family} {input}");
+    }
+    let (status, body) = worker.request("POST", "/compact", &job("meta", meta));
+    assert_eq!(status, 500, "{body}");
     let (status, metrics) = worker.request("GET", "/metrics", "");
     assert_eq!(status, 200);
     assert!(
-        metrics.contains("shale_compactor_jobs_failed_total 3"),
+        metrics.contains("shale_compactor_jobs_failed_total 5"),
         "{metrics}"
     );
-    let _ = std::fs::remove_dir_all("/tmp/shale-compactor-test-out");
 }

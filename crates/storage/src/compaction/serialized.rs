@@ -7,7 +7,9 @@
 //! The format is RocksDB's options-string serialization (`compaction_service_job.cc`): a
 //! little-endian format version (1), then `name=value;` fields, a struct's value in braces,
 //! a vector's elements between `:` (an element in braces if it holds a `:`, the whole
-//! vector in braces if it holds a `=`), strings hex-encoded, `\` escaping a character.
+//! vector in braces if it holds a `=`), strings hex-encoded. What RocksDB would read
+//! differently from this reader is refused: a name given twice (RocksDB keeps the last), spaces
+//! around a name or value (RocksDB trims them), braces nested deeper than a result's.
 
 use std::ops::Range;
 
@@ -32,6 +34,8 @@ pub(crate) struct OutputFile {
 
 const FORMAT_VERSION: u32 = 1;
 const HEADER: usize = 4;
+/// Deeper than any result RocksDB writes (5 levels).
+const MAX_DEPTH: usize = 16;
 
 /// The body of a serialized input or result, after its format version.
 fn body(serialized: &[u8]) -> Option<&[u8]> {
@@ -39,12 +43,24 @@ fn body(serialized: &[u8]) -> Option<&[u8]> {
     (version == FORMAT_VERSION).then(|| &serialized[HEADER..])
 }
 
-/// The names of the table files a serialized `CompactionServiceInput` compacts.
-pub(crate) fn input_files(serialized: &[u8]) -> Option<Vec<String>> {
+/// The value of top-level field `name` of a serialized input or result, and its body.
+fn field<'a>(serialized: &'a [u8], name: &[u8]) -> Option<(&'a [u8], Range<usize>)> {
     let body = body(serialized)?;
     let (_, span) = fields(body, 0..body.len())?
         .into_iter()
-        .find(|(name, _)| *name == b"input_files")?;
+        .find(|(field, _)| *field == name)?;
+    Some((body, span))
+}
+
+/// The column family a serialized `CompactionServiceInput` compacts.
+pub(crate) fn input_family(serialized: &[u8]) -> Option<String> {
+    let (body, span) = field(serialized, b"cf_name")?;
+    String::from_utf8(unhex(&body[span])?).ok()
+}
+
+/// The names of the table files a serialized `CompactionServiceInput` compacts.
+pub(crate) fn input_files(serialized: &[u8]) -> Option<Vec<String>> {
+    let (body, span) = field(serialized, b"input_files")?;
     if span.is_empty() {
         return Some(Vec::new());
     }
@@ -144,27 +160,43 @@ fn output_files(body: &[u8], span: Range<usize>) -> Option<Vec<OutputFile>> {
 
 /// The `name=value` fields between `;` in `span`, each value's span (braces included).
 fn fields(body: &[u8], span: Range<usize>) -> Option<Vec<(&[u8], Range<usize>)>> {
-    split(body, span, b';')?
-        .into_iter()
-        .filter(|field| !field.is_empty())
-        .map(|field| {
-            let eq = body[field.clone()].iter().position(|&b| b == b'=')?;
-            Some((
-                &body[field.start..field.start + eq],
-                field.start + eq + 1..field.end,
-            ))
-        })
-        .collect()
+    let mut fields: Vec<(&[u8], Range<usize>)> = Vec::new();
+    for field in split(body, span, b';')? {
+        if field.is_empty() {
+            continue;
+        }
+        let eq = body[field.clone()].iter().position(|&b| b == b'=')?;
+        let (name, value) = (
+            &body[field.start..field.start + eq],
+            field.start + eq + 1..field.end,
+        );
+        let spaced = |text: &[u8]| {
+            text.first().is_some_and(u8::is_ascii_whitespace)
+                || text.last().is_some_and(u8::is_ascii_whitespace)
+        };
+        if name.is_empty() || spaced(name) || spaced(&body[value.clone()]) {
+            return None;
+        }
+        if fields.iter().any(|(seen, _)| *seen == name) {
+            return None;
+        }
+        fields.push((name, value));
+    }
+    Some(fields)
 }
 
-/// The parts of `span` between `separator`s outside braces and escapes.
+/// The parts of `span` between `separator`s outside braces.
 fn split(body: &[u8], span: Range<usize>, separator: u8) -> Option<Vec<Range<usize>>> {
     let mut parts = Vec::new();
-    let (mut depth, mut start, mut i) = (0usize, span.start, span.start);
-    while i < span.end {
+    let (mut depth, mut start) = (0usize, span.start);
+    for i in span.clone() {
         match body[i] {
-            b'\\' => i += 1,
-            b'{' => depth += 1,
+            b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return None;
+                }
+            }
             b'}' => depth = depth.checked_sub(1)?,
             b if b == separator && depth == 0 => {
                 parts.push(start..i);
@@ -172,9 +204,8 @@ fn split(body: &[u8], span: Range<usize>, separator: u8) -> Option<Vec<Range<usi
             }
             _ => {}
         }
-        i += 1;
     }
-    if depth != 0 || i > span.end {
+    if depth != 0 {
         return None;
     }
     parts.push(start..span.end);
@@ -300,6 +331,17 @@ mod tests {
         assert!(CompactionResult::parse(&serialized(bad_code)).is_none());
         let odd_hex = "status={code=0};output_path=ABC;output_files=";
         assert!(CompactionResult::parse(&serialized(odd_hex)).is_none());
+        // What RocksDB would read otherwise: a field given twice, spaces around a name.
+        let twice = "status={code=0};output_path=;output_files=;output_files=;";
+        assert!(CompactionResult::parse(&serialized(twice)).is_none());
+        let spaced = "status={code=0};output_path=; output_files=";
+        assert!(CompactionResult::parse(&serialized(spaced)).is_none());
+        let deep = format!(
+            "status={{code=0}};output_path=;output_files={}{}",
+            "{".repeat(100),
+            "}".repeat(100)
+        );
+        assert!(CompactionResult::parse(&serialized(&deep)).is_none());
     }
 
     #[test]
@@ -308,6 +350,7 @@ mod tests {
             input_files(INPUT).expect("parses"),
             ["000041.sst", "000039.sst", "000036.sst", "000034.sst"]
         );
+        assert_eq!(input_family(INPUT).as_deref(), Some("meta"));
         assert_eq!(input_files(&serialized("input_files=;")), Some(Vec::new()));
         assert_eq!(input_files(&serialized("cf_name=6D657461;")), None);
     }

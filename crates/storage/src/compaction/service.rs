@@ -29,6 +29,8 @@ const USE_LOCAL: c_int = librocksdb_sys::rocksdb_compactionservice_jobstatus_use
 /// How often a wait looks whether the database is closing.
 const CLOSING_POLL: Duration = Duration::from_millis(50);
 const CRC32C: &[u8] = b"FileChecksumCrc32c";
+/// The longest reply read from a worker: a result is a few KB per output file.
+const MAX_REPLY: u64 = 8 << 20;
 
 /// The workers a node sends its compactions to, and what came of them.
 pub struct RemoteCompaction {
@@ -41,7 +43,6 @@ pub struct RemoteCompaction {
     /// Names this process's jobs apart from those of an earlier one in the same directory.
     session: String,
     job_count: AtomicU64,
-    closing: AtomicBool,
     agent: ureq::Agent,
     counts: Counts,
 }
@@ -125,7 +126,6 @@ impl RemoteCompaction {
             jobs: Mutex::new(HashMap::new()),
             session: format!("{:x}-{:x}", nanos, std::process::id()),
             job_count: AtomicU64::new(0),
-            closing: AtomicBool::new(false),
             agent,
             counts: Counts::default(),
         })
@@ -160,8 +160,13 @@ impl RemoteCompaction {
     }
 
     /// Makes `options` send compactions here; with no workers each is compacted locally.
+    /// Each database opened with them has a service of its own, which closes with it.
     pub(crate) fn install(self: &Arc<Self>, options: &mut Options) {
-        let state = Arc::into_raw(self.clone()) as *mut c_void;
+        let installed = Installed {
+            remote: self.clone(),
+            closing: AtomicBool::new(false),
+        };
+        let state = Arc::into_raw(Arc::new(installed)) as *mut c_void;
         // SAFETY: `state` is an `Arc` released by `destroy` when RocksDB drops the service;
         // the callbacks only borrow it. The name is copied.
         unsafe {
@@ -195,7 +200,7 @@ impl RemoteCompaction {
     }
 
     fn schedule(&self, db: &str, family: &str, input: &[u8]) -> Option<String> {
-        if self.workers.load().is_empty() || self.closing.load(Ordering::Acquire) {
+        if self.workers.load().is_empty() || db.is_empty() {
             return None;
         }
         let db = PathBuf::from(db);
@@ -206,22 +211,25 @@ impl RemoteCompaction {
             self.job_count.fetch_add(1, Ordering::Relaxed)
         );
         let output = db.join(OUTPUT_DIR).join(&id);
-        if let Err(err) = std::fs::create_dir_all(&output) {
-            tracing::warn!("remote compaction: creating {}: {err}", output.display());
-            return None;
-        }
         let job = Job {
             family: family.to_string(),
             db,
-            output,
+            output: output.clone(),
             input: input.to_vec(),
         };
+        // Known before its directory exists, so a `clean` meanwhile leaves the directory be.
         self.jobs.lock().insert(id.clone(), job);
+        if let Err(err) = std::fs::create_dir_all(&output) {
+            tracing::warn!("remote compaction: creating {}: {err}", output.display());
+            self.jobs.lock().remove(&id);
+            return None;
+        }
         Some(id)
     }
 
-    /// The verified result of job `id`, or why it is compacted locally.
-    fn wait(self: &Arc<Self>, id: &str) -> Result<Vec<u8>, Fallback> {
+    /// The verified result of job `id`, or why it is compacted locally; gives up when
+    /// `closing` is set (its database closes).
+    fn wait(self: &Arc<Self>, id: &str, closing: &AtomicBool) -> Result<Vec<u8>, Fallback> {
         let job = self
             .jobs
             .lock()
@@ -242,7 +250,7 @@ impl RemoteCompaction {
             match receiver.recv_timeout(CLOSING_POLL) {
                 Ok(outcome) => return outcome,
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    if self.closing.load(Ordering::Acquire) {
+                    if closing.load(Ordering::Acquire) {
                         return Err(Fallback::Closing);
                     }
                 }
@@ -333,7 +341,7 @@ impl RemoteCompaction {
         response
             .body_mut()
             .with_config()
-            .limit(64 << 20)
+            .limit(MAX_REPLY)
             .read_json()
             .map_err(|err| Posted::Failed(format!("reading its answer: {err}")))
     }
@@ -372,7 +380,14 @@ fn verify(serialized: &[u8], output: &Path) -> Result<(CompactionResult, Vec<u8>
             result.status_code
         ));
     }
-    for file in &result.output_files {
+    for (i, file) in result.output_files.iter().enumerate() {
+        // RocksDB would rename the first and fail on the second: a background error.
+        if result.output_files[..i]
+            .iter()
+            .any(|earlier| earlier.file_name == file.file_name)
+        {
+            return Err("it names a file twice".into());
+        }
         let name = std::str::from_utf8(&file.file_name).map_err(|_| "a file name is not UTF-8")?;
         let number = name.strip_suffix(".sst").unwrap_or("");
         if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
@@ -414,17 +429,24 @@ fn crc32c_of(path: &Path) -> std::io::Result<u32> {
     }
 }
 
-/// The `RemoteCompaction` a callback's state points to, as an `Arc` of its own.
+/// One open database's service: the shared workers and counts, and whether the database is
+/// closing (RocksDB's `CancelAwaitingJobs`, at every close).
+struct Installed {
+    remote: Arc<RemoteCompaction>,
+    closing: AtomicBool,
+}
+
+/// The `Installed` a callback's state points to, as an `Arc` of its own.
 ///
 /// # Safety
 /// `state` is the pointer `install` made from an `Arc`, still held by the service.
-unsafe fn service(state: *mut c_void) -> Arc<RemoteCompaction> {
-    let this = state as *const RemoteCompaction;
+unsafe fn installed(state: *mut c_void) -> Arc<Installed> {
+    let this = state as *const Installed;
     Arc::increment_strong_count(this);
     Arc::from_raw(this)
 }
 
-/// Reads a callback's text argument.
+/// Reads a callback's text argument; "" if it is not UTF-8.
 ///
 /// # Safety
 /// `text` points to `len` readable bytes.
@@ -435,8 +457,13 @@ unsafe fn text<'a>(text: *const c_char, len: usize) -> &'a str {
     std::str::from_utf8(std::slice::from_raw_parts(text.cast::<u8>(), len)).unwrap_or("")
 }
 
+/// Runs a callback's body; a panic in it (a bug) must not unwind into RocksDB's C++.
+fn guarded<T>(otherwise: T, body: impl FnOnce() -> T) -> T {
+    std::panic::catch_unwind(AssertUnwindSafe(body)).unwrap_or(otherwise)
+}
+
 unsafe extern "C" fn destroy(state: *mut c_void) {
-    drop(Arc::from_raw(state as *const RemoteCompaction));
+    drop(Arc::from_raw(state as *const Installed));
 }
 
 unsafe extern "C" fn schedule(
@@ -445,26 +472,30 @@ unsafe extern "C" fn schedule(
     input: *const c_char,
     input_len: usize,
 ) -> *mut librocksdb_sys::rocksdb_compactionservice_scheduleresponse_t {
-    let scheduled = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        let this = service(state);
-        let (mut db_len, mut family_len) = (0, 0);
-        let db = librocksdb_sys::rocksdb_compactionservice_jobinfo_t_get_db_name(info, &mut db_len);
-        let family =
-            librocksdb_sys::rocksdb_compactionservice_jobinfo_t_get_cf_name(info, &mut family_len);
-        let input = std::slice::from_raw_parts(input.cast::<u8>(), input_len);
-        this.schedule(text(db, db_len), text(family, family_len), input)
-    }));
+    let installed = installed(state);
+    let remote = &installed.remote;
+    let (mut db_len, mut family_len) = (0, 0);
+    let db = text(
+        librocksdb_sys::rocksdb_compactionservice_jobinfo_t_get_db_name(info, &mut db_len),
+        db_len,
+    );
+    let family = text(
+        librocksdb_sys::rocksdb_compactionservice_jobinfo_t_get_cf_name(info, &mut family_len),
+        family_len,
+    );
+    let input = std::slice::from_raw_parts(input.cast::<u8>(), input_len);
+    let scheduled = guarded(None, || {
+        if installed.closing.load(Ordering::Acquire) {
+            return None;
+        }
+        remote
+            .schedule(db, family, input)
+            .and_then(|id| CString::new(id).ok())
+    });
     let mut error = std::ptr::null_mut();
-    match scheduled
-        .ok()
-        .flatten()
-        .and_then(|id| CString::new(id).ok())
-    {
+    match scheduled {
         Some(id) => {
-            service(state)
-                .counts
-                .running
-                .fetch_add(1, Ordering::Relaxed);
+            remote.counts.running.fetch_add(1, Ordering::Relaxed);
             librocksdb_sys::rocksdb_compactionservice_scheduleresponse_create(
                 id.as_ptr(),
                 SUCCESS,
@@ -472,16 +503,14 @@ unsafe extern "C" fn schedule(
             )
         }
         None => {
-            let counts = &service(state).counts;
-            counts.local.fetch_add(1, Ordering::Relaxed);
-            let input = std::slice::from_raw_parts(input.cast::<u8>(), input_len);
-            let mut db_len = 0;
-            let db =
-                librocksdb_sys::rocksdb_compactionservice_jobinfo_t_get_db_name(info, &mut db_len);
-            counts.local_bytes_read.fetch_add(
-                input_bytes(input, Path::new(text(db, db_len))),
-                Ordering::Relaxed,
-            );
+            guarded((), || {
+                let counts = &remote.counts;
+                counts.local.fetch_add(1, Ordering::Relaxed);
+                if !db.is_empty() {
+                    let bytes = input_bytes(input, Path::new(db));
+                    counts.local_bytes_read.fetch_add(bytes, Ordering::Relaxed);
+                }
+            });
             librocksdb_sys::rocksdb_compactionservice_scheduleresponse_create_with_status(
                 USE_LOCAL, &mut error,
             )
@@ -495,11 +524,13 @@ unsafe extern "C" fn wait(
     result: *mut *mut c_char,
     result_len: *mut usize,
 ) -> c_int {
-    let this = service(state);
+    let installed = installed(state);
+    let remote = &installed.remote;
     let id = CStr::from_ptr(id).to_string_lossy().into_owned();
-    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| this.wait(&id)))
-        .unwrap_or(Err(Fallback::Unsendable("it panicked")));
-    match outcome {
+    let outcome = guarded(Err(Fallback::Unsendable("it panicked")), || {
+        remote.wait(&id, &installed.closing)
+    });
+    let why = match outcome {
         Ok(serialized) => {
             let copy = libc::malloc(serialized.len().max(1)).cast::<u8>();
             if !copy.is_null() {
@@ -508,14 +539,12 @@ unsafe extern "C" fn wait(
                 *result_len = serialized.len();
                 return SUCCESS;
             }
-            this.fall_back(&id, &Fallback::Unsendable("no memory for the result"));
-            USE_LOCAL
+            Fallback::Unsendable("no memory for the result")
         }
-        Err(why) => {
-            this.fall_back(&id, &why);
-            USE_LOCAL
-        }
-    }
+        Err(why) => why,
+    };
+    guarded((), || remote.fall_back(&id, &why));
+    USE_LOCAL
 }
 
 impl RemoteCompaction {
@@ -536,26 +565,29 @@ impl RemoteCompaction {
 }
 
 unsafe extern "C" fn cancel_awaiting_jobs(state: *mut c_void) {
-    service(state).closing.store(true, Ordering::Release);
+    installed(state).closing.store(true, Ordering::Release);
 }
 
 unsafe extern "C" fn on_installation(state: *mut c_void, id: *const c_char, status: c_int) {
-    let this = service(state);
+    let installed = installed(state);
+    let remote = &installed.remote;
     let id = CStr::from_ptr(id).to_string_lossy().into_owned();
-    let counts = &this.counts;
-    match status {
-        SUCCESS => {
-            counts.running.fetch_sub(1, Ordering::Relaxed);
-            counts.done.fetch_add(1, Ordering::Relaxed);
-            this.finish(&id);
+    guarded((), || {
+        let counts = &remote.counts;
+        match status {
+            SUCCESS => {
+                counts.running.fetch_sub(1, Ordering::Relaxed);
+                counts.done.fetch_add(1, Ordering::Relaxed);
+                remote.finish(&id);
+            }
+            // RocksDB could not read the result after all and compacts locally.
+            USE_LOCAL => remote.fall_back(&id, &Fallback::Unreadable),
+            _ => {
+                tracing::error!("remote compaction {id}: RocksDB could not install its result");
+                counts.running.fetch_sub(1, Ordering::Relaxed);
+                counts.failed.fetch_add(1, Ordering::Relaxed);
+                remote.finish(&id);
+            }
         }
-        // RocksDB could not read the result after all and compacts locally.
-        USE_LOCAL => this.fall_back(&id, &Fallback::Unreadable),
-        _ => {
-            tracing::error!("remote compaction {id}: RocksDB could not install its result");
-            counts.running.fetch_sub(1, Ordering::Relaxed);
-            counts.failed.fetch_add(1, Ordering::Relaxed);
-            this.finish(&id);
-        }
-    }
+    });
 }

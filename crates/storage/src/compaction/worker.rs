@@ -110,6 +110,11 @@ pub fn run_job(
         .find(|cf| cf.name() == request.family)
         .ok_or_else(|| bad("unknown column family"))?;
     let input = decode(&request.input).ok_or_else(|| bad("input is not base64"))?;
+    // The family the options are built for must be the one RocksDB compacts: one the database
+    // lacks would crash OpenAndCompact, another would run under the wrong merge operator.
+    if serialized::input_family(&input).as_deref() != Some(family.name()) {
+        return Err(bad("the input compacts another column family"));
+    }
     let db = map_path(maps, Path::new(&request.db));
     let output = map_path(maps, Path::new(&request.output));
     let c_path = |path: &Path| {
