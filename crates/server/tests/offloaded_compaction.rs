@@ -656,3 +656,26 @@ fn two_nodes_share_two_workers_and_one_killed_mid_load_changes_no_data() {
         assert_eq!(fingerprint(server), expected);
     }
 }
+
+/// A replica's full sync opens the copy it received and closes the database it had (RocksDB
+/// then cancels that database's waits for good): the new database's jobs still go to the
+/// worker.
+#[test]
+fn a_replica_sends_its_jobs_after_a_full_sync() {
+    let worker = Worker::start(&["--jobs", "1"]);
+    let master = node(&[], &[]);
+    let replica = node(&[&worker], &[]);
+    run::<()>(&mut master.client(), &["SET", "before", "the sync"]);
+    let port = master.port.to_string();
+    run::<()>(&mut replica.client(), &["REPLICAOF", "127.0.0.1", &port]);
+    wait_for("the replica's link", Duration::from_secs(60), || {
+        common::info_text(&mut replica.client(), "replication", "master_link_status") == "up"
+    });
+    load(&master);
+    wait_for(
+        "a remote compaction on the replica",
+        Duration::from_secs(60),
+        || compactions(&replica, "remote_compactions_done") >= 1,
+    );
+    assert_eq!(compactions(&replica, "remote_compaction_fallbacks"), 0);
+}
