@@ -302,7 +302,9 @@ fn job_dirs(server: &TestServer) -> Vec<PathBuf> {
 
 #[test]
 fn compactions_run_on_the_worker_and_change_no_data() {
-    let worker = Worker::start(&["--jobs", "1"]);
+    // Two running and four taken: more than the node's three compactions at once, so none
+    // is turned away busy.
+    let worker = Worker::start(&["--jobs", "2"]);
     let server = node(&[&worker], &[]);
     load_and_check(&server);
     settle(&server);
@@ -662,7 +664,7 @@ fn two_nodes_share_two_workers_and_one_killed_mid_load_changes_no_data() {
 /// worker.
 #[test]
 fn a_replica_sends_its_jobs_after_a_full_sync() {
-    let worker = Worker::start(&["--jobs", "1"]);
+    let worker = Worker::start(&["--jobs", "2"]);
     let master = node(&[], &[]);
     let replica = node(&[&worker], &[]);
     run::<()>(&mut master.client(), &["SET", "before", "the sync"]);
