@@ -276,11 +276,21 @@ fn wait_for(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) {
     }
 }
 
-/// Waits until no compaction runs, here or on a worker.
+/// Waits until no flush or compaction runs or is due, here or on a worker, for 20 polls in a
+/// row: a flush that ends can start another compaction a moment after a quiet poll.
 fn settle(server: &TestServer) {
+    let mut quiet = 0;
     wait_for("compactions to end", Duration::from_secs(60), || {
-        compactions(server, "num_running_compactions") == 0
-            && compactions(server, "remote_compactions_running") == 0
+        let idle = [
+            "num_running_flushes",
+            "num_running_compactions",
+            "remote_compactions_running",
+            "estimate_pending_compaction_bytes",
+        ]
+        .iter()
+        .all(|field| compactions(server, field) == 0);
+        quiet = if idle { quiet + 1 } else { 0 };
+        quiet >= 20
     });
 }
 
