@@ -307,28 +307,15 @@ OFFLOAD_HEADING = "## Offloaded compaction"
 
 
 @dataclass
-class OffloadRun:
-    """One setup's load of the founding workload, and the compactions after it."""
-    name: str
-    load_seconds: float = 0.0
-    value_bytes: int = 0
-    settled: float = 0.0
+class OffloadRun(Run):
+    """One setup's load of the founding workload, and the compactions after it (no reads)."""
     node_cpu: float = 0.0
     worker_cpu: float = 0.0
-    written: int = 0
     # MSETs of 32 each second of the load.
     per_second: list = field(default_factory=list)
     remote_jobs: int = 0
     fallbacks: int = 0
     pinned: bool = False
-
-    @property
-    def load_mb_s(self):
-        return self.value_bytes / 2**20 / self.load_seconds
-
-    @property
-    def settled_mb_s(self):
-        return self.value_bytes / 2**20 / (self.load_seconds + self.settled)
 
     def per_gib(self, seconds):
         return seconds / (self.value_bytes / 2**30)
@@ -336,7 +323,7 @@ class OffloadRun:
 
 def offload_run(chosen, work, keys, limit):
     """The founding load on one setup, fresh, and the compactions it leaves."""
-    run = OffloadRun(chosen.name)
+    run = OffloadRun(chosen.name, keys)
     with offload.Running(chosen, work, limit, "shale-founding") as running:
         server = running.server
         target = ["-h", server.host, "-port", str(server.port)]

@@ -64,6 +64,10 @@ class Running:
         return self
 
     def __exit__(self, *exc):
+        self.stop()
+
+    def stop(self):
+        """Stops the node and its worker and removes their cgroups."""
         self.server.stop()
         if self.worker:
             self.worker.send_signal(signal.SIGTERM)

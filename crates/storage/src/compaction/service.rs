@@ -228,7 +228,8 @@ impl RemoteCompaction {
     }
 
     /// The verified result of job `id`, or why it is compacted locally; gives up when
-    /// `closing` is set (its database closes).
+    /// `closing` is set (its database closes). A result counts once it is handed to RocksDB,
+    /// not when a dispatch nobody waits for any more ends.
     fn wait(self: &Arc<Self>, id: &str, closing: &AtomicBool) -> Result<Vec<u8>, Fallback> {
         let job = self
             .jobs
@@ -248,7 +249,16 @@ impl RemoteCompaction {
         }
         loop {
             match receiver.recv_timeout(CLOSING_POLL) {
-                Ok(outcome) => return outcome,
+                Ok(outcome) => {
+                    let verified = outcome?;
+                    let c = &self.counts;
+                    c.micros.fetch_add(verified.micros, Ordering::Relaxed);
+                    c.bytes_read
+                        .fetch_add(verified.bytes_read, Ordering::Relaxed);
+                    c.bytes_written
+                        .fetch_add(verified.bytes_written, Ordering::Relaxed);
+                    return Ok(verified.serialized);
+                }
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                     if closing.load(Ordering::Acquire) {
                         return Err(Fallback::Closing);
@@ -263,7 +273,7 @@ impl RemoteCompaction {
 
     /// Sends `job` to the workers in turn, from the next one, until one takes it; a worker
     /// that took it and failed is not retried elsewhere (local compaction is as quick).
-    fn dispatch(&self, job: &Job) -> Result<Vec<u8>, Fallback> {
+    fn dispatch(&self, job: &Job) -> Result<Verified, Fallback> {
         let workers = self.workers.load_full();
         let (Some(db), Some(output)) = (job.db.to_str(), job.output.to_str()) else {
             return Err(Fallback::Unsendable("its paths are not UTF-8"));
@@ -287,16 +297,14 @@ impl RemoteCompaction {
             };
             let serialized = decode(&reply.result)
                 .ok_or_else(|| Fallback::Unverified(worker.clone(), "not base64".into()))?;
-            let verified = verify(&serialized, &job.output)
+            let (result, serialized) = verify(&serialized, &job.output)
                 .map_err(|why| Fallback::Unverified(worker.clone(), why))?;
-            let c = &self.counts;
-            c.micros
-                .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-            c.bytes_read
-                .fetch_add(input_bytes(&job.input, &job.db), Ordering::Relaxed);
-            c.bytes_written
-                .fetch_add(verified.0.bytes_written(), Ordering::Relaxed);
-            return Ok(verified.1);
+            return Ok(Verified {
+                serialized,
+                bytes_read: input_bytes(&job.input, &job.db),
+                bytes_written: result.bytes_written(),
+                micros: started.elapsed().as_micros() as u64,
+            });
         }
         Err(Fallback::NoWorker)
     }
@@ -356,6 +364,14 @@ impl RemoteCompaction {
 enum Posted {
     NotTaken,
     Failed(String),
+}
+
+/// A worker's result that checked out, pointed at the node's job directory, with its figures.
+struct Verified {
+    serialized: Vec<u8>,
+    bytes_read: u64,
+    bytes_written: u64,
+    micros: u64,
 }
 
 /// Checks a worker's result against the files in `output` (the job's directory as the node
