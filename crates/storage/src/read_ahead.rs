@@ -15,7 +15,7 @@ use crate::engine::{Cf, Engine, EngineStats, ScanDirection, StorageError, WriteB
 
 pub struct ReadAhead {
     base: Arc<dyn Engine>,
-    records: Mutex<[Records; 4]>,
+    records: Mutex<[Records; Cf::ALL.len()]>,
 }
 
 /// The records of one family, in the order they were read.
