@@ -21,8 +21,8 @@ fn fill(con: &mut redis::Connection, prefix: &str) {
     pipe.query::<()>(con).expect("fill");
 }
 
-/// The file of the database in `data` with extension `ext` (`sst`, `log`) written last.
-fn newest(data: &std::path::Path, ext: &str) -> PathBuf {
+/// The files of the database in `data` with extension `ext` (`sst`, `log`), oldest first.
+fn files(data: &std::path::Path, ext: &str) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(data.join("db"))
         .expect("db dir")
         .flatten()
@@ -30,7 +30,12 @@ fn newest(data: &std::path::Path, ext: &str) -> PathBuf {
         .filter(|p| p.extension().is_some_and(|e| e == ext))
         .collect();
     files.sort();
-    files.pop().expect("a file")
+    files
+}
+
+/// The file of the database in `data` with extension `ext` written last.
+fn newest(data: &std::path::Path, ext: &str) -> PathBuf {
+    files(data, ext).pop().expect("a file")
 }
 
 #[test]
@@ -38,11 +43,18 @@ fn a_damaged_table_is_named_and_repair_keeps_what_is_readable() {
     let mut server = TestServer::start();
     let mut con = server.client();
     fill(&mut con, "a");
-    server.restart(); // a clean stop flushes the memtables: one table file of a-keys
+    server.restart(); // a clean stop flushes the memtables: table files of a-keys
+    let before = files(&server.dir.path().join("data"), "sst");
     let mut con = server.client();
     fill(&mut con, "b");
     server.stop();
-    let damaged = newest(&server.dir.path().join("data"), "sst");
+    // The b-keys' metadata: the largest of the tables the second stop flushed (the keys
+    // family's headers are a few bytes a key).
+    let damaged = files(&server.dir.path().join("data"), "sst")
+        .into_iter()
+        .filter(|file| !before.contains(file))
+        .max_by_key(|file| std::fs::metadata(file).map_or(0, |m| m.len()))
+        .expect("a table of b-keys");
     let length = std::fs::metadata(&damaged).expect("table").len();
     let mut file = std::fs::OpenOptions::new()
         .write(true)
