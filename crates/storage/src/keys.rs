@@ -221,9 +221,9 @@ pub fn migration_key() -> Vec<u8> {
     out
 }
 
-/// The record saying that the keys family holds a header for every key: written once it was
-/// built for a database from before the family existed, or at the first open of a new one.
-pub fn key_headers_built_key() -> Vec<u8> {
+/// The record saying that the keys family's headers are being written for a database from
+/// before the family existed; gone once they all are.
+pub fn key_headers_building_key() -> Vec<u8> {
     let mut out = vec![INTERNAL_PREFIX];
     out.extend_from_slice(b"keyheaders");
     out

@@ -453,19 +453,41 @@ fn a_database_from_before_the_keys_family_gets_every_header_at_its_first_open() 
             },
         )
         .unwrap();
-        // As a database written before the family: no headers, and no record saying so.
+        // As a database written before the family: no headers.
         let mut batch = WriteBatch::new();
         let (start, end) = k::all_dbs_range();
         batch.delete_range(Cf::Keys, start, end);
-        batch.delete(Cf::Meta, k::key_headers_built_key());
         ks.engine().write(batch).unwrap();
     }
-    let ks = open();
-    assert_headers_match(&ks, 0);
-    let db = ks.db(0);
-    db.set(b"h", b("now a string"), SetOptions::default())
-        .unwrap();
-    db.set(b"e", b("no expiry"), SetOptions::default()).unwrap();
-    assert_eq!(db.size().unwrap(), 3);
-    assert_headers_match(&ks, 0);
+    {
+        let ks = open();
+        assert_headers_match(&ks, 0);
+        let db = ks.db(0);
+        db.set(b"h", b("now a string"), SetOptions::default())
+            .unwrap();
+        db.set(b"e", b("no expiry"), SetOptions::default()).unwrap();
+        assert_eq!(db.size().unwrap(), 3);
+        assert_headers_match(&ks, 0);
+        // A build cut short: some headers written, the record of the build still there.
+        let mut batch = WriteBatch::new();
+        batch.delete(Cf::Keys, k::meta_key(0, b"s"));
+        batch.put(Cf::Meta, k::key_headers_building_key(), Vec::new());
+        ks.engine().write(batch).unwrap();
+    }
+    {
+        let ks = open();
+        assert_headers_match(&ks, 0);
+        assert_eq!(
+            ks.engine()
+                .get(Cf::Meta, &k::key_headers_building_key())
+                .unwrap(),
+            None
+        );
+    }
+    // Any other open writes nothing: a replica's sequence number is its offset.
+    let engine: Arc<dyn Engine> =
+        Arc::new(RocksEngine::open(&path, &RocksConfig::default()).expect("open"));
+    let sequence = engine.sequence();
+    let _ks = Keyspace::open(engine.clone(), 16).expect("keyspace");
+    assert_eq!(engine.sequence(), sequence);
 }
