@@ -48,8 +48,8 @@ fn a_damaged_table_is_named_and_repair_keeps_what_is_readable() {
     let mut con = server.client();
     fill(&mut con, "b");
     server.stop();
-    // The b-keys' metadata: the largest of the tables the second stop flushed (the keys
-    // family's headers are a few bytes a key).
+    // The b-keys' metadata: the largest of the tables the second stop flushed, whichever
+    // family was flushed last.
     let damaged = files(&server.dir.path().join("data"), "sst")
         .into_iter()
         .filter(|file| !before.contains(file))

@@ -1,6 +1,6 @@
-//! Writes that learn what they replace from the key's header (the keys family), not its
-//! metadata: against a real server whose keys were flushed to table files by a restart, so
-//! nothing answers from a memtable or a cache.
+//! Overwrites of stored keys of every kind: against a real server whose keys were flushed to
+//! table files by a restart, so that what a write learns of the key it replaces comes from
+//! disk, not from a memtable or a cache.
 
 mod common;
 
@@ -102,7 +102,7 @@ fn overwrites_of_stored_keys_keep_counts_types_ttls_and_events() {
     assert_eq!(run::<i64>(&mut con, &["DBSIZE"]), 156);
     assert_eq!(keyspace(&mut con), counted);
 
-    // WATCH sees an overwrite that read no metadata.
+    // WATCH sees an overwrite.
     let mut other = server.client();
     run::<()>(&mut con, &["WATCH", "s3"]);
     run::<()>(&mut other, &["SET", "s3", "w"]);

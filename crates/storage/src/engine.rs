@@ -11,10 +11,6 @@ pub enum Cf {
     /// One record per user key: type, expiry, version, size, inline string value; plus the
     /// per-database key counters under a reserved prefix.
     Meta,
-    /// One record per user key, its [`crate::metadata::KeyHeader`]: kind and expiry, so that a
-    /// write learns what it replaces from a family small enough to stay in memory when the
-    /// metadata records (which hold string values) do not.
-    Keys,
     /// Collection elements and string fragments, under `key|version` prefixes.
     Data,
     /// Secondary index of sorted-set scores.
@@ -24,12 +20,11 @@ pub enum Cf {
 }
 
 impl Cf {
-    pub const ALL: [Cf; 5] = [Cf::Meta, Cf::Keys, Cf::Data, Cf::Score, Cf::Expire];
+    pub const ALL: [Cf; 4] = [Cf::Meta, Cf::Data, Cf::Score, Cf::Expire];
 
     pub fn name(self) -> &'static str {
         match self {
             Cf::Meta => "meta",
-            Cf::Keys => "keys",
             Cf::Data => "data",
             Cf::Score => "score",
             Cf::Expire => "expire",

@@ -90,7 +90,7 @@ pub fn owner_of(cf: crate::Cf, raw: &[u8]) -> Option<(u8, &[u8])> {
         return None;
     }
     match cf {
-        crate::Cf::Meta | crate::Cf::Keys => Some((db, raw.get(3..)?)),
+        crate::Cf::Meta => Some((db, raw.get(3..)?)),
         crate::Cf::Expire => Some((db, decode_expire_key(raw)?.1)),
         crate::Cf::Data | crate::Cf::Score => {
             let len = u32::from_be_bytes(raw.get(3..7)?.try_into().ok()?) as usize;
@@ -218,14 +218,6 @@ pub fn db_map_key() -> Vec<u8> {
 pub fn migration_key() -> Vec<u8> {
     let mut out = vec![INTERNAL_PREFIX];
     out.extend_from_slice(b"migration");
-    out
-}
-
-/// The record saying that the keys family's headers are being written for a database from
-/// before the family existed; gone once they all are.
-pub fn key_headers_building_key() -> Vec<u8> {
-    let mut out = vec![INTERNAL_PREFIX];
-    out.extend_from_slice(b"keyheaders");
     out
 }
 

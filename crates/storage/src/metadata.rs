@@ -166,7 +166,10 @@ impl Metadata {
             Body::Collection { extra, .. } => 16 + extra.len(),
         };
         let mut out = Vec::with_capacity(HEADER_LEN + body_len);
-        out.push(kind_byte(self));
+        out.push(match (&self.kind, &self.body) {
+            (KeyKind::String, Body::Collection { .. }) => FRAGMENTED_STRING,
+            (kind, _) => *kind as u8,
+        });
         out.extend_from_slice(&self.expire_at.to_be_bytes());
         match &self.body {
             Body::Inline(v) => out.extend_from_slice(v),
@@ -206,82 +209,6 @@ impl Metadata {
             expire_at,
             body,
         })
-    }
-}
-
-/// What a write must know of the key it replaces, kept for every key in the keys family: the
-/// kind byte of its metadata record and its expiry.
-///
-/// ```text
-/// kind:u8 [expire_at_ms:u64]   (the expiry only when there is one)
-/// ```
-///
-/// For an inline string that is everything a write replacing it needs (it has no elements to
-/// delete), so SET, MSET and their kin read this record, 1 or 9 bytes, instead of a metadata
-/// record that holds the whole value: beyond memory, the keys family's blocks stay cached
-/// where the metadata's do not.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeyHeader {
-    kind_byte: u8,
-    /// Absolute expiry in Unix milliseconds; 0 means none.
-    pub expire_at: u64,
-}
-
-impl KeyHeader {
-    pub fn of(meta: &Metadata) -> KeyHeader {
-        KeyHeader {
-            kind_byte: kind_byte(meta),
-            expire_at: meta.expire_at,
-        }
-    }
-
-    /// The header of a raw metadata record, without decoding the rest.
-    pub fn of_record(raw: &[u8]) -> Option<KeyHeader> {
-        let (_, expire_at) = peek_header(raw)?;
-        Some(KeyHeader {
-            kind_byte: raw[0],
-            expire_at,
-        })
-    }
-
-    /// Whether the key is a string held in its metadata record: nothing else of it is stored.
-    pub fn is_inline_string(&self) -> bool {
-        self.kind_byte == KeyKind::String as u8
-    }
-
-    pub fn is_expired(&self, now_ms: u64) -> bool {
-        self.expire_at != 0 && self.expire_at <= now_ms
-    }
-
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(HEADER_LEN);
-        out.push(self.kind_byte);
-        if self.expire_at != 0 {
-            out.extend_from_slice(&self.expire_at.to_be_bytes());
-        }
-        out
-    }
-
-    pub fn decode(raw: &[u8]) -> Result<KeyHeader, StorageError> {
-        let corrupt = || StorageError::Corrupt("key header");
-        let (&kind_byte, rest) = raw.split_first().ok_or_else(corrupt)?;
-        KeyKind::from_byte(kind_byte).ok_or_else(corrupt)?;
-        let expire_at = match <[u8; 8]>::try_from(rest) {
-            Ok(at) => u64::from_be_bytes(at),
-            Err(_) if rest.is_empty() => 0,
-            Err(_) => return Err(corrupt()),
-        };
-        Ok(KeyHeader {
-            kind_byte,
-            expire_at,
-        })
-    }
-}
-
-fn kind_byte(meta: &Metadata) -> u8 {
-    match (&meta.kind, &meta.body) {
-        (KeyKind::String, Body::Collection { .. }) => FRAGMENTED_STRING,
-        (kind, _) => *kind as u8,
     }
 }
 
@@ -348,32 +275,6 @@ mod tests {
             !is_expired_inline_string(&raw, 100),
             "fragments must be reaped with their metadata"
         );
-    }
-
-    #[test]
-    fn key_headers_round_trip_and_golden_bytes() {
-        let plain = KeyHeader::of(&Metadata::string(Bytes::from("v"), 0));
-        assert_eq!(plain.encode(), [1]);
-        assert!(plain.is_inline_string());
-        let expiring = KeyHeader::of(&Metadata::string(Bytes::from("v"), 0x0102));
-        assert_eq!(expiring.encode(), [1, 0, 0, 0, 0, 0, 0, 1, 2]);
-        let fragmented = KeyHeader::of(&Metadata {
-            kind: KeyKind::String,
-            expire_at: 0,
-            body: Body::Collection {
-                version: 3,
-                size: 1 << 20,
-                extra: Bytes::new(),
-            },
-        });
-        assert_eq!(fragmented.encode(), [FRAGMENTED_STRING]);
-        assert!(!fragmented.is_inline_string());
-        for header in [plain, expiring, fragmented] {
-            assert_eq!(KeyHeader::decode(&header.encode()).unwrap(), header);
-        }
-        for bad in [&[][..], &[99], &[1, 0], &[1, 0, 0, 0, 0, 0, 0, 0, 1, 0]] {
-            assert!(KeyHeader::decode(bad).is_err(), "{bad:?}");
-        }
     }
 
     #[test]

@@ -25,9 +25,9 @@ pub struct Overlay {
 #[derive(Default)]
 struct Pending {
     /// Per key, where its latest point write is in `batch`.
-    points: [BTreeMap<Vec<u8>, Staged>; Cf::ALL.len()],
+    points: [BTreeMap<Vec<u8>, Staged>; 4],
     /// Range deletes. A later put of a key inside one is in `points`, which reads check first.
-    ranges: [Vec<(Vec<u8>, Vec<u8>)>; Cf::ALL.len()],
+    ranges: [Vec<(Vec<u8>, Vec<u8>)>; 4],
     /// Everything, in order, for the final write. Counter additions are only here: nothing
     /// reads counters through an overlay.
     batch: WriteBatch,

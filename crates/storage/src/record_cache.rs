@@ -96,20 +96,6 @@ pub struct RecordCacheStats {
     pub misses: u64,
 }
 
-impl std::ops::Add for RecordCacheStats {
-    type Output = RecordCacheStats;
-
-    /// The figures of two caches as one's.
-    fn add(self, other: RecordCacheStats) -> RecordCacheStats {
-        RecordCacheStats {
-            usage: self.usage + other.usage,
-            capacity: self.capacity + other.capacity,
-            hits: self.hits + other.hits,
-            misses: self.misses + other.misses,
-        }
-    }
-}
-
 impl RecordCache {
     /// A cache of at most `capacity` bytes; `None` when that is 0.
     pub fn new(capacity: usize) -> Option<RecordCache> {

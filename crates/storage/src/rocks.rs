@@ -523,9 +523,8 @@ impl Opened {
             }
         }
         // Blocks a flush writes go into the block cache as well, so the reads that follow
-        // (most writes read their key's header or metadata first) do not load them back from
-        // the new file. The crate has no setter for this table option; RocksDB takes it this
-        // way.
+        // (every write reads its key's metadata first) do not load them back from the new
+        // file. The crate has no setter for this table option; RocksDB takes it this way.
         // Compactions start only now: one that started during the open could take the last
         // of the space before the open wrote its OPTIONS file (seen under strace), and the
         // open would fail.
@@ -577,7 +576,10 @@ impl Opened {
         Ok(Opened {
             db,
             options,
-            caches: Caches::new(config),
+            caches: Caches {
+                meta: RecordCache::new(config.meta_cache_size),
+                data: RecordCache::new(config.data_cache_size),
+            },
             point_reads: ReadOptions::default(),
             families,
             torn_wal_tail,
@@ -653,7 +655,7 @@ fn handle_in(db: &DB, cf: Cf) -> Result<&ColumnFamily, StorageError> {
 
 /// Reads each family's id off a batch that is encoded, never written.
 fn family_ids(db: &DB) -> Result<FamilyIds, StorageError> {
-    let mut ids = [0; Cf::ALL.len()];
+    let mut ids = [0; 4];
     for cf in Cf::ALL {
         let mut probe = rocksdb::WriteBatch::default();
         probe.put_cf(handle_in(db, cf)?, b"", b"");
@@ -662,32 +664,18 @@ fn family_ids(db: &DB) -> Result<FamilyIds, StorageError> {
     Ok(FamilyIds(ids))
 }
 
-/// The caches of records in front of RocksDB: of metadata and of key headers, which share
-/// `meta_cache_size`, and of the data family's records (elements of collections, fragments of
-/// strings, Roaring containers).
+/// The caches of records in front of RocksDB: of metadata, and of the data family's records
+/// (elements of collections, fragments of strings, Roaring containers).
 struct Caches {
     meta: Option<RecordCache>,
-    keys: Option<RecordCache>,
     data: Option<RecordCache>,
 }
 
 impl Caches {
-    fn new(config: &RocksConfig) -> Caches {
-        // Headers are a few bytes each: a quarter of the budget holds as many keys as the
-        // rest holds metadata records of short strings.
-        let headers = config.meta_cache_size / 4;
-        Caches {
-            meta: RecordCache::new(config.meta_cache_size - headers),
-            keys: RecordCache::new(headers),
-            data: RecordCache::new(config.data_cache_size),
-        }
-    }
-
     /// The cache of `cf`'s records, if it has one and it is on.
     fn of(&self, cf: Cf) -> Option<&RecordCache> {
         match cf {
             Cf::Meta => self.meta.as_ref(),
-            Cf::Keys => self.keys.as_ref(),
             Cf::Data => self.data.as_ref(),
             _ => None,
         }
@@ -758,8 +746,7 @@ fn note_written(
         match op {
             Op::Put { cf, key, value } => {
                 if let Some(cache) = caches.of(cf) {
-                    let every_put = matches!(cf, Cf::Meta | Cf::Keys);
-                    let cache_it = was_cached || (every_put && !ranged.contains(&cf));
+                    let cache_it = was_cached || (cf == Cf::Meta && !ranged.contains(&cf));
                     cache.written(&key, succeeded.then_some(value), cache_it);
                 }
             }
@@ -865,7 +852,7 @@ pub(crate) fn family_options(
     // a hash lookup instead of a binary search over its restart points.
     table.set_data_block_index_type(DataBlockIndexType::BinaryAndHash);
     table.set_data_block_hash_ratio(0.75);
-    if matches!(cf, Cf::Meta | Cf::Keys) {
+    if cf == Cf::Meta {
         // The hash lookup lands on a restart point and decodes entries from there: one every 4
         // entries instead of 16 took 6% off the CPU of MGETs of 32 keys of 64 B-1 KB values
         // read from SST files. Element families keep 16, as their keys share long prefixes.
@@ -1185,7 +1172,7 @@ impl Engine for RocksEngine {
                 .map_or_else(RecordCacheStats::default, RecordCache::stats)
         };
         EngineStats {
-            meta_cache: cache_stats(&opened.caches.meta) + cache_stats(&opened.caches.keys),
+            meta_cache: cache_stats(&opened.caches.meta),
             data_cache: cache_stats(&opened.caches.data),
             block_cache_usage: self.cache.get_usage() as u64,
             block_cache_capacity: self.config.block_cache_size as u64,
@@ -1238,22 +1225,18 @@ mod tests {
     }
 
     #[test]
-    fn metadata_records_and_headers_come_in_when_written() {
+    fn metadata_records_come_in_when_written() {
         let caches = Caches {
             meta: RecordCache::new(1 << 20),
-            keys: RecordCache::new(1 << 20),
             data: RecordCache::new(1 << 20),
         };
         let mut batch = WriteBatch::new();
         batch.put(Cf::Meta, b"k".to_vec(), b"v".to_vec());
-        batch.put(Cf::Keys, b"k".to_vec(), b"h".to_vec());
         batch.put(Cf::Data, b"e".to_vec(), b"v".to_vec());
         let withdrawn = withdraw_written(&caches, &batch);
         note_written(&caches, batch, withdrawn, true);
         let meta = caches.of(Cf::Meta).expect("a metadata cache");
         assert_eq!(meta.get(b"k").ok().as_deref(), Some(&b"v"[..]));
-        let headers = caches.of(Cf::Keys).expect("a header cache");
-        assert_eq!(headers.get(b"k").ok().as_deref(), Some(&b"h"[..]));
         let data = caches.of(Cf::Data).expect("a data cache");
         assert!(data.get(b"e").is_err(), "elements come in only when read");
 
@@ -1267,7 +1250,6 @@ mod tests {
     fn metadata_cache_only() -> Caches {
         Caches {
             meta: RecordCache::new(1 << 20),
-            keys: None,
             data: None,
         }
     }

@@ -23,7 +23,7 @@ const TAG_CF_RANGE_DELETION: u8 = 0xE;
 /// The column family ids of one database, indexed by [`Cf`]; RocksDB numbers families in the
 /// order they were created, and a checkpoint keeps the numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FamilyIds(pub(crate) [u32; Cf::ALL.len()]);
+pub struct FamilyIds(pub(crate) [u32; 4]);
 
 impl FamilyIds {
     fn family(&self, id: u32) -> Result<Cf, StorageError> {

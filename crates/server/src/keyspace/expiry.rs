@@ -8,12 +8,10 @@
 //! when they are written (an expiry in the past deletes the key instead), and the watermark
 //! trails the clock by [`WATERMARK_LAG_MS`], so nothing lands below it.
 //!
-//! The reaper learns what it deletes from the key's header (the keys family), so an inline
-//! string goes without reading its metadata. The compaction filter may drop an expired
-//! string's metadata before the reaper sees it; its header is still there, and the reaper
-//! removes the header, the entry and the counts as for any other key. An entry without a
-//! matching header is a key the filter dropped before the keys family existed: that key was
-//! counted and is gone, so the reaper removes the entry and decrements the counters.
+//! The compaction filter may drop an expired string's metadata before the reaper sees it;
+//! the reaper then finds an index entry without matching metadata. That key was counted and is
+//! gone, so the reaper removes the entry and decrements the counters, exactly as for a key it
+//! deletes itself.
 
 use std::sync::atomic::Ordering;
 
@@ -88,10 +86,9 @@ impl<'a> Db<'a> {
                 ignores_slot_moves: true,
                 ..Change::default()
             };
-            match self.key_header(key)? {
-                Some(header) if header.expire_at == *at => {
-                    let old = self.replaced_by_header(key, header)?;
-                    self.stage_replacing(&mut change, key, &old, None)?;
+            match self.raw_meta(key)? {
+                Some(meta) if meta.expire_at == *at => {
+                    self.stage_replace(&mut change, key, Some(&meta), None)?;
                 }
                 _ => {
                     change.batch.delete(Cf::Expire, entry);

@@ -15,7 +15,6 @@ pub mod combine;
 mod cursor;
 mod databases;
 pub mod expiry;
-mod headers;
 mod libraries;
 mod locks;
 mod ready;
@@ -34,7 +33,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use shale_storage::keys as k;
-use shale_storage::metadata::{Body, KeyHeader, KeyKind, Metadata};
+use shale_storage::metadata::{Body, KeyKind, Metadata};
 use shale_storage::{Cf, Engine, ReadAhead, ScanDirection, WriteBatch};
 
 pub use access::AccessClock;
@@ -122,10 +121,6 @@ impl Keyspace {
                 .collect()
         };
         let db_map = databases::DbMap::load(engine.as_ref(), databases)?;
-        let built = headers::build_missing(engine.as_ref())?;
-        if built > 0 {
-            tracing::info!("wrote the keys family's headers of {built} keys written before it");
-        }
         Ok(Keyspace {
             key_counts: load(k::key_count_key)?,
             expire_counts: load(k::expire_count_key)?,
@@ -260,15 +255,6 @@ impl Keyspace {
     pub async fn hold_stripe(&self, stripe: usize) -> HeldStripes {
         self.locks.hold_async(vec![stripe]).await
     }
-}
-
-/// What a write knows of the key it replaces, live or expired (see [`Db::replaced`]).
-#[derive(Default)]
-pub(crate) struct Replaced {
-    /// The key's header; `None` if there is no key.
-    pub header: Option<KeyHeader>,
-    /// Its metadata, if it was read.
-    pub meta: Option<Metadata>,
 }
 
 /// One database: where every command's semantics run.
@@ -410,68 +396,28 @@ impl<'a> Db<'a> {
         }
     }
 
+    /// [`Db::raw_meta`] of many keys, in one batched read.
+    pub(crate) fn raw_metas<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+    ) -> Result<Vec<Option<Metadata>>, Error> {
+        let raw_keys: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|key| k::meta_key(self.index, key.as_ref()))
+            .collect();
+        self.engine()
+            .multi_get(Cf::Meta, &raw_keys)?
+            .into_iter()
+            .map(|raw| raw.map(Metadata::decode).transpose().map_err(Error::from))
+            .collect()
+    }
+
     /// The metadata of `key` if it exists and has not expired: the lookup every command that
     /// reads a key makes, counted as a hit or a miss when the handle counts lookups.
     pub(crate) fn live_meta(&self, key: &[u8]) -> Result<Option<Metadata>, Error> {
         let meta = self.raw_meta(key)?.filter(|m| !m.is_expired(now_ms()));
         self.record_lookup(meta.is_some());
         Ok(meta)
-    }
-
-    /// The header of `key` (live or expired) from the keys family.
-    pub(crate) fn key_header(&self, key: &[u8]) -> Result<Option<KeyHeader>, Error> {
-        let raw = self.engine().get(Cf::Keys, &k::meta_key(self.index, key))?;
-        Ok(raw.map(|raw| KeyHeader::decode(&raw)).transpose()?)
-    }
-
-    /// What a write of `key` replaces: the header alone when that is all the write needs,
-    /// with the metadata when the write needs the old value (`with_value`) or the key has
-    /// records beyond its metadata, whose deletes the metadata tells.
-    pub(crate) fn replaced(&self, key: &[u8], with_value: bool) -> Result<Replaced, Error> {
-        if with_value {
-            let meta = self.raw_meta(key)?;
-            return Ok(Replaced {
-                header: meta.as_ref().map(KeyHeader::of),
-                meta,
-            });
-        }
-        match self.key_header(key)? {
-            Some(header) => self.replaced_by_header(key, header),
-            None => Ok(Replaced::default()),
-        }
-    }
-
-    /// [`Db::replaced`] of many keys without their values, the headers in one batched read.
-    pub(crate) fn replaced_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Replaced>, Error> {
-        let raw_keys: Vec<Vec<u8>> = keys
-            .iter()
-            .map(|key| k::meta_key(self.index, key.as_ref()))
-            .collect();
-        let headers = self.engine().multi_get(Cf::Keys, &raw_keys)?;
-        keys.iter()
-            .zip(headers)
-            .map(|(key, raw)| match raw {
-                Some(raw) => self.replaced_by_header(key.as_ref(), KeyHeader::decode(&raw)?),
-                None => Ok(Replaced::default()),
-            })
-            .collect()
-    }
-
-    /// What a write replaces, given the key's header: the metadata is read too unless the
-    /// key is an inline string.
-    pub(crate) fn replaced_by_header(
-        &self,
-        key: &[u8],
-        header: KeyHeader,
-    ) -> Result<Replaced, Error> {
-        let meta = match header.is_inline_string() {
-            true => None,
-            false => self.raw_meta(key)?,
-        };
-        Ok(Replaced {
-            header: Some(header),
-            meta,
-        })
     }
 
     /// Live metadata that must be of `kind`, else `WRONGTYPE`.
@@ -498,41 +444,23 @@ impl<'a> Db<'a> {
                 self.stage_element_deletes(&mut change.batch, key, *version, *size)?;
             }
         }
-        self.stage_metadata(change, key, old.map(KeyHeader::of), new);
+        self.stage_metadata(change, key, old, new);
         Ok(())
     }
 
-    /// [`Db::stage_replace`] of what [`Db::replaced`] found.
-    pub(crate) fn stage_replacing(
+    /// The metadata part of [`Db::stage_replace`], for callers whose own batch already removes
+    /// every element of `old`.
+    pub(crate) fn stage_metadata(
         &self,
         change: &mut Change,
         key: &[u8],
-        old: &Replaced,
-        new: Option<&Metadata>,
-    ) -> Result<(), Error> {
-        match &old.meta {
-            Some(meta) => self.stage_replace(change, key, Some(meta), new),
-            None => {
-                self.stage_metadata(change, key, old.header, new);
-                Ok(())
-            }
-        }
-    }
-
-    /// The metadata part of [`Db::stage_replace`]: the metadata and header records, the expiry
-    /// index and the counters, for a key known by its header alone.
-    fn stage_metadata(
-        &self,
-        change: &mut Change,
-        key: &[u8],
-        old: Option<KeyHeader>,
+        old: Option<&Metadata>,
         new: Option<&Metadata>,
     ) {
         let db = self.index;
         let batch = &mut change.batch;
         let mut removes_due_expiry = false;
-        let new_header = new.map(KeyHeader::of);
-        let old_expiry = old.map_or(0, |h| h.expire_at);
+        let old_expiry = old.map_or(0, |m| m.expire_at);
         let new_expiry = new.map_or(0, |m| m.expire_at);
         if old_expiry != new_expiry {
             removes_due_expiry = old_expiry != 0 && old_expiry <= now_ms();
@@ -544,26 +472,19 @@ impl<'a> Db<'a> {
             }
         }
         if let (Some(written), Some(_)) = (self.written, new) {
-            if old.is_none_or(|h| h.is_expired(now_ms())) {
+            if old.is_none_or(|m| m.is_expired(now_ms())) {
                 written.note_created(db, key);
             }
         }
-        let raw_key = k::meta_key(db, key);
-        if new_header != old {
-            match new_header {
-                Some(header) => batch.put(Cf::Keys, raw_key.clone(), header.encode()),
-                None => batch.delete(Cf::Keys, raw_key.clone()),
-            }
-        }
         match new {
-            Some(meta) => batch.put(Cf::Meta, raw_key, meta.encode()),
-            None => batch.delete(Cf::Meta, raw_key),
+            Some(meta) => batch.put(Cf::Meta, k::meta_key(db, key), meta.encode()),
+            None => batch.delete(Cf::Meta, k::meta_key(db, key)),
         }
-        let delta = |f: fn(&KeyHeader) -> bool| {
-            new_header.as_ref().map_or(0, |h| f(h) as i64) - old.as_ref().map_or(0, |h| f(h) as i64)
+        let delta = |f: fn(&Metadata) -> bool| {
+            new.map_or(0, |m| f(m) as i64) - old.map_or(0, |m| f(m) as i64)
         };
         change.removes_due_expiry |= removes_due_expiry;
-        change.count(db, delta(|_| true), delta(|h| h.expire_at != 0));
+        change.count(db, delta(|_| true), delta(|m| m.expire_at != 0));
     }
 
     /// Writes a command's changes atomically, then updates the in-memory counters; inside a

@@ -7,7 +7,7 @@ use shale_storage::Cf;
 
 use super::numbers::{add_long_doubles, FloatError};
 use crate::error::Error;
-use crate::keyspace::{now_ms, Change, Db, Replaced};
+use crate::keyspace::{now_ms, Change, Db};
 
 /// The NX/XX condition of SET.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,18 +98,16 @@ impl<'a> Db<'a> {
         Ok(out)
     }
 
-    /// SET and its kin. Only GET needs the old value; without it the write learns what it
-    /// replaces from the key's header, not from a metadata record holding the whole value.
     pub fn set(&self, key: &[u8], value: Bytes, options: SetOptions) -> Result<SetOutcome, Error> {
         let _guard = self.lock(&[key])?;
         let now = now_ms();
-        let old = self.replaced(key, options.get)?;
-        let live = old.header.filter(|h| !h.is_expired(now));
+        let stored = self.raw_meta(key)?;
+        let live = stored.as_ref().filter(|m| !m.is_expired(now));
         if options.get {
             self.record_lookup(live.is_some());
         }
-        let previous = match (&old.meta, live) {
-            (Some(meta), Some(_)) if options.get => Some(self.string_bytes(key, meta)?),
+        let previous = match live {
+            Some(meta) if options.get => Some(self.string_bytes(key, meta)?),
             _ => None,
         };
         let allowed = match options.condition {
@@ -125,13 +123,13 @@ impl<'a> Db<'a> {
         }
         let expire_at = match options.expiry {
             ExpiryChange::Clear => Some(0),
-            ExpiryChange::Keep => Some(live.map_or(0, |h| h.expire_at)),
+            ExpiryChange::Keep => Some(live.map_or(0, |m| m.expire_at)),
             ExpiryChange::At(at) if at <= now as i64 => None,
             ExpiryChange::At(at) => Some(at as u64),
         };
         let new = expire_at.map(|at| Metadata::string(value, at));
         let mut change = Change::default();
-        self.stage_replacing(&mut change, key, &old, new.as_ref())?;
+        self.stage_replace(&mut change, key, stored.as_ref(), new.as_ref())?;
         self.write(change)?;
         Ok(SetOutcome {
             written: true,
@@ -145,9 +143,8 @@ impl<'a> Db<'a> {
         let keys: Vec<&Bytes> = pairs.iter().map(|(key, _)| key).collect();
         let _guard = self.lock(&keys)?;
         let now = now_ms();
-        let replaced = self.replaced_many(&keys)?;
-        let exists = |old: &Replaced| old.header.is_some_and(|h| !h.is_expired(now));
-        if only_if_none_exist && replaced.iter().any(exists) {
+        let stored = self.raw_metas(&keys)?;
+        if only_if_none_exist && stored.iter().flatten().any(|m| !m.is_expired(now)) {
             return Ok(false);
         }
         // A key given twice takes its last value; stage each key once, against what is stored.
@@ -159,7 +156,7 @@ impl<'a> Db<'a> {
                 continue;
             }
             let new = Metadata::string(value.clone(), 0);
-            self.stage_replacing(&mut change, key, &replaced[i], Some(&new))?;
+            self.stage_replace(&mut change, key, stored[i].as_ref(), Some(&new))?;
         }
         self.write(change)?;
         Ok(true)

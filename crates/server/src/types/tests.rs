@@ -5,16 +5,13 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use shale_storage::keys as k;
-use shale_storage::metadata::{KeyHeader, KeyKind};
-use shale_storage::{
-    Cf, Engine, MemoryEngine, RocksConfig, RocksEngine, ScanDirection, WriteBatch,
-};
+use shale_storage::metadata::KeyKind;
+use shale_storage::{Engine, MemoryEngine, RocksConfig, RocksEngine};
 
 use super::bitmap::Unit;
 use super::list::End;
 use super::set::SetOp;
-use super::string::{ExpiryChange, SetOptions};
+use super::string::SetOptions;
 use super::zset::{RangeBy, RangeSpec, ScoreBound, ZaddOptions};
 use super::ExpireCondition;
 use crate::error::Error;
@@ -326,168 +323,4 @@ fn the_reaper_removes_due_keys_and_names_them() {
         let page = db.scan(0, None, 100, None).unwrap();
         assert_eq!(page.keys.len(), 6);
     });
-}
-
-/// Checks that every key of database `number` has a header in the keys family, the header of
-/// its metadata record, and nothing else does; and that the counters count what is stored
-/// (no key is expired when this is called).
-fn assert_headers_match(ks: &Keyspace, number: usize) {
-    let (start, end) = k::db_range(ks.stored_db(number));
-    let records = |cf| {
-        let mut out = Vec::new();
-        ks.engine()
-            .scan(
-                cf,
-                &start,
-                &end,
-                ScanDirection::Forward,
-                &mut |key, value| {
-                    out.push((key.to_vec(), value.to_vec()));
-                    true
-                },
-            )
-            .expect("scan");
-        out
-    };
-    let metas = records(Cf::Meta);
-    let expected: Vec<(Vec<u8>, Vec<u8>)> = metas
-        .iter()
-        .map(|(key, value)| {
-            let header = KeyHeader::of_record(value).expect("a metadata record");
-            (key.clone(), header.encode())
-        })
-        .collect();
-    assert_eq!(records(Cf::Keys), expected);
-    let db = ks.db(number);
-    assert_eq!(db.size().unwrap(), metas.len() as u64);
-    let expiring = metas.iter().filter(|(_, value)| value[1..9] != [0; 8]);
-    assert_eq!(db.expiring_size().unwrap(), expiring.count() as u64);
-}
-
-#[test]
-fn every_write_keeps_each_key_header_in_step_with_its_metadata() {
-    on_both_engines(|ks| {
-        let db = ks.db(1);
-        let later = now_ms() as i64 + 600_000;
-        let with = |expiry| SetOptions {
-            expiry,
-            ..SetOptions::default()
-        };
-        db.set(b"s", b("v"), SetOptions::default()).unwrap();
-        db.set(b"s", b("w"), with(ExpiryChange::At(later))).unwrap();
-        db.set(b"s", b("x"), with(ExpiryChange::Keep)).unwrap();
-        db.hset(b"h", &[(b("f"), b("v"))]).unwrap();
-        let fields: Vec<(Bytes, Bytes)> = (0..300)
-            .map(|i| (b(&format!("f{i}")), b(&"v".repeat(100))))
-            .collect();
-        db.hset(b"big", &fields).unwrap();
-        db.push(b"l", End::Right, &bs(&["a", "b"]), false).unwrap();
-        db.setbit(b"bits", 1 << 20, true).unwrap();
-        db.set_expiry(b"h", later, ExpireCondition::default())
-            .unwrap();
-        assert_headers_match(ks, 1);
-
-        // SET and MSET over every other kind: their elements go too.
-        db.set(b"h", b("1"), SetOptions::default()).unwrap();
-        db.set(b"big", b("2"), with(ExpiryChange::At(later)))
-            .unwrap();
-        let pairs = [(b("l"), b("3")), (b("bits"), b("4")), (b("new"), b("5"))];
-        assert!(db.mset(&pairs, false).unwrap());
-        assert_eq!(db.key_type(b"big").unwrap(), Some(KeyKind::String));
-        assert_headers_match(ks, 1);
-        let (start, end) = k::db_range(ks.stored_db(1));
-        let mut elements = 0;
-        ks.engine()
-            .scan(
-                Cf::Data,
-                &start,
-                &end,
-                ScanDirection::Forward,
-                &mut |_, _| {
-                    elements += 1;
-                    true
-                },
-            )
-            .unwrap();
-        assert_eq!(elements, 0, "elements of replaced collections");
-
-        assert!(db.persist(b"s").unwrap());
-        assert!(db.rename(b"s", b"t", false).unwrap());
-        assert!(db.copy_to(b"big", ks.db(1), b"big2", false).unwrap());
-        assert_eq!(db.delete(&bs(&["new"])).unwrap(), 1);
-        assert_headers_match(ks, 1);
-
-        let soon = now_ms() as i64 + 60_000;
-        db.set_expiry(b"t", soon, ExpireCondition::default())
-            .unwrap();
-        db.reap_expired(later as u64 + 10, 100, &mut |_| {})
-            .unwrap();
-        db.reap_expired(soon as u64 + 10, 100, &mut |_| {}).unwrap();
-        assert_eq!(db.get(b"t").unwrap(), None);
-        assert_headers_match(ks, 1);
-        db.flush(false).unwrap();
-        assert_headers_match(ks, 1);
-    });
-}
-
-#[test]
-fn a_database_from_before_the_keys_family_gets_every_header_at_its_first_open() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("db");
-    let open = || {
-        let engine = RocksEngine::open(&path, &RocksConfig::default()).expect("open");
-        Keyspace::open(Arc::new(engine), 16).expect("keyspace")
-    };
-    {
-        let ks = open();
-        let db = ks.db(0);
-        let later = now_ms() as i64 + 600_000;
-        db.set(b"s", b("v"), SetOptions::default()).unwrap();
-        db.hset(b"h", &[(b("f"), b("v"))]).unwrap();
-        db.set(
-            b"e",
-            b("v"),
-            SetOptions {
-                expiry: ExpiryChange::At(later),
-                ..SetOptions::default()
-            },
-        )
-        .unwrap();
-        // As a database written before the family: no headers.
-        let mut batch = WriteBatch::new();
-        let (start, end) = k::all_dbs_range();
-        batch.delete_range(Cf::Keys, start, end);
-        ks.engine().write(batch).unwrap();
-    }
-    {
-        let ks = open();
-        assert_headers_match(&ks, 0);
-        let db = ks.db(0);
-        db.set(b"h", b("now a string"), SetOptions::default())
-            .unwrap();
-        db.set(b"e", b("no expiry"), SetOptions::default()).unwrap();
-        assert_eq!(db.size().unwrap(), 3);
-        assert_headers_match(&ks, 0);
-        // A build cut short: some headers written, the record of the build still there.
-        let mut batch = WriteBatch::new();
-        batch.delete(Cf::Keys, k::meta_key(0, b"s"));
-        batch.put(Cf::Meta, k::key_headers_building_key(), Vec::new());
-        ks.engine().write(batch).unwrap();
-    }
-    {
-        let ks = open();
-        assert_headers_match(&ks, 0);
-        assert_eq!(
-            ks.engine()
-                .get(Cf::Meta, &k::key_headers_building_key())
-                .unwrap(),
-            None
-        );
-    }
-    // Any other open writes nothing: a replica's sequence number is its offset.
-    let engine: Arc<dyn Engine> =
-        Arc::new(RocksEngine::open(&path, &RocksConfig::default()).expect("open"));
-    let sequence = engine.sequence();
-    let _ks = Keyspace::open(engine.clone(), 16).expect("keyspace");
-    assert_eq!(engine.sequence(), sequence);
 }
