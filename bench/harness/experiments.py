@@ -104,6 +104,19 @@ def shale_bench_once(server, args):
     return _measured(server, run)
 
 
+def write_keys_and_hashes(server, keys, value_size):
+    """Writes `SET key:N` over `keys` keys and `HSET hash:N` of 100 fields over `keys` / 100
+    hashes, each once in order, pipelined: the data set bench/sustained and bench/overwrites
+    then write over."""
+    hashes = keys // 100
+    fields = " ".join(f"field:{i} __VALUE__" for i in range(100))
+    for argv in (["-command", "SET key:__RAND__ __VALUE__", "-r", str(keys), "-c", str(keys)],
+                 ["-command", f"HSET hash:__RAND__ {fields}", "-r", str(hashes), "-c", str(hashes)]):
+        subprocess.run([setup.binary("shale-bench"), "-h", server.host, "-port", str(server.port), "--dist",
+                        "sequential", "-p", "8", "-P", "16", "--value-size", str(value_size), "-q", *argv],
+                       check=True, stdout=subprocess.DEVNULL)
+
+
 def shale_bench(servers, name, args_for):
     """`args_for(server)` gives shale-bench's arguments, or None when that server has no such
     command (Redis has no TR.*)."""
