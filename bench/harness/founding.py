@@ -109,11 +109,11 @@ def written_bytes(pid):
 
 def _bench(target, args, confined_as=None, limit=None):
     """shale-bench with `target` (its leading arguments); its JSON report. With `confined_as`,
-    the shale-bench process itself (the engine's runs) goes into that memory cgroup."""
+    the shale-bench process itself (the engine's runs) starts in that memory cgroup."""
     argv = [setup.binary("shale-bench"), *target, "--json", "-q", *args]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     if confined_as:
-        cgroup.confine(confined_as, proc.pid, limit)
+        argv, _ = cgroup.confined_from_start(confined_as, limit, argv)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     out, _ = proc.communicate()
     if proc.returncode != 0:
         raise RuntimeError(f"shale-bench {' '.join(args)} failed")
@@ -136,11 +136,9 @@ def _read_rounds(run, target, keys, connections, round_seconds, confined_as=None
             print(f"{run.name}: {label} at {run.rounds[-1][1]:,.0f} keys/s", file=sys.stderr, flush=True)
 
 
-def server_run(server, keys, round_seconds, memory_limit=None):
-    """Loads and reads `server`, in a memory cgroup of `memory_limit` bytes if given."""
-    run = Run(server.name, keys)
-    if memory_limit:
-        run.confined = cgroup.confine("shale-founding", server.proc.pid, memory_limit)
+def server_run(server, keys, round_seconds):
+    """Loads and reads `server`."""
+    run = Run(server.name, keys, confined=server.confined)
     target = ["-h", server.host, "-port", str(server.port)]
     before = written_bytes(server.proc.pid)
     out = _bench(target, _load_args(keys))
@@ -179,10 +177,11 @@ def engine_run(work, keys, round_seconds, memory_limit):
 def confined_shale_run(work, directory, extra, name, keys, round_seconds, limit):
     """A fresh shale-server (with `extra` arguments) in `work/directory`, named `name`, loaded
     and read in a memory cgroup of `limit` bytes."""
-    shale = servers.start_shale(setup.binary("shale-server"), os.path.join(work, directory), extra)
+    shale = servers.start_shale(setup.binary("shale-server"), os.path.join(work, directory), extra,
+                                memory=("shale-founding", limit))
     shale.name = name
     try:
-        return server_run(shale, keys, round_seconds, limit)
+        return server_run(shale, keys, round_seconds)
     finally:
         shale.stop()
         cgroup.release("shale-founding")

@@ -50,10 +50,12 @@ class Running:
         if chosen.worker_cpus is not None:
             self.worker = start_worker()
             extra += ["--compaction-workers", self.worker.url]
-        self.server = servers.start_shale(setup.binary("shale-server"), os.path.join(work, chosen.name), extra)
+        memory = (memory_cgroup, memory_limit) if memory_limit else None
+        self.server = servers.start_shale(setup.binary("shale-server"), os.path.join(work, chosen.name), extra,
+                                          memory=memory)
         self.server.name = chosen.name
         self.memory_cgroup = memory_cgroup
-        self.confined = bool(memory_limit) and cgroup.confine(memory_cgroup, self.server.proc.pid, memory_limit)
+        self.confined = self.server.confined
         self.pinned = True
         if chosen.node_cpus is not None:
             self.pinned &= cgroup.pin(NODE_CGROUP, self.server.proc.pid, chosen.node_cpus)

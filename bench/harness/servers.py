@@ -7,6 +7,8 @@ import socket
 import subprocess
 import time
 
+from . import cgroup
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -17,9 +19,11 @@ def free_port():
 
 
 class Server:
-    def __init__(self, name, host, port, proc=None, data_dir=None):
+    def __init__(self, name, host, port, proc=None, data_dir=None, confined=False):
         self.name, self.host, self.port = name, host, port
         self.proc, self.data_dir = proc, data_dir
+        # Whether it runs in the memory cgroup it was started in.
+        self.confined = confined
 
     @property
     def started_here(self):
@@ -96,9 +100,9 @@ class Server:
             self.proc.wait()
 
 
-def _start(name, argv, port, data_dir):
+def _start(name, argv, port, data_dir, confined=False):
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    server = Server(name, "127.0.0.1", port, proc, data_dir)
+    server = Server(name, "127.0.0.1", port, proc, data_dir, confined)
     try:
         server.wait_ready()
     except BaseException:
@@ -108,11 +112,16 @@ def _start(name, argv, port, data_dir):
     return server
 
 
-def start_shale(binary, data_dir, extra=()):
+def start_shale(binary, data_dir, extra=(), memory=None):
+    """With `memory` (a cgroup's name, a limit in bytes), in that memory cgroup from its start,
+    where it sizes its caches and memtables to the limit."""
     os.makedirs(data_dir, exist_ok=True)
     port = free_port()
     argv = [binary, "--port", str(port), "--dir", data_dir, "--loglevel", "warning", *extra]
-    return _start("Shale", argv, port, data_dir)
+    confined = False
+    if memory:
+        argv, confined = cgroup.confined_from_start(*memory, argv)
+    return _start("Shale", argv, port, data_dir, confined)
 
 
 def start_redis(data_dir, extra=()):

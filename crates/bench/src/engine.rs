@@ -13,15 +13,17 @@ use bytes::{Bytes, BytesMut};
 use shale_protocol::{RequestLimits, RequestParser};
 use shale_storage::keys::meta_key;
 use shale_storage::metadata::Metadata;
-use shale_storage::{Cf, Engine, RocksConfig, RocksEngine, WriteBatch};
+use shale_storage::{Cf, Engine, MemoryBudget, RocksConfig, RocksEngine, WriteBatch};
 
 pub struct EngineTarget {
     engine: RocksEngine,
 }
 
 impl EngineTarget {
+    /// Sized as a server started alike would be: by the memory the process may use.
     pub fn open(dir: &Path) -> Result<EngineTarget, String> {
-        let engine = RocksEngine::open(dir, &RocksConfig::default())
+        let config = RocksConfig::sized(MemoryBudget::resolve(0).split());
+        let engine = RocksEngine::open(dir, &config)
             .map_err(|e| format!("can't open the engine in {}: {e}", dir.display()))?;
         Ok(EngineTarget { engine })
     }

@@ -19,8 +19,11 @@
 //!   the data directory has.
 //! - [`compaction`] sends compactions to `shale-compactor` workers (RocksDB's remote
 //!   compaction) and runs them there.
+//! - [`MemoryBudget`] sizes the caches and memtables from one figure, by default the memory
+//!   the process may use.
 //! - `patch` encodes the byte patches that change part of a record without rewriting it.
 
+mod budget;
 pub mod compaction;
 mod engine;
 mod health;
@@ -36,6 +39,7 @@ mod rocks;
 pub mod wal;
 mod wal_damage;
 
+pub use budget::{BudgetSource, MemoryBudget, MemorySplit};
 pub use engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
 pub use memory::MemoryEngine;
 pub use overlay::Overlay;

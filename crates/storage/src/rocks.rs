@@ -17,6 +17,7 @@ use rocksdb::{
     WriteBufferManager, WriteOptions, DB,
 };
 
+use crate::budget::MemorySplit;
 use crate::compaction::{FamilySettings, RemoteCompaction};
 use crate::engine::{Cf, Engine, EngineStats, Op, ScanDirection, StorageError, WriteBatch};
 use crate::health::{self, WriteHealth};
@@ -75,15 +76,31 @@ pub struct RocksConfig {
     pub compaction_remote_timeout: Duration,
 }
 
+impl RocksConfig {
+    /// The defaults with the cache and memtable sizes `split` gives.
+    pub fn sized(split: MemorySplit) -> RocksConfig {
+        RocksConfig {
+            block_cache_size: split.block_cache,
+            meta_cache_size: split.meta_cache,
+            data_cache_size: split.data_cache,
+            write_buffer_size: split.write_buffer,
+            memtable_budget: split.memtables,
+            ..RocksConfig::default()
+        }
+    }
+}
+
+/// The sizes of a 1 GiB budget ([`MemorySplit::default`]).
 impl Default for RocksConfig {
     fn default() -> Self {
+        let split = MemorySplit::default();
         RocksConfig {
-            block_cache_size: 256 << 20,
-            meta_cache_size: 64 << 20,
-            data_cache_size: 64 << 20,
-            write_buffer_size: 64 << 20,
+            block_cache_size: split.block_cache,
+            meta_cache_size: split.meta_cache,
+            data_cache_size: split.data_cache,
+            write_buffer_size: split.write_buffer,
             max_write_buffer_number: 4,
-            memtable_budget: 256 << 20,
+            memtable_budget: split.memtables,
             max_background_jobs: 4,
             rate_limit: 0,
             rate_limit_auto_tune: true,

@@ -292,6 +292,10 @@ fn memory(services: &Services, keyspace: &Keyspace, out: &mut String) {
     line(out, "maxmemory_human", "0B");
     line(out, "maxmemory_policy", "noeviction");
     line(out, "mem_allocator", crate::MEM_ALLOCATOR);
+    let budget = services.config.read().budget;
+    line(out, "memory_budget", budget.bytes);
+    line(out, "memory_budget_human", human(budget.bytes as u64));
+    line(out, "memory_budget_source", budget.source.name());
     line(out, "block_cache_used", engine.block_cache_usage);
     line(out, "block_cache_capacity", engine.block_cache_capacity);
     line(out, "meta_cache_used", engine.meta_cache.usage);

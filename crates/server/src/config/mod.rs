@@ -2,13 +2,15 @@
 //! parameters behind CONFIG GET/SET/REWRITE.
 
 pub mod event_classes;
+mod memory;
 
 use std::path::{Path, PathBuf};
 
-use shale_storage::RocksConfig;
+use shale_storage::{BudgetSource, MemoryBudget, RocksConfig};
 
 use crate::types::MAX_STRING_LEN;
 use event_classes::{format_classes, parse_classes, INVALID_CLASSES};
+use memory::SetSizes;
 
 /// When acknowledged writes reach the disk (Redis's `appendfsync`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +85,13 @@ pub struct Config {
     pub cluster_enabled: bool,
     /// Threads that run connections and commands; 0 means one per core.
     pub threads: usize,
+    /// `memory-budget`: what the caches and memtables may take together; 0 follows the
+    /// memory the process may use.
+    pub memory_budget: usize,
+    /// The budget in force, resolved at load.
+    pub budget: MemoryBudget,
+    /// The `rocksdb.*` sizes given explicitly, which the budget leaves as they are.
+    set_sizes: SetSizes,
     pub rocks: RocksConfig,
     pub replication: ReplicationConfig,
     /// Redis parameters that only tune Redis's in-memory encodings. Shale's own layouts have
@@ -277,6 +286,12 @@ impl Default for Config {
             hz: 10,
             cluster_enabled: false,
             threads: 0,
+            memory_budget: 0,
+            budget: MemoryBudget {
+                bytes: 1 << 30,
+                source: BudgetSource::Configured,
+            },
+            set_sizes: SetSizes::default(),
             rocks: RocksConfig::default(),
             replication: ReplicationConfig::default(),
             encoding_params: ENCODING_PARAMS
@@ -609,7 +624,7 @@ pub const PARAMS: &[Param] = &[
         |_c| "0".into(),
         |_c, v| match parse_memory(v)? {
             0 => Ok(()),
-            _ => Err("Shale evicts nothing; memory is bounded by the rocksdb.* sizes".into()),
+            _ => Err("Shale evicts nothing; memory-budget bounds its caches and memtables".into()),
         }
     ),
     param!(
@@ -618,7 +633,7 @@ pub const PARAMS: &[Param] = &[
         |_c| "noeviction".into(),
         |_c, v| match v {
             "noeviction" => Ok(()),
-            _ => Err("Shale evicts nothing; memory is bounded by the rocksdb.* sizes".into()),
+            _ => Err("Shale evicts nothing; memory-budget bounds its caches and memtables".into()),
         }
     ),
     // `replicaof` changes with REPLICAOF, not CONFIG SET, and CONFIG REWRITE records it.
@@ -746,11 +761,21 @@ pub const PARAMS: &[Param] = &[
         }
     ),
     param!(
+        "memory-budget",
+        false,
+        |c| c.memory_budget.to_string(),
+        |c, v| {
+            c.memory_budget = parse_memory(v)?;
+            Ok(())
+        }
+    ),
+    param!(
         "rocksdb.block-cache-size",
         false,
         |c| c.rocks.block_cache_size.to_string(),
         |c, v| {
             c.rocks.block_cache_size = parse_memory(v)?;
+            c.set_sizes.block_cache = Some(c.rocks.block_cache_size);
             Ok(())
         }
     ),
@@ -760,6 +785,7 @@ pub const PARAMS: &[Param] = &[
         |c| c.rocks.meta_cache_size.to_string(),
         |c, v| {
             c.rocks.meta_cache_size = parse_memory(v)?;
+            c.set_sizes.meta_cache = Some(c.rocks.meta_cache_size);
             Ok(())
         }
     ),
@@ -769,6 +795,7 @@ pub const PARAMS: &[Param] = &[
         |c| c.rocks.data_cache_size.to_string(),
         |c, v| {
             c.rocks.data_cache_size = parse_memory(v)?;
+            c.set_sizes.data_cache = Some(c.rocks.data_cache_size);
             Ok(())
         }
     ),
@@ -778,6 +805,7 @@ pub const PARAMS: &[Param] = &[
         |c| c.rocks.write_buffer_size.to_string(),
         |c, v| {
             c.rocks.write_buffer_size = parse_memory(v)?;
+            c.set_sizes.write_buffer = Some(c.rocks.write_buffer_size);
             Ok(())
         }
     ),
@@ -796,6 +824,7 @@ pub const PARAMS: &[Param] = &[
         |c| c.rocks.memtable_budget.to_string(),
         |c, v| {
             c.rocks.memtable_budget = parse_memory(v)?;
+            c.set_sizes.memtables = Some(c.rocks.memtable_budget);
             Ok(())
         }
     ),
@@ -971,6 +1000,8 @@ impl Config {
             }
             config.apply(&name.to_ascii_lowercase(), &values.join(" "))?;
         }
+        config.budget = MemoryBudget::resolve(config.memory_budget);
+        config.set_sizes.apply(config.budget, &mut config.rocks);
         // As Redis: in cluster mode the topology says whom a node replicates.
         if config.cluster_enabled && config.replication.replicaof.is_some() {
             return Err("replicaof directive not allowed in cluster mode".into());
@@ -1034,7 +1065,10 @@ impl Config {
     /// live in an ACL file, as Redis rewrites them.
     pub fn rewrite(&self, path: &Path, users: &[String]) -> std::io::Result<()> {
         let old = std::fs::read_to_string(path).unwrap_or_default();
-        let defaults = Config::default().entries();
+        // A size the budget gives is a default, not a setting to write.
+        let mut defaults = Config::default();
+        SetSizes::default().apply(self.budget, &mut defaults.rocks);
+        let defaults = defaults.entries();
         let current = self.entries();
         let mut written = Vec::new();
         let mut lines = Vec::new();

@@ -94,6 +94,7 @@ const NAMES: &[(&str, &str)] = &[
     ("used_memory_peak", "memory_used_peak_bytes"),
     ("used_memory_lua", "memory_used_lua_bytes"),
     ("maxmemory", "memory_max_bytes"),
+    ("memory_budget", "memory_budget_bytes"),
     ("mem_clients_normal", "mem_clients_normal"),
     ("loading", "loading_dump_file"),
     ("rdb_changes_since_last_save", "rdb_changes_since_last_save"),

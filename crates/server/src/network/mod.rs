@@ -24,6 +24,16 @@ use connection::WriteCombiner;
 /// Opens the data directory, binds the listeners and serves until shutdown.
 pub async fn run(config: Config, config_file: Option<PathBuf>) -> Result<(), String> {
     let opened = Instant::now();
+    let rocks_config = &config.rocks;
+    tracing::info!(
+        "memory budget {} MiB ({}): block cache {} MiB, memtables {} MiB, metadata cache {} MiB, data cache {} MiB",
+        config.budget.bytes >> 20,
+        config.budget.source.name(),
+        rocks_config.block_cache_size >> 20,
+        rocks_config.memtable_budget >> 20,
+        rocks_config.meta_cache_size >> 20,
+        rocks_config.data_cache_size >> 20,
+    );
     std::fs::create_dir_all(&config.dir)
         .map_err(|e| format!("can't create data directory {}: {e}", config.dir.display()))?;
     let data_dir = DataDir::new(&config.dir);
