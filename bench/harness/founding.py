@@ -102,12 +102,19 @@ def drop_page_cache():
         print(f"can't drop the page cache: {err}", file=sys.stderr)
 
 
+def disk_reads():
+    """Read requests completed by the machine's disks (whole disks: a partition's count again)."""
+    disks = {name for name in os.listdir("/sys/block") if not name.startswith(("loop", "ram"))}
+    with open("/proc/diskstats") as f:
+        return sum(int(fields[3]) for fields in map(str.split, f) if fields[2] in disks)
+
+
 def written_bytes(pid):
     with open(f"/proc/{pid}/io") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("write_bytes:"))
 
 
-def _bench(target, args, confined_as=None, limit=None):
+def run_bench(target, args, confined_as=None, limit=None):
     """shale-bench with `target` (its leading arguments); its JSON report. With `confined_as`,
     the shale-bench process itself (the engine's runs) starts in that memory cgroup."""
     argv = [setup.binary("shale-bench"), *target, "--json", "-q", *args]
@@ -120,7 +127,7 @@ def _bench(target, args, confined_as=None, limit=None):
     return json.loads(out)
 
 
-def _load_args(keys):
+def load_args(keys):
     return ["--mset", "32", "--dist", "sequential", "-r", str(keys), "-c", str(keys // 32), "-p", "8",
             "--value-size", VALUES, "--text"]
 
@@ -129,7 +136,7 @@ def _read_rounds(run, target, keys, connections, round_seconds, confined_as=None
     for dist in ("sequential", "uniform"):
         drop_page_cache()
         for n in (1, 2):
-            out = _bench(target, ["--mget", "32", "--dist", dist, "-r", str(keys), "-p", str(connections),
+            out = run_bench(target, ["--mget", "32", "--dist", dist, "-r", str(keys), "-p", str(connections),
                                   "-d", str(round_seconds)], confined_as, limit)
             label = f"{'sequential' if dist == 'sequential' else 'random'} {n}"
             run.rounds.append((label, out["ops"] * 32 / out["seconds"], out["per_second"]))
@@ -141,7 +148,7 @@ def server_run(server, keys, round_seconds):
     run = Run(server.name, keys, confined=server.confined)
     target = ["-h", server.host, "-port", str(server.port)]
     before = written_bytes(server.proc.pid)
-    out = _bench(target, _load_args(keys))
+    out = run_bench(target, load_args(keys))
     run.load_seconds, run.value_bytes = out["seconds"], out["value_bytes"]
     print(f"{run.name}: loaded {keys:,} keys at {run.load_mb_s:.0f} MB/s", file=sys.stderr, flush=True)
     run.settled = settle_compactions(server, limit=SETTLE_LIMIT)
@@ -161,7 +168,7 @@ def engine_run(work, keys, round_seconds, memory_limit):
     target = ["--engine", directory]
     run.confined = os.path.exists(os.path.join(cgroup.ROOT, "memory.limit_in_bytes"))
     started = time.time()
-    out = _bench(target, _load_args(keys), name, memory_limit)
+    out = run_bench(target, load_args(keys), name, memory_limit)
     # shale-bench --engine waits for the compactions its load left before it exits.
     run.load_seconds, run.value_bytes = out["seconds"], out["value_bytes"]
     run.settled = max(time.time() - started - out["seconds"], 0.0)
@@ -327,7 +334,7 @@ def offload_run(chosen, work, keys, limit):
         server = running.server
         target = ["-h", server.host, "-port", str(server.port)]
         cpu, written = server.cpu_seconds(), running.written()
-        out = _bench(target, _load_args(keys))
+        out = run_bench(target, load_args(keys))
         run.load_seconds, run.value_bytes, run.per_second = out["seconds"], out["value_bytes"], out["per_second"]
         offload.log(f"{run.name}: loaded at {run.load_mb_s:.0f} MB/s")
         run.settled = settle_compactions(server, limit=SETTLE_LIMIT)

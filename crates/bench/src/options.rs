@@ -29,6 +29,8 @@ pub struct Options {
     pub warmup: Duration,
     pub command: String,
     pub range: u64,
+    /// `--hot N`: `__RAND__` takes only N values of the range, spread across it.
+    pub hot: Option<u64>,
     pub range2: u64,
     /// Commands wrapped in one MULTI/EXEC per round trip (0: none).
     pub batching: usize,
@@ -59,6 +61,7 @@ impl Default for Options {
             warmup: Duration::ZERO,
             command: "TR.GETBIT foo-__RAND__ __RAND2__".into(),
             range: 100_000_000,
+            hot: None,
             range2: 100_000_000,
             batching: 0,
             pipeline: 1,
@@ -89,6 +92,8 @@ pub const USAGE: &str = "Usage: shale-bench [options]
                        __VALUE__ a value of --value-size bytes
   -r <n>               range of __RAND__ (default 100000000)
   -r2 <n>              range of __RAND2__ (default 100000000)
+  --hot <n>            __RAND__ takes n values of -r's range, spread evenly across it
+                       (hot keys among the others); --dist draws among those n
   -batching <n>        n commands per MULTI/EXEC round trip
   -P <n>               pipeline n commands per round trip
   --value-size <n>     bytes of __VALUE__ (default 3), or a range such as 1024-4096, with
@@ -132,6 +137,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             "-command" | "--command" => options.command = value(i)?,
             "-r" => options.range = num(value(i)?, name)?,
             "-r2" => options.range2 = num(value(i)?, name)?,
+            "--hot" => options.hot = Some(num(value(i)?, name)?),
             "-batching" => options.batching = num(value(i)?, name)?,
             "-P" => options.pipeline = num(value(i)?, name)?,
             "--value-size" => options.value_size = ValueSize::parse(&value(i)?)?,
@@ -166,9 +172,10 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
     if options.connections == 0
         || options.range == 0
         || options.range2 == 0
+        || options.hot == Some(0)
         || options.pipeline == 0
     {
-        return Err("-p, -r, -r2 and -P must be positive".into());
+        return Err("-p, -r, -r2, --hot and -P must be positive".into());
     }
     Ok(options)
 }

@@ -83,7 +83,10 @@ fn bulk(out: &mut Vec<u8>, data: &[u8]) {
 pub struct ValueSource {
     rng: SmallRng,
     distribution: Distribution,
+    /// What the distribution draws from: `-r`, or the hot keys' count.
     range: u64,
+    /// With hot keys, the range they are spread over and the stride that spreads them.
+    scatter: Option<(u64, u64)>,
     range2: u64,
     sequence: Arc<AtomicU64>,
     zipf: Option<Zipf>,
@@ -93,15 +96,20 @@ pub struct ValueSource {
 }
 
 impl ValueSource {
+    /// With `hot`, `__RAND__` is one of that many numbers of `[0, range)`, spread evenly
+    /// across it (see [`stride`]).
     pub fn new(
         seed: u64,
         distribution: Distribution,
         range: u64,
+        hot: Option<u64>,
         range2: u64,
         payloads: Arc<Payloads>,
         sequence: Arc<AtomicU64>,
     ) -> Self {
         let rng = SmallRng::seed_from_u64(seed);
+        let scatter = hot.map(|_| (range, stride(range)));
+        let range = hot.map_or(range, |hot| hot.min(range));
         let zipf = match distribution {
             Distribution::Zipfian(s) => Some(Zipf::new(range, s)),
             _ => None,
@@ -110,6 +118,7 @@ impl ValueSource {
             rng,
             distribution,
             range,
+            scatter,
             range2,
             sequence,
             zipf,
@@ -120,6 +129,16 @@ impl ValueSource {
 
     /// A `__RAND__` value in `[0, range)` drawn from the configured distribution.
     pub fn rand(&mut self) -> u64 {
+        let drawn = self.draw();
+        match self.scatter {
+            Some((range, stride)) => {
+                (u128::from(drawn) * u128::from(stride) % u128::from(range)) as u64
+            }
+            None => drawn,
+        }
+    }
+
+    fn draw(&mut self) -> u64 {
         match self.distribution {
             Distribution::Uniform => self.rng.random_range(0..self.range),
             Distribution::Sequential => self.sequence.fetch_add(1, Ordering::Relaxed) % self.range,
@@ -142,6 +161,23 @@ impl ValueSource {
     pub fn rand2(&mut self) -> u64 {
         self.rng.random_range(0..self.range2)
     }
+}
+
+/// A stride coprime with `range` near its golden section: `i * stride % range` for `i` in
+/// `0..n` gives `n` distinct numbers spread evenly over the range (a Weyl sequence), as hot
+/// keys lie among the others instead of in one run of neighbours.
+fn stride(range: u64) -> u64 {
+    let gcd = |mut a: u64, mut b: u64| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    let mut stride = ((range as f64 * 0.618_033_988_75) as u64).max(1);
+    while gcd(stride, range) != 1 {
+        stride += 1;
+    }
+    stride
 }
 
 /// Zipf over `1..=n` by rejection-inversion (Hörmann and Derflinger), O(1) memory for any n.
@@ -223,6 +259,7 @@ mod tests {
             1,
             distribution,
             range,
+            None,
             range2,
             Arc::new(Payloads::new(
                 PayloadKind::Letters,
@@ -288,5 +325,36 @@ mod tests {
             (0..5).map(|_| values.rand()).collect::<Vec<_>>(),
             [0, 1, 2, 0, 1]
         );
+    }
+
+    #[test]
+    fn hot_keys_are_distinct_and_spread_over_the_range() {
+        let mut values = ValueSource::new(
+            1,
+            Distribution::Sequential,
+            1_000_000,
+            Some(1000),
+            1,
+            Arc::new(Payloads::new(
+                PayloadKind::Letters,
+                ValueSize {
+                    min: 4,
+                    max: 4,
+                    mean: None,
+                },
+                1,
+            )),
+            Arc::new(AtomicU64::new(0)),
+        );
+        let mut keys: Vec<u64> = (0..1000).map(|_| values.rand()).collect();
+        assert_eq!(values.rand(), keys[0], "the same thousand again");
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), 1000);
+        assert!(keys.iter().all(|&k| k < 1_000_000));
+        // Evenly spread: no gap between neighbours is more than a few times the mean.
+        let widest = keys.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+        assert!(widest < 3000, "widest gap {widest}");
+        assert!(stride(10) != 5 && stride(12) % 2 == 1 && stride(1) == 1);
     }
 }
