@@ -25,11 +25,11 @@ fn a_set_budget_sizes_what_was_not_set_and_rewrite_keeps_it_that_way() {
     assert_eq!(memory(&mut con, "memory_budget_human"), "512.00M");
     assert_eq!(
         memory(&mut con, "block_cache_capacity"),
-        (128u64 << 20).to_string()
+        (28u64 << 20).to_string()
     );
     assert_eq!(
         memory(&mut con, "meta_cache_capacity"),
-        (32u64 << 20).to_string()
+        (196u64 << 20).to_string()
     );
     assert_eq!(
         memory(&mut con, "data_cache_capacity"),
@@ -38,10 +38,10 @@ fn a_set_budget_sizes_what_was_not_set_and_rewrite_keeps_it_that_way() {
     );
     assert_eq!(
         memory(&mut con, "memtables_limit"),
-        (128u64 << 20).to_string()
+        (112u64 << 20).to_string()
     );
     let got: Vec<String> = run(&mut con, &["CONFIG", "GET", "rocksdb.block-cache-size"]);
-    assert_eq!(got[1], (128u64 << 20).to_string());
+    assert_eq!(got[1], (28u64 << 20).to_string());
     assert!(
         common::fails(&mut con, &["CONFIG", "SET", "memory-budget", "1gb"])
             .contains("can't set immutable config")
@@ -58,7 +58,7 @@ fn a_set_budget_sizes_what_was_not_set_and_rewrite_keeps_it_that_way() {
     let mut con = server.client();
     assert_eq!(
         memory(&mut con, "block_cache_capacity"),
-        (128u64 << 20).to_string()
+        (28u64 << 20).to_string()
     );
 }
 
@@ -74,7 +74,7 @@ fn unset_the_budget_is_the_machines_memory_outside_a_limited_cgroup() {
         other => panic!("budget from {other}"),
     }
     let block_cache: u64 = memory(&mut con, "block_cache_capacity").parse().unwrap();
-    assert_eq!(block_cache, budget / 4);
+    assert_eq!(block_cache, (budget - (64 << 20)) / 16);
 }
 
 /// A memory cgroup of `limit` bytes this test may put a process in: its `cgroup.procs`, or
@@ -149,14 +149,19 @@ fn a_server_in_a_small_memory_cgroup_sizes_its_caches_to_it_and_survives_a_load_
     let mut con = server.client();
     assert_eq!(memory(&mut con, "memory_budget_source"), "cgroup");
     assert_eq!(memory(&mut con, "memory_budget"), limit.to_string());
+    // 64 MiB are the process's; the caches and memtables share the rest.
+    let shared = limit - (64 << 20);
     assert_eq!(
         memory(&mut con, "block_cache_capacity"),
-        (limit / 4).to_string()
+        (shared / 16).to_string()
     );
-    assert_eq!(memory(&mut con, "memtables_limit"), (limit / 4).to_string());
+    assert_eq!(
+        memory(&mut con, "memtables_limit"),
+        (shared / 4).to_string()
+    );
 
-    // About 550 MB of values, twice the limit: with the sizes of a 1 GiB budget (640 MiB
-    // of caches and memtables) the server was killed by the OOM killer a few seconds in.
+    // About 550 MB of values, twice the limit: with the fixed sizes Shale had before its budget
+    // (640 MiB of caches and memtables) the server was killed by the OOM killer 3.4 s in.
     const KEYS: u64 = 120_000;
     for batch in 0..KEYS / 100 {
         let mut pipe = redis::pipe();
@@ -168,6 +173,16 @@ fn a_server_in_a_small_memory_cgroup_sizes_its_caches_to_it_and_survives_a_load_
         }
         pipe.query::<()>(&mut con).expect("the load is served");
     }
+    // Every key read once, in order, fills the record caches; then reads at random.
+    for batch in 0..KEYS / 32 {
+        let names: Vec<String> = (batch * 32..(batch + 1) * 32)
+            .map(|n| format!("key:{n}"))
+            .collect();
+        let got: Vec<Vec<u8>> = redis::cmd("MGET").arg(&names).query(&mut con).unwrap();
+        assert_eq!(got.len(), 32);
+    }
+    let cached: u64 = memory(&mut con, "meta_cache_used").parse().unwrap();
+    assert!(cached > limit / 8, "the metadata cache filled: {cached}");
     let mut next = common::numbers(7);
     for _ in 0..300 {
         let keys: Vec<u64> = (0..32).map(|_| next(KEYS)).collect();

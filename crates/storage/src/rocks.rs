@@ -37,6 +37,8 @@ pub struct RocksConfig {
     pub meta_cache_size: usize,
     /// Bound on the cache of the data family's records; 0 turns it off.
     pub data_cache_size: usize,
+    /// The record caches keep records of a few hundred bytes and more LZ4-compressed.
+    pub compress_cached_records: bool,
     pub write_buffer_size: usize,
     pub max_write_buffer_number: i32,
     /// Bound on the memtables of all column families together.
@@ -98,6 +100,7 @@ impl Default for RocksConfig {
             block_cache_size: split.block_cache,
             meta_cache_size: split.meta_cache,
             data_cache_size: split.data_cache,
+            compress_cached_records: true,
             write_buffer_size: split.write_buffer,
             max_write_buffer_number: 4,
             memtable_budget: split.memtables,
@@ -594,8 +597,8 @@ impl Opened {
             db,
             options,
             caches: Caches {
-                meta: RecordCache::new(config.meta_cache_size),
-                data: RecordCache::new(config.data_cache_size),
+                meta: RecordCache::new(config.meta_cache_size, config.compress_cached_records),
+                data: RecordCache::new(config.data_cache_size, config.compress_cached_records),
             },
             point_reads: ReadOptions::default(),
             families,
@@ -1244,8 +1247,8 @@ mod tests {
     #[test]
     fn metadata_records_come_in_when_written() {
         let caches = Caches {
-            meta: RecordCache::new(1 << 20),
-            data: RecordCache::new(1 << 20),
+            meta: RecordCache::new(1 << 20, true),
+            data: RecordCache::new(1 << 20, true),
         };
         let mut batch = WriteBatch::new();
         batch.put(Cf::Meta, b"k".to_vec(), b"v".to_vec());
@@ -1266,7 +1269,7 @@ mod tests {
 
     fn metadata_cache_only() -> Caches {
         Caches {
-            meta: RecordCache::new(1 << 20),
+            meta: RecordCache::new(1 << 20, true),
             data: None,
         }
     }

@@ -43,8 +43,8 @@ mod tests {
         let mut rocks = RocksConfig::default();
         set.apply(budget, &mut rocks);
         assert_eq!(rocks.block_cache_size, 300 << 20);
-        assert_eq!(rocks.meta_cache_size, 32 << 20);
-        assert_eq!(rocks.memtable_budget, 128 << 20);
-        assert_eq!(rocks.write_buffer_size, 32 << 20);
+        assert_eq!(rocks.meta_cache_size, 196 << 20);
+        assert_eq!(rocks.memtable_budget, 112 << 20);
+        assert_eq!(rocks.write_buffer_size, 28 << 20);
     }
 }

@@ -800,6 +800,15 @@ pub const PARAMS: &[Param] = &[
         }
     ),
     param!(
+        "rocksdb.compress-cached-records",
+        false,
+        |c| yes_no(c.rocks.compress_cached_records),
+        |c, v| {
+            c.rocks.compress_cached_records = parse_bool(v)?;
+            Ok(())
+        }
+    ),
+    param!(
         "rocksdb.write-buffer-size",
         false,
         |c| c.rocks.write_buffer_size.to_string(),

@@ -18,12 +18,19 @@
 //! A read that misses fills the cache after it has read RocksDB, and a write may land in
 //! between. Each shard therefore counts the writes it has seen, and a fill goes in only if
 //! none came since the read began.
+//!
+//! Records of a few hundred bytes and more are kept compressed ([`stored`]) once a shard is a
+//! quarter full: a small hot set costs no decompression, and a larger one fits compressed.
+
+mod stored;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use quick_cache::unsync::Cache;
 use quick_cache::Weighter;
+
+use stored::{Compressor, Stored};
 
 /// Records longer than this are not cached: they are rare, and would crowd out many small ones.
 const VALUE_LIMIT: usize = 8 << 10;
@@ -43,10 +50,11 @@ pub struct RecordCache {
     capacity: u64,
     /// Batched reads that filled the cache so far.
     batches: AtomicU64,
+    compressor: Compressor,
 }
 
 struct Shard {
-    entries: Cache<Vec<u8>, Vec<u8>, EntryWeight>,
+    entries: Cache<Vec<u8>, Stored, EntryWeight>,
     /// Writes that touched this shard so far.
     writes: u64,
     /// Writes between [`RecordCache::withdraw`] and [`RecordCache::written`]: no read fills the
@@ -59,14 +67,14 @@ struct Shard {
 #[derive(Clone)]
 struct EntryWeight;
 
-impl Weighter<Vec<u8>, Vec<u8>> for EntryWeight {
-    fn weight(&self, key: &Vec<u8>, value: &Vec<u8>) -> u64 {
+impl Weighter<Vec<u8>, Stored> for EntryWeight {
+    fn weight(&self, key: &Vec<u8>, value: &Stored) -> u64 {
         entry_weight(key, value)
     }
 }
 
-fn entry_weight(key: &[u8], value: &[u8]) -> u64 {
-    (key.len() + value.len()) as u64 + ENTRY_OVERHEAD
+fn entry_weight(key: &[u8], value: &Stored) -> u64 {
+    (key.len() + value.size()) as u64 + ENTRY_OVERHEAD
 }
 
 /// What a read of several keys found in the cache.
@@ -97,8 +105,9 @@ pub struct RecordCacheStats {
 }
 
 impl RecordCache {
-    /// A cache of at most `capacity` bytes; `None` when that is 0.
-    pub fn new(capacity: usize) -> Option<RecordCache> {
+    /// A cache of at most `capacity` bytes, which keeps records `compressed` if asked;
+    /// `None` when that is 0.
+    pub fn new(capacity: usize, compressed: bool) -> Option<RecordCache> {
         if capacity == 0 {
             return None;
         }
@@ -123,6 +132,7 @@ impl RecordCache {
             hasher: Default::default(),
             capacity: capacity as u64,
             batches: AtomicU64::new(0),
+            compressor: Compressor::new(compressed),
         })
     }
 
@@ -134,15 +144,27 @@ impl RecordCache {
     /// RocksDB.
     pub fn get(&self, key: &[u8]) -> Result<Vec<u8>, Miss> {
         let index = self.shard_of(key);
-        let mut shard = self.shards[index].lock();
-        if let Some(value) = shard.entries.get(key).cloned() {
-            shard.hits += 1;
-            return Ok(value);
-        }
-        shard.misses += 1;
-        Err(Miss {
+        let stored = {
+            let mut shard = self.shards[index].lock();
+            match shard.entries.get(key).cloned() {
+                Some(stored) => {
+                    shard.hits += 1;
+                    stored
+                }
+                None => {
+                    shard.misses += 1;
+                    return Err(Miss {
+                        shard: index,
+                        writes_seen: shard.writes,
+                    });
+                }
+            }
+        };
+        // Decompressed out of the lock. A record that would not decompress is read from
+        // RocksDB and not filled in again (no shard ever counts that many writes).
+        stored.record().ok_or(Miss {
             shard: index,
-            writes_seen: shard.writes,
+            writes_seen: u64::MAX,
         })
     }
 
@@ -166,7 +188,7 @@ impl RecordCache {
             by_shard[next[index as usize]] = at;
             next[index as usize] += 1;
         }
-        let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+        let mut stored: Vec<Option<Stored>> = vec![None; keys.len()];
         let mut writes_seen = [0u64; SHARDS];
         let mut hit_shards = 0u32;
         for index in 0..SHARDS {
@@ -177,8 +199,8 @@ impl RecordCache {
             let mut shard = self.shards[index].lock();
             writes_seen[index] = shard.writes;
             for &at in positions {
-                values[at] = shard.entries.get(&keys[at]).cloned();
-                if values[at].is_some() {
+                stored[at] = shard.entries.get(&keys[at]).cloned();
+                if stored[at].is_some() {
                     shard.hits += 1;
                     hit_shards |= 1 << index;
                 } else {
@@ -186,6 +208,11 @@ impl RecordCache {
                 }
             }
         }
+        // Decompressed out of the locks; one that would not decompress is a miss.
+        let values: Vec<Option<Vec<u8>>> = stored
+            .iter()
+            .map(|stored| stored.as_ref().and_then(Stored::record))
+            .collect();
         let misses = values
             .iter()
             .zip(&shard_of)
@@ -244,10 +271,28 @@ impl RecordCache {
         if value.len() > VALUE_LIMIT {
             return;
         }
+        let stored = self.prepare(miss.shard, value.to_vec());
         let mut shard = self.shards[miss.shard].lock();
-        let fits = || shard.entries.weight() + entry_weight(key, value) <= shard.entries.capacity();
+        let fits =
+            || shard.entries.weight() + entry_weight(key, &stored) <= shard.entries.capacity();
         if shard.writes == miss.writes_seen && shard.in_flight == 0 && (evict || fits()) {
-            shard.entries.insert(key.to_vec(), value.to_vec());
+            shard.entries.insert(key.to_vec(), stored);
+        }
+    }
+
+    /// What shard `index` would keep of `record`: compressed once the shard is a quarter full. It
+    /// is compressed out of the shard's lock, even if it then does not go in.
+    fn prepare(&self, index: usize, record: Vec<u8>) -> Stored {
+        if !self.compressor.compresses(record.len()) {
+            return Stored::Plain(record);
+        }
+        let filling = {
+            let shard = self.shards[index].lock();
+            shard.entries.weight() * 4 >= shard.entries.capacity()
+        };
+        match filling {
+            true => self.compressor.store(record),
+            false => Stored::Plain(record),
         }
     }
 
@@ -256,10 +301,13 @@ impl RecordCache {
     /// then. Two writes of one record never overlap: writers hold the key's lock, and counters
     /// are only ever dropped.
     pub fn withdraw(&self, key: &[u8]) -> Option<Vec<u8>> {
-        let mut shard = self.shards[self.shard_of(key)].lock();
-        shard.writes += 1;
-        shard.in_flight += 1;
-        shard.entries.remove(key).map(|(_, value)| value)
+        let removed = {
+            let mut shard = self.shards[self.shard_of(key)].lock();
+            shard.writes += 1;
+            shard.in_flight += 1;
+            shard.entries.remove(key)
+        };
+        removed.and_then(|(_, stored)| stored.record())
     }
 
     /// Notes a written record, [withdrawn](RecordCache::withdraw) before the write: `Some(value)`
@@ -267,14 +315,21 @@ impl RecordCache {
     /// in if `cache_it` (say, the record was cached); otherwise the record stays out, even if an
     /// earlier op of the same batch put it back.
     pub fn written(&self, key: &[u8], value: Option<Vec<u8>>, cache_it: bool) {
-        let mut shard = self.shards[self.shard_of(key)].lock();
+        let index = self.shard_of(key);
+        let stored = match value {
+            Some(value) if cache_it && value.len() <= VALUE_LIMIT => {
+                Some(self.prepare(index, value))
+            }
+            _ => None,
+        };
+        let mut shard = self.shards[index].lock();
         shard.writes += 1;
         shard.in_flight -= 1;
-        match value {
-            Some(value) if cache_it && value.len() <= VALUE_LIMIT => {
-                shard.entries.insert(key.to_vec(), value);
+        match stored {
+            Some(stored) => {
+                shard.entries.insert(key.to_vec(), stored);
             }
-            _ => {
+            None => {
                 shard.entries.remove(key);
             }
         }
@@ -321,7 +376,7 @@ mod tests {
     use super::*;
 
     fn cache() -> RecordCache {
-        RecordCache::new(1 << 20).expect("a cache")
+        RecordCache::new(1 << 20, true).expect("a cache")
     }
 
     fn read(cache: &RecordCache, key: &[u8], stored: &[u8]) -> Vec<u8> {
@@ -531,7 +586,7 @@ mod tests {
 
     #[test]
     fn batched_reads_fill_spare_room_and_rarely_evict() {
-        let cache = RecordCache::new(64 << 10).expect("a cache");
+        let cache = RecordCache::new(64 << 10, true).expect("a cache");
         let batch_read = |keys: &[Vec<u8>]| {
             let found = cache.get_many(keys);
             let missing = missed(keys, &found);
@@ -579,12 +634,77 @@ mod tests {
         let large = vec![0; VALUE_LIMIT + 1];
         assert_eq!(read(&cache, b"big", &large), large);
         assert!(cache.get(b"big").is_err());
-        assert!(RecordCache::new(0).is_none());
+        assert!(RecordCache::new(0, true).is_none());
+    }
+
+    /// Text-like records: words of a small vocabulary.
+    fn prose(seed: u32, len: usize) -> Vec<u8> {
+        let words = [
+            "keys", "stay", "on", "disk", "while", "hot", "records", "fit", "here",
+        ];
+        let mut out = Vec::new();
+        let mut n = seed;
+        while out.len() < len {
+            n = n.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            out.extend_from_slice(words[(n >> 16) as usize % words.len()].as_bytes());
+            out.push(b' ');
+        }
+        out.truncate(len);
+        out
+    }
+
+    #[test]
+    fn records_past_a_quarter_of_the_cache_are_kept_compressed_and_read_back_whole() {
+        let cache = RecordCache::new(1 << 20, true).expect("a cache");
+        let keys: Vec<Vec<u8>> = (0..600u32).map(|i| i.to_be_bytes().to_vec()).collect();
+        let records: Vec<Vec<u8>> = (0..600u32).map(|i| prose(i, 2000)).collect();
+        for (key, record) in keys.iter().zip(&records) {
+            read(&cache, key, record);
+        }
+        let raw: u64 = keys
+            .iter()
+            .zip(&records)
+            .filter(|(key, _)| cache.get(key).is_ok())
+            .map(|(key, record)| entry_weight(key, &Stored::Plain(record.clone())))
+            .sum();
+        let stats = cache.stats();
+        assert!(
+            raw > stats.capacity,
+            "more than the cache's capacity of records is cached: {raw} in {stats:?}"
+        );
+        for (key, record) in keys.iter().zip(&records) {
+            if let Ok(cached) = cache.get(key) {
+                assert_eq!(&cached, record);
+            }
+        }
+        let found = cache.get_many(&keys);
+        for (value, record) in found.values.iter().zip(&records) {
+            assert!(value.as_ref().is_none_or(|value| value == record));
+        }
+        // A patch reads a compressed record back whole, and the patched one goes in again.
+        let cached = keys.iter().position(|key| cache.get(key).is_ok()).unwrap();
+        let mut patched = cache.withdraw(&keys[cached]).expect("cached");
+        assert_eq!(patched, records[cached]);
+        patched[0] = b'K';
+        cache.written(&keys[cached], Some(patched.clone()), true);
+        assert_eq!(cache.get(&keys[cached]).ok(), Some(patched));
+    }
+
+    #[test]
+    fn without_compression_a_cache_holds_its_capacity_of_records() {
+        let cache = RecordCache::new(1 << 20, false).expect("a cache");
+        for i in 0..600u32 {
+            read(&cache, &i.to_be_bytes(), &prose(i, 2000));
+        }
+        let held = (0..600u32)
+            .filter(|i| cache.get(&i.to_be_bytes()).is_ok())
+            .count();
+        assert!(held * 2000 < 1 << 20, "{held} records");
     }
 
     #[test]
     fn usage_stays_within_capacity() {
-        let cache = RecordCache::new(64 << 10).expect("a cache");
+        let cache = RecordCache::new(64 << 10, true).expect("a cache");
         for i in 0..10_000u32 {
             read(&cache, &i.to_be_bytes(), &[1; 100]);
         }
