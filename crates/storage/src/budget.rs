@@ -28,6 +28,7 @@ impl BudgetSource {
     }
 }
 
+/// What the caches and memtables may take together, and where that figure came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryBudget {
     pub bytes: usize,
@@ -88,8 +89,13 @@ impl MemoryBudget {
             meta_cache: sixteenth * 7,
             data_cache: sixteenth,
             memtables,
-            write_buffer: (memtables / 4).min(WRITE_BUFFER_MAX),
+            write_buffer: MemoryBudget::write_buffer_for(memtables),
         }
+    }
+
+    /// One memtable of `memtables` in all: a quarter, at most 64 MiB.
+    pub fn write_buffer_for(memtables: usize) -> usize {
+        (memtables / 4).min(WRITE_BUFFER_MAX)
     }
 }
 
@@ -133,7 +139,11 @@ fn cgroup_limit(own: &str, v1_root: &Path, v2_root: &Path) -> Option<usize> {
     let mut v2 = None;
     for line in own.lines() {
         let mut fields = line.splitn(3, ':');
-        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        let (Some(_), Some(controllers), Some(path)) =
+            (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
         if controllers.split(',').any(|c| c == "memory") {
             v1 = Some(path);
         } else if controllers.is_empty() {

@@ -20,8 +20,13 @@ impl SetSizes {
         rocks.block_cache_size = self.block_cache.unwrap_or(split.block_cache);
         rocks.meta_cache_size = self.meta_cache.unwrap_or(split.meta_cache);
         rocks.data_cache_size = self.data_cache.unwrap_or(split.data_cache);
-        rocks.write_buffer_size = self.write_buffer.unwrap_or(split.write_buffer);
         rocks.memtable_budget = self.memtables.unwrap_or(split.memtables);
+        // One memtable follows the memtables in force, set or not.
+        let write_buffer = match self.memtables {
+            Some(memtables) => MemoryBudget::write_buffer_for(memtables),
+            None => split.write_buffer,
+        };
+        rocks.write_buffer_size = self.write_buffer.unwrap_or(write_buffer);
     }
 }
 
@@ -46,5 +51,18 @@ mod tests {
         assert_eq!(rocks.meta_cache_size, 196 << 20);
         assert_eq!(rocks.memtable_budget, 112 << 20);
         assert_eq!(rocks.write_buffer_size, 28 << 20);
+    }
+
+    #[test]
+    fn a_set_memtable_budget_sizes_one_memtable_and_a_tiny_budget_is_refused() {
+        let mut config = crate::config::Config::default();
+        config.apply("rocksdb.memtable-budget", "32mb").unwrap();
+        let budget = MemoryBudget::resolve(1 << 30);
+        config.set_sizes.apply(budget, &mut config.rocks);
+        assert_eq!(config.rocks.memtable_budget, 32 << 20);
+        assert_eq!(config.rocks.write_buffer_size, 8 << 20);
+        assert!(config.apply("memory-budget", "1mb").is_err());
+        config.apply("memory-budget", "0").unwrap();
+        config.apply("memory-budget", "64mb").unwrap();
     }
 }

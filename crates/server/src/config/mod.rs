@@ -302,6 +302,9 @@ impl Default for Config {
     }
 }
 
+/// The least `memory-budget` taken (64 MiB).
+const MIN_MEMORY_BUDGET: usize = 64 << 20;
+
 /// A configuration parameter as CONFIG GET and CONFIG SET see it.
 pub struct Param {
     pub name: &'static str,
@@ -764,9 +767,17 @@ pub const PARAMS: &[Param] = &[
         "memory-budget",
         false,
         |c| c.memory_budget.to_string(),
-        |c, v| {
-            c.memory_budget = parse_memory(v)?;
-            Ok(())
+        |c, v| match parse_memory(v)? {
+            // Less would leave memtables and cache shards smaller than one record.
+            budget @ 1..MIN_MEMORY_BUDGET => {
+                Err(format!(
+                    "memory-budget must be 0 or at least {MIN_MEMORY_BUDGET} bytes, not {budget}"
+                ))
+            }
+            budget => {
+                c.memory_budget = budget;
+                Ok(())
+            }
         }
     ),
     param!(

@@ -271,6 +271,16 @@ impl RecordCache {
         if value.len() > VALUE_LIMIT {
             return;
         }
+        // Compressing a record the shard would refuse anyway is work thrown away.
+        let refused = {
+            let shard = self.shards[miss.shard].lock();
+            shard.writes != miss.writes_seen
+                || shard.in_flight != 0
+                || !(evict || shard.entries.weight() < shard.entries.capacity())
+        };
+        if refused {
+            return;
+        }
         let stored = self.prepare(miss.shard, value.to_vec());
         let mut shard = self.shards[miss.shard].lock();
         let fits =
@@ -290,9 +300,10 @@ impl RecordCache {
             let shard = self.shards[index].lock();
             shard.entries.weight() * 4 >= shard.entries.capacity()
         };
-        match filling {
-            true => self.compressor.store(record),
-            false => Stored::Plain(record),
+        if filling {
+            self.compressor.store(record)
+        } else {
+            Stored::Plain(record)
         }
     }
 

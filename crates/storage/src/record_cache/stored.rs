@@ -97,6 +97,9 @@ impl Compressor {
             return dictionary.clone();
         }
         let mut gathered = self.gathered.lock();
+        if let Some(dictionary) = self.dictionary.get() {
+            return dictionary.clone();
+        }
         let room = DICTIONARY_BYTES.saturating_sub(gathered.len());
         gathered.extend_from_slice(&record[..record.len().min(room)]);
         if gathered.len() < DICTIONARY_BYTES {
