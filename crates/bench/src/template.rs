@@ -255,11 +255,20 @@ mod tests {
     use crate::payload::{PayloadKind, ValueSize};
 
     fn source(distribution: Distribution, range: u64, range2: u64) -> ValueSource {
+        source_of_hot(distribution, range, None, range2)
+    }
+
+    fn source_of_hot(
+        distribution: Distribution,
+        range: u64,
+        hot: Option<u64>,
+        range2: u64,
+    ) -> ValueSource {
         ValueSource::new(
             1,
             distribution,
             range,
-            None,
+            hot,
             range2,
             Arc::new(Payloads::new(
                 PayloadKind::Letters,
@@ -329,23 +338,7 @@ mod tests {
 
     #[test]
     fn hot_keys_are_distinct_and_spread_over_the_range() {
-        let mut values = ValueSource::new(
-            1,
-            Distribution::Sequential,
-            1_000_000,
-            Some(1000),
-            1,
-            Arc::new(Payloads::new(
-                PayloadKind::Letters,
-                ValueSize {
-                    min: 4,
-                    max: 4,
-                    mean: None,
-                },
-                1,
-            )),
-            Arc::new(AtomicU64::new(0)),
-        );
+        let mut values = source_of_hot(Distribution::Sequential, 1_000_000, Some(1000), 1);
         let mut keys: Vec<u64> = (0..1000).map(|_| values.rand()).collect();
         assert_eq!(values.rand(), keys[0], "the same thousand again");
         keys.sort();

@@ -64,6 +64,13 @@ struct Shard {
     misses: u64,
 }
 
+impl Shard {
+    /// Whether records coming in are kept compressed: once the shard is a quarter full.
+    fn is_filling(&self) -> bool {
+        self.entries.weight() * 4 >= self.entries.capacity()
+    }
+}
+
 #[derive(Clone)]
 struct EntryWeight;
 
@@ -272,16 +279,17 @@ impl RecordCache {
             return;
         }
         // Compressing a record the shard would refuse anyway is work thrown away.
-        let refused = {
+        let (refused, filling) = {
             let shard = self.shards[miss.shard].lock();
-            shard.writes != miss.writes_seen
+            let refused = shard.writes != miss.writes_seen
                 || shard.in_flight != 0
-                || !(evict || shard.entries.weight() < shard.entries.capacity())
+                || !(evict || shard.entries.weight() < shard.entries.capacity());
+            (refused, shard.is_filling())
         };
         if refused {
             return;
         }
-        let stored = self.prepare(miss.shard, value.to_vec());
+        let stored = self.store(value.to_vec(), filling);
         let mut shard = self.shards[miss.shard].lock();
         let fits =
             || shard.entries.weight() + entry_weight(key, &stored) <= shard.entries.capacity();
@@ -290,16 +298,9 @@ impl RecordCache {
         }
     }
 
-    /// What shard `index` would keep of `record`: compressed once the shard is a quarter full. It
-    /// is compressed out of the shard's lock, even if it then does not go in.
-    fn prepare(&self, index: usize, record: Vec<u8>) -> Stored {
-        if !self.compressor.compresses(record.len()) {
-            return Stored::Plain(record);
-        }
-        let filling = {
-            let shard = self.shards[index].lock();
-            shard.entries.weight() * 4 >= shard.entries.capacity()
-        };
+    /// What a shard would keep of `record`: compressed if the shard is `filling`. It is
+    /// compressed out of the shard's lock, even if it then does not go in.
+    fn store(&self, record: Vec<u8>, filling: bool) -> Stored {
         if filling {
             self.compressor.store(record)
         } else {
@@ -329,7 +330,9 @@ impl RecordCache {
         let index = self.shard_of(key);
         let stored = match value {
             Some(value) if cache_it && value.len() <= VALUE_LIMIT => {
-                Some(self.prepare(index, value))
+                let filling = self.compressor.compresses(value.len())
+                    && self.shards[index].lock().is_filling();
+                Some(self.store(value, filling))
             }
             _ => None,
         };
